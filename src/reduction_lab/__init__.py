@@ -1,0 +1,60 @@
+"""reduction_lab：GPU 归约内核课程的配套包。
+
+同一份代码两种模式运行（见 :mod:`reduction_lab.runtime`）：
+
+* ``gpu``：在 NVIDIA GPU 上运行真实的 Triton / CUDA C / TileLang 内核；
+* ``sim``：在 CPU 上运行——Triton 解释器、TileLang 的 C 目标、以及本包的 CUDA C 模拟器
+  :mod:`reduction_lab.simt`。
+
+必须先 ``import reduction_lab`` 再导入 triton：sim 模式要在导入 triton 之前打开解释器。
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# 模式选择必须最先执行（它决定 TRITON_INTERPRET）。
+from .runtime import DEVICE, MODE, ModeError  # noqa: E402
+
+__version__ = "0.1.0"
+
+# 公开名字 -> 所在模块。按需导入：import reduction_lab 不会加载 tilelang 或模拟器。
+_LAZY = {
+    # 统一入口
+    "softmax": "reduction_lab.api",
+    "reduce_sum": "reduction_lab.api",
+    "BACKENDS": "reduction_lab.api",
+    # Triton 内核
+    "fused_softmax": "reduction_lab.triton_kernels.softmax",
+    "row_sum": "reduction_lab.triton_kernels.row_sum",
+    "online_softmax": "reduction_lab.triton_kernels.online_softmax",
+    # 朴素 torch 参考实现（带逐步读写计数）
+    "naive_softmax": "reduction_lab.reference",
+    "naive_softmax_traffic": "reduction_lab.reference",
+    # 访存计数与越界检查（Triton 解释器）
+    "count_memory": "reduction_lab.memcount",
+    "OutOfBoundsError": "reduction_lab.memcount",
+    "MemoryReport": "reduction_lab.memcount",
+    "LaunchRecord": "reduction_lab.memcount",
+}
+
+_SUBMODULES = {"simt", "cuda_kernels", "tilelang_kernels", "bench", "triton_kernels", "reference",
+               "memcount", "api", "checks", "runtime"}
+
+__all__ = ["MODE", "DEVICE", "ModeError", *sorted(_LAZY)]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"reduction_lab.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'reduction_lab' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)

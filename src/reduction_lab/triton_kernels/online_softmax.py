@@ -1,0 +1,138 @@
+"""在线 softmax：行长于一个块时，一遍扫描同时维护运行最大值与重新缩放的运行和。
+
+课程页面：docs/triton/tiling.md。
+
+* :func:`online_softmax`——课程版：一个 program 处理一行，第一遍循环求 (m, d)，
+  第二遍循环归一化（与 FlashAttention 对键的循环同构）；
+* :func:`split_softmax`——生产版：行长到一个 program 填不满 GPU 时，把一行切成
+  N_SPLIT 段分给多个 program；每段在寄存器里只读一次，各段交换 (m, d) 后归一化。
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..checks import check_matrix
+from ..runtime import DEVICE, MODE
+from ._launch import next_pow2, warps_for
+
+#: softmax() 在 N 超过它时改用分段内核。
+SPLIT_THRESHOLD = 16384
+#: 分段内核每段的列数（每个 program 在寄存器里放一段）。
+SPLIT_CHUNK = 8192
+
+
+# --8<-- [start:kernel]
+@triton.jit
+def online_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
+                          BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    in_row = in_ptr + row * in_row_stride
+    out_row = out_ptr + row * out_row_stride
+    m = -float("inf")                            # 运行最大值
+    d = 0.0                                      # 运行和：sum(exp(x - m))
+    # 第一遍：一次读完整行，边读边更新 (m, d)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(in_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        # 旧的和按新最大值重新缩放：exp(x - m) = exp(x - m_new) * exp(m_new - m)
+        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    # 第二遍：再读一次，写出 exp(x - m) / d
+    for start in range(0, n_cols, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        mask = cols < n_cols
+        x = tl.load(in_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        y = tl.exp(x - m) / d
+        tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+# --8<-- [end:kernel]
+
+
+def online_softmax(x: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
+    """按行 softmax，一行一个 program，在行内按 block_size 分块循环（课程版）。"""
+    check_matrix(x, "x", device=DEVICE)
+    if block_size < 1 or block_size & (block_size - 1):
+        raise ValueError(f"block_size 必须是 2 的幂，得到 {block_size} (block_size must be a power of two)")
+    n_rows, n_cols = x.shape
+    out = torch.empty_like(x)
+    online_softmax_kernel[(n_rows,)](
+        out, x, x.stride(0), out.stride(0), n_cols,
+        BLOCK_SIZE=block_size, num_warps=warps_for(block_size),
+    )
+    return out
+
+
+@triton.jit
+def split_softmax_kernel(out_ptr, in_ptr, pmax_ptr, psum_ptr, count_ptr,
+                         in_row_stride, out_row_stride, n_cols,
+                         CHUNK: tl.constexpr, N_SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
+                         PHASE: tl.constexpr):
+    """grid = (N_SPLIT, M)。PHASE 0：一次启动完成（同一行的各段通过原子计数器等待彼此，
+    只在 GPU 上用）；PHASE 1 / 2：两次启动（先写各段的 (m, d)，再归一化），解释器用它，
+    因为解释器一个接一个地运行 program，等待别的 program 会死锁。"""
+    seg = tl.program_id(0)
+    row = tl.program_id(1).to(tl.int64)
+    cols = seg * CHUNK + tl.arange(0, CHUNK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    if PHASE != 2:
+        m = tl.max(x, axis=0)
+        d = tl.sum(tl.exp(x - m), axis=0)
+        if PHASE == 0:
+            tl.atomic_xchg(pmax_ptr + row * N_SPLIT + seg, m, sem="release")
+            tl.atomic_xchg(psum_ptr + row * N_SPLIT + seg, d, sem="release")
+            arrived = tl.atomic_add(count_ptr + row, 1, sem="acq_rel") + 1
+            while arrived < N_SPLIT:
+                arrived = tl.atomic_add(count_ptr + row, 0, sem="acquire")
+        else:
+            tl.store(pmax_ptr + row * N_SPLIT + seg, m)
+            tl.store(psum_ptr + row * N_SPLIT + seg, d)
+    if PHASE != 1:
+        offs = tl.arange(0, SPLIT_P2)
+        pmask = offs < N_SPLIT
+        if PHASE == 0:
+            pm = tl.atomic_add(pmax_ptr + row * N_SPLIT + offs, 0.0, mask=pmask, sem="acquire")
+            ps = tl.atomic_add(psum_ptr + row * N_SPLIT + offs, 0.0, mask=pmask, sem="acquire")
+            pm = tl.where(pmask, pm, -float("inf"))
+            ps = tl.where(pmask, ps, 0.0)
+        else:
+            pm = tl.load(pmax_ptr + row * N_SPLIT + offs, mask=pmask, other=-float("inf"))
+            ps = tl.load(psum_ptr + row * N_SPLIT + offs, mask=pmask, other=0.0)
+        m_row = tl.max(pm, axis=0)
+        d_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
+        y = tl.exp(x - m_row) / d_row
+        tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def split_softmax(x: torch.Tensor, chunk: int = SPLIT_CHUNK, num_warps: int | None = None,
+                  single_launch: bool | None = None) -> torch.Tensor:
+    """长行 softmax：每行切成 cdiv(N, chunk) 段，每段一个 program，输入只读一次。"""
+    check_matrix(x, "x", device=DEVICE)
+    if chunk < 1 or chunk & (chunk - 1):
+        raise ValueError(f"chunk 必须是 2 的幂，得到 {chunk} (chunk must be a power of two)")
+    n_rows, n_cols = x.shape
+    n_split = triton.cdiv(n_cols, chunk)
+    out = torch.empty_like(x)
+    pmax = torch.empty((n_rows, n_split), device=x.device, dtype=torch.float32)
+    psum = torch.empty((n_rows, n_split), device=x.device, dtype=torch.float32)
+    if single_launch is None:
+        single_launch = MODE == "gpu"
+    if single_launch and MODE != "gpu":
+        raise ValueError("single_launch=True 需要 GPU：解释器顺序执行 program，等待会死锁 "
+                         "(single_launch needs a GPU: the interpreter runs programs one by one)")
+    common = dict(CHUNK=chunk, N_SPLIT=n_split, SPLIT_P2=next_pow2(n_split),
+                  num_warps=num_warps or warps_for(chunk))
+    grid = (n_split, n_rows)
+    if single_launch:
+        count = torch.zeros(n_rows, device=x.device, dtype=torch.int32)
+        split_softmax_kernel[grid](out, x, pmax, psum, count, x.stride(0), out.stride(0), n_cols,
+                                   PHASE=0, **common)
+    else:
+        split_softmax_kernel[grid](out, x, pmax, psum, pmax, x.stride(0), out.stride(0), n_cols,
+                                   PHASE=1, **common)
+        split_softmax_kernel[grid](out, x, pmax, psum, pmax, x.stride(0), out.stride(0), n_cols,
+                                   PHASE=2, **common)
+    return out

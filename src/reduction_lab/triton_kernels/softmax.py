@@ -1,0 +1,103 @@
+"""融合 softmax：一个 program 处理一行，整行放进一个块，只读一次、写一次。
+
+课程页面：docs/triton/fused-softmax.md（访存计数）与 docs/triton/masking.md（-inf 掩码）。
+
+* :func:`fused_softmax`——课程版内核 ``fused_softmax_kernel``：每行一个 program；
+* :func:`softmax`——同一思想的生产版：短行时一个 program 处理多行（二维块），
+  行太长、一个块装不下时交给 :mod:`.online_softmax` 的分段内核。
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from ..checks import check_matrix
+from ..runtime import DEVICE
+from ._launch import next_pow2, warps_for
+
+#: 一个块最多装下的列数；更长的行用 online_softmax / 分段内核。
+MAX_FUSED_COLS = 32768
+
+
+# --8<-- [start:kernel]
+@triton.jit
+def fused_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
+                         BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)                       # 每个 program 负责一行
+    cols = tl.arange(0, BLOCK_SIZE)              # BLOCK_SIZE 是 >= n_cols 的 2 的幂
+    mask = cols < n_cols                         # 多出来的车道被屏蔽
+    # 被屏蔽的车道填 -inf：它不会改变最大值，exp(-inf) = 0 也不会改变分母
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    x = x.to(tl.float32)
+    z = x - tl.max(x, axis=0)                    # 减去行最大值，exp 不会溢出
+    num = tl.exp(z)
+    y = num / tl.sum(num, axis=0)
+    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+# --8<-- [end:kernel]
+
+
+# --8<-- [start:wrapper]
+def fused_softmax(x: torch.Tensor) -> torch.Tensor:
+    """按行 softmax，一行一个 program（课程版）。x: (M, N)，N <= MAX_FUSED_COLS。"""
+    check_matrix(x, "x", device=DEVICE)
+    n_rows, n_cols = x.shape
+    if n_cols > MAX_FUSED_COLS:
+        raise ValueError(
+            f"fused_softmax 把整行放进一个块，最多 {MAX_FUSED_COLS} 列，得到 N={n_cols}；"
+            f"长行请用 reduction_lab.online_softmax "
+            f"(row of {n_cols} columns does not fit one block; use online_softmax)"
+        )
+    out = torch.empty_like(x)
+    BLOCK_SIZE = next_pow2(n_cols)               # 整行放进一个块
+    fused_softmax_kernel[(n_rows,)](
+        out, x, x.stride(0), out.stride(0), n_cols,
+        BLOCK_SIZE=BLOCK_SIZE, num_warps=warps_for(BLOCK_SIZE),
+    )
+    return out
+# --8<-- [end:wrapper]
+
+
+@triton.jit
+def softmax_rows_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """一个 program 处理 BLOCK_M 行（短行时让每个 program 有足够的工作量）。"""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    rows64 = rows.to(tl.int64)
+    x = tl.load(in_ptr + rows64[:, None] * in_row_stride + cols[None, :], mask=mask,
+                other=-float("inf")).to(tl.float32)
+    x = tl.where(rows[:, None] < n_rows, x, 0.0)   # 越过末行的整行填 0，避免 -inf - (-inf)
+    z = x - tl.max(x, axis=1)[:, None]
+    num = tl.exp(z)
+    y = num / tl.sum(num, axis=1)[:, None]
+    tl.store(out_ptr + rows64[:, None] * out_row_stride + cols[None, :],
+             y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _rows_config(n_rows: int, n_cols: int):
+    block_n = next_pow2(n_cols)
+    # 每个 program 处理约 4096 个元素（至少一行）
+    block_m = max(1, min(4096 // block_n, next_pow2(n_rows)))
+    return block_m, block_n, warps_for(block_m * block_n)
+
+
+def softmax(x: torch.Tensor, *, block_m: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+    """按行 softmax（生产版）：短行多行一块，长行分段（见 online_softmax.split_softmax）。"""
+    check_matrix(x, "x", device=DEVICE)
+    n_rows, n_cols = x.shape
+    from .online_softmax import SPLIT_THRESHOLD, split_softmax
+
+    if n_cols > SPLIT_THRESHOLD:
+        return split_softmax(x)
+    out = torch.empty_like(x)
+    bm, bn, nw = _rows_config(n_rows, n_cols)
+    bm = block_m or bm
+    nw = num_warps or nw
+    softmax_rows_kernel[(triton.cdiv(n_rows, bm),)](
+        out, x, x.stride(0), out.stride(0), n_rows, n_cols,
+        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+    )
+    return out

@@ -1,0 +1,40 @@
+"""测试的公共设置：``--backend`` 选项让内核测试只针对一种实现运行。
+
+    pytest tests/test_kernels.py --backend cuda
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import reduction_lab  # noqa: F401  必须先于 triton 导入（sim 模式要打开解释器）
+from reduction_lab.api import BACKENDS
+
+# 每种实现需要的第三方模块；缺了就跳过并说明原因
+_REQUIRES = {"tilelang": "tilelang", "cuda": "pycparser"}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--backend", action="store", default=None, choices=BACKENDS,
+                     help="只对这一种实现运行内核测试（默认：全部）")
+
+
+def _available(backend: str):
+    mod = _REQUIRES.get(backend)
+    if mod and importlib.util.find_spec(mod) is None:
+        return f"backend {backend!r} 需要 {mod}，当前环境没有安装"
+    return None
+
+
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames:
+        chosen = metafunc.config.getoption("--backend")
+        names = [chosen] if chosen else list(BACKENDS)
+        params = []
+        for name in names:
+            reason = _available(name)
+            marks = [pytest.mark.skip(reason=reason)] if reason else []
+            params.append(pytest.param(name, id=name, marks=marks))
+        metafunc.parametrize("backend", params)

@@ -1,0 +1,100 @@
+"""Triton 课程内核的专项测试：块大小、长行、半精度、错误信息。"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import reduction_lab as rl
+from reduction_lab.triton_kernels.online_softmax import split_softmax
+from reduction_lab.triton_kernels.softmax import MAX_FUSED_COLS, softmax
+
+
+def _rand(m, n, seed=0, scale=1.0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(m, n, generator=g) * scale).to(device=rl.DEVICE, dtype=dtype)
+
+
+@pytest.mark.parametrize("n", [1, 7, 781, 1024, 3000])
+def test_fused_softmax(n):
+    x = _rand(6, n, scale=4.0)
+    torch.testing.assert_close(rl.fused_softmax(x).double(), torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("block_size", [256, 1024, 8192])
+@pytest.mark.parametrize("n", [1, 300, 1000, 5000])
+def test_row_sum_course_kernel_block_sizes(block_size, n):
+    x = _rand(3, n)
+    got = rl.row_sum(x, block_size=block_size)
+    torch.testing.assert_close(got.double(), x.double().sum(1), atol=1e-4 * n ** 0.5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("block_size", [64, 256, 1024])
+@pytest.mark.parametrize("n", [1, 100, 1000, 2500])
+def test_online_softmax_rows_longer_than_block(block_size, n):
+    x = _rand(4, n, seed=2, scale=5.0)
+    got = rl.online_softmax(x, block_size=block_size)
+    torch.testing.assert_close(got.double(), torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("chunk", [64, 1024])
+@pytest.mark.parametrize("n", [1, 65, 1000, 4100])
+def test_split_softmax(chunk, n):
+    x = _rand(3, n, seed=3, scale=5.0)
+    got = split_softmax(x, chunk=chunk)
+    torch.testing.assert_close(got.double(), torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+
+
+def test_split_softmax_single_launch_needs_gpu():
+    x = _rand(2, 100)
+    if rl.MODE == "sim":
+        with pytest.raises(ValueError, match="GPU"):
+            split_softmax(x, chunk=64, single_launch=True)
+    else:  # GPU 上：一次启动、各段用原子计数器互相等待
+        torch.testing.assert_close(split_softmax(x, chunk=64, single_launch=True).double(),
+                                   torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kw", [{}, {"block_m": 1}, {"block_m": 4, "num_warps": 2}])
+def test_softmax_production_configs(kw):
+    x = _rand(9, 300, seed=4)
+    torch.testing.assert_close(softmax(x, **kw).double(), torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kw", [{}, {"n_split": 4, "block_n": 64}, {"block_m": 2, "block_n": 128}])
+def test_row_sum_production_configs(kw):
+    x = _rand(5, 1000, seed=5)
+    torch.testing.assert_close(rl.row_sum(x, **kw).double(), x.double().sum(1), atol=1e-3, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_inputs(dtype):
+    x = _rand(4, 333, seed=6, dtype=dtype)
+    out = rl.fused_softmax(x)
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.float(), torch.softmax(x.float(), 1), atol=2e-3, rtol=2e-2)
+    s = rl.row_sum(x)
+    assert s.dtype == dtype
+    torch.testing.assert_close(s.float(), x.float().sum(1), atol=0.1, rtol=2e-2)
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(ValueError, match="online_softmax"):
+        rl.fused_softmax(torch.zeros(1, MAX_FUSED_COLS + 1, device=rl.DEVICE))
+    with pytest.raises(ValueError, match="2 的幂"):
+        rl.row_sum(torch.zeros(2, 8, device=rl.DEVICE), block_size=100)
+    with pytest.raises(ValueError, match="2 的幂"):
+        rl.online_softmax(torch.zeros(2, 8, device=rl.DEVICE), block_size=3)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        rl.fused_softmax([[1.0, 2.0]])
+    wrong = "cuda" if rl.DEVICE == "cpu" else "cpu"
+    if wrong == "cpu" or torch.cuda.is_available():
+        with pytest.raises(ValueError, match="reduction_lab.DEVICE"):
+            rl.fused_softmax(torch.zeros(2, 8, device=wrong))
+
+
+def test_strided_rows_are_supported():
+    base = _rand(6, 128, seed=7)
+    x = base[::2, :100]                       # 行步长 256，最后一维连续
+    torch.testing.assert_close(rl.fused_softmax(x).double(), torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(rl.row_sum(x).double(), x.double().sum(1), atol=1e-4, rtol=1e-5)

@@ -98,3 +98,14 @@ def test_strided_rows_are_supported():
     x = base[::2, :100]                       # 行步长 256，最后一维连续
     torch.testing.assert_close(rl.fused_softmax(x).double(), torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
     torch.testing.assert_close(rl.row_sum(x).double(), x.double().sum(1), atol=1e-4, rtol=1e-5)
+
+
+def test_fill_value_matters():
+    from reduction_lab.triton_kernels.masking import softmax_with_fill
+
+    x = torch.tensor([[-3.0, -1.0, -2.0], [-10.0, -20.0, -30.0]], device=rl.DEVICE)
+    want = torch.softmax(x, 1)
+    torch.testing.assert_close(softmax_with_fill(x, float("-inf")), want)
+    wrong = softmax_with_fill(x, 0.0)                    # BLOCK_SIZE=4：一个被屏蔽的车道
+    assert not torch.allclose(wrong, want, atol=1e-3)
+    assert bool((wrong.sum(1) < 0.99).all())             # 概率之和不再是 1

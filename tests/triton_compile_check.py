@@ -21,6 +21,7 @@ sys.modules["reduction_lab.runtime"] = rt
 from reduction_lab.triton_kernels import online_softmax as osm  # noqa: E402
 from reduction_lab.triton_kernels import row_sum as rs  # noqa: E402
 from reduction_lab.triton_kernels import softmax as sm  # noqa: E402
+from reduction_lab.triton_kernels import masking as mk  # noqa: E402
 
 P, I = "*fp32", "i32"
 CASES = [
@@ -36,6 +37,8 @@ CASES = [
     (osm.split_softmax_kernel, dict(out_ptr=P, in_ptr=P, pmax_ptr=P, psum_ptr=P, count_ptr="*i32",
                                     in_row_stride=I, out_row_stride=I, n_cols=I),
      dict(CHUNK=8192, N_SPLIT=32, SPLIT_P2=32, PHASE=1), 16),
+    (mk.softmax_fill_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, out_row_stride=I, n_cols=I),
+     dict(BLOCK_SIZE=1024, FILL=0.0), 4),
     (rs.row_sum_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_cols=I), dict(BLOCK_SIZE=1024), 4),
     (rs.row_sum_tiled_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_rows=I, n_cols=I, cols_per_split=I),
      dict(BLOCK_M=2, BLOCK_N=2048, ATOMIC=True), 8),

@@ -40,6 +40,8 @@ CASES = [
     (mk.softmax_fill_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, out_row_stride=I, n_cols=I),
      dict(BLOCK_SIZE=1024, FILL=0.0), 4),
     (rs.row_sum_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_cols=I), dict(BLOCK_SIZE=1024), 4),
+    (rs.row_sum_persistent_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_rows=I, n_cols=I, n_col_blocks=I),
+     dict(BLOCK_M=8, BLOCK_N=1024, NUM_STAGES=3), 8),
     (rs.row_sum_tiled_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_rows=I, n_cols=I, cols_per_split=I),
      dict(BLOCK_M=2, BLOCK_N=2048, ATOMIC=True), 8),
 ]

@@ -19,7 +19,7 @@ from ..runtime import DEVICE, MODE
 from ._launch import next_pow2, warps_for
 
 #: softmax() 在 N 超过它时改用分段内核。
-SPLIT_THRESHOLD = 16384
+SPLIT_THRESHOLD = 32768
 #: 分段内核每段的列数（每个 program 在寄存器里放一段）。
 SPLIT_CHUNK = 8192
 

@@ -36,16 +36,17 @@ def row_sum_kernel(out_ptr, in_ptr, in_row_stride, n_cols, BLOCK_SIZE: tl.conste
 @triton.jit
 def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_per_split,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ATOMIC: tl.constexpr):
-    """grid = (cdiv(M, BLOCK_M), n_split)：BLOCK_M 行 x 一段列，段内按 BLOCK_N 循环。"""
+    """grid = (cdiv(M, BLOCK_M), n_split)：BLOCK_M 行 x 一段列，段内按 BLOCK_N 循环。
+    cols_per_split 是 BLOCK_N 的倍数，各段互不重叠，所以掩码只需和 n_cols 比较——
+    这样编译器知道掩码按 4 个元素成组不变，可以用 128 位向量加载。"""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < n_rows
     col_start = tl.program_id(1) * cols_per_split
-    col_end = tl.minimum(col_start + cols_per_split, n_cols)
     base = in_ptr + rows.to(tl.int64)[:, None] * in_row_stride
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for start in range(col_start, col_end, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        mask = row_mask[:, None] & (cols[None, :] < col_end)
+    for k in range(0, cols_per_split, BLOCK_N):
+        cols = col_start + k + tl.arange(0, BLOCK_N)
+        mask = row_mask[:, None] & (cols[None, :] < n_cols)
         acc += tl.load(base + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     total = tl.sum(acc, axis=1)
     if ATOMIC:
@@ -54,25 +55,55 @@ def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_pe
         tl.store(out_ptr + rows, total, mask=row_mask)
 
 
+@triton.jit
+def row_sum_persistent_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, n_col_blocks,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """常驻（persistent）版本：program p 依次处理第 p, p+P, p+2P, ... 个行块（每块 BLOCK_M 行），
+    把「行块 x 列块」展平成一个循环，这样短行时 Triton 也能把下一块的加载与本块的求和重叠。"""
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    n_row_blocks = tl.cdiv(n_rows, BLOCK_M)
+    my_blocks = tl.cdiv(n_row_blocks - pid, nprog)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    for i in tl.range(0, my_blocks * n_col_blocks, num_stages=NUM_STAGES):
+        rb = pid + (i // n_col_blocks) * nprog
+        cb = i % n_col_blocks
+        rows = rb * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = cb * BLOCK_N + tl.arange(0, BLOCK_N)
+        row_mask = rows < n_rows
+        mask = row_mask[:, None] & (cols[None, :] < n_cols)
+        ptrs = in_ptr + rows.to(tl.int64)[:, None] * in_row_stride + cols[None, :]
+        acc += tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+        last = cb == n_col_blocks - 1
+        if last:
+            tl.store(out_ptr + rows, tl.sum(acc, axis=1), mask=row_mask)
+        acc = tl.where(last, 0.0, acc)
+
+
 def _tiled_config(n_rows: int, n_cols: int):
-    """(BLOCK_M, BLOCK_N, n_split, num_warps)：每个 program 一次读约 4096 个元素，
-    程序总数至少约为 SM 数的 4 倍。"""
+    """(BLOCK_M, BLOCK_N, n_split, num_warps, persistent)，在 H200 上扫描得到（scripts/tune_triton.py）：
+
+    * N < 4096：常驻内核，每次读 BLOCK_M x BLOCK_N = 4096 个元素；
+    * N >= 4096：一行一个 program，按 4096 列循环，16 个 warp；
+    * 行数少于 SM 数时把一行切成几段（原子加合并），让所有 SM 都有活干。"""
     block_n = min(next_pow2(n_cols), 4096)
     block_m = max(1, min(4096 // block_n, next_pow2(n_rows)))
-    programs = triton.cdiv(n_rows, block_m)
+    if n_cols < 4096:
+        return block_m, block_n, 1, (8 if block_n <= 1024 else 4), True
     n_split = 1
-    target = 4 * sm_count()
-    while programs * n_split < target and triton.cdiv(n_cols, n_split * 2) >= 4 * block_n:
+    while n_rows * n_split < 2 * sm_count() and triton.cdiv(n_cols, n_split * 2) >= 4 * block_n:
         n_split *= 2
-    return block_m, block_n, n_split, warps_for(block_m * block_n)
+    return 1, block_n, n_split, 16, False
 
 
 def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | None = None,
-            block_n: int | None = None, n_split: int | None = None,
-            num_warps: int | None = None) -> torch.Tensor:
+            block_n: int | None = None, n_split: int | None = None, num_warps: int | None = None,
+            programs_per_sm: int = 2, num_stages: int = 3) -> torch.Tensor:
     """每行求和，返回 (M,)，dtype 与 x 相同（内部用 float32 累加）。
 
-    ``block_size`` 给定时运行课程版内核（一行一个 program）；否则运行生产版。"""
+    ``block_size`` 给定时运行课程版内核（一行一个 program）；否则运行生产版：
+    默认参数见 ``_tiled_config``；显式给出 ``n_split=1`` 时用常驻内核
+    （program 数 = SM 数 x programs_per_sm），``n_split > 1`` 时分段 + 原子加。"""
     check_matrix(x, "x", device=DEVICE)
     n_rows, n_cols = x.shape
     if block_size is not None:
@@ -82,14 +113,23 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
         row_sum_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BLOCK_SIZE=block_size,
                                   num_warps=warps_for(block_size))
         return out.to(x.dtype)
-    bm, bn, ns, nw = _tiled_config(n_rows, n_cols)
+    bm, bn, ns, nw, persistent = _tiled_config(n_rows, n_cols)
+    if block_m or block_n or num_warps or n_split:
+        persistent = n_split == 1
     bm, bn, ns, nw = block_m or bm, block_n or bn, n_split or ns, num_warps or nw
+    if persistent:
+        out = torch.empty(n_rows, device=x.device, dtype=torch.float32)
+        n_row_blocks = triton.cdiv(n_rows, bm)
+        slots = programs_per_sm * sm_count() if sm_count() > 1 else 8
+        grid = (min(n_row_blocks, slots),)
+        row_sum_persistent_kernel[grid](out, x, x.stride(0), n_rows, n_cols, triton.cdiv(n_cols, bn),
+                                        BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=num_stages, num_warps=nw)
+        return out.to(x.dtype)
     cols_per_split = triton.cdiv(triton.cdiv(n_cols, ns), bn) * bn
     ns = triton.cdiv(n_cols, cols_per_split)
-    atomic = ns > 1
-    out = (torch.zeros if atomic else torch.empty)(n_rows, device=x.device, dtype=torch.float32)
+    out = (torch.zeros if ns > 1 else torch.empty)(n_rows, device=x.device, dtype=torch.float32)
     row_sum_tiled_kernel[(triton.cdiv(n_rows, bm), ns)](
         out, x, x.stride(0), n_rows, n_cols, cols_per_split,
-        BLOCK_M=bm, BLOCK_N=bn, ATOMIC=atomic, num_warps=nw,
+        BLOCK_M=bm, BLOCK_N=bn, ATOMIC=ns > 1, num_warps=nw,
     )
     return out.to(x.dtype)

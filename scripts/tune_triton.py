@@ -1,0 +1,129 @@
+"""在 GPU 上扫描 Triton 生产版内核的参数（块形状、warp 数、分段），打印每个形状的最佳配置。
+
+    REDUCTION_LAB_MODE=gpu python scripts/tune_triton.py [--total-elems 67108864] [--json out.json]
+
+输入 fp32，M x N = total-elems；softmax 计 读+写 字节，行求和计 读 字节。同一次运行里测设备拷贝带宽作上限。
+结果用来确定 softmax.py / row_sum.py / online_softmax.py 里的默认参数。
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+
+import reduction_lab as rl
+import torch
+
+from reduction_lab.triton_kernels.online_softmax import online_softmax, split_softmax
+from reduction_lab.triton_kernels.row_sum import row_sum
+from reduction_lab.triton_kernels.softmax import softmax
+
+
+def bench(fn, iters=30, warmup=5):
+    """CUDA 事件计时：所有次运行连续排进流里，最后同步一次（每次之间不同步，
+    否则 Python 的启动开销会算进内核时间）。返回中位数秒数。"""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return times[len(times) // 2] * 1e-3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--total-elems", type=int, default=1 << 26)
+    ap.add_argument("--json")
+    ap.add_argument("--ns", default="512,1024,2048,4096,8192,16384,32768,65536,131072,262144")
+    args = ap.parse_args()
+    rl.runtime.require_gpu("tune_triton")
+    results = []
+    for n in [int(v) for v in args.ns.split(",")]:
+        m = args.total_elems // n
+        x = torch.randn(m, n, device="cuda")
+        y = torch.empty_like(x)
+        nbytes = x.numel() * 4
+        copy = 2 * nbytes / bench(lambda: y.copy_(x))
+        ref_sm = torch.softmax(x, 1)
+        ref_sum = x.sum(1)
+        rows = {"N": n, "M": m, "copy": copy / 1e9, "softmax": [], "row_sum": []}
+        rows["torch_softmax"] = 2 * nbytes / bench(lambda: torch.softmax(x, 1)) / 1e9
+        rows["torch_sum"] = nbytes / bench(lambda: x.sum(1)) / 1e9
+        # softmax 候选
+        cands = []
+        if n <= 65536:
+            for elems, warps in itertools.product([2048, 4096, 8192, 16384, 32768, 65536], [4, 8, 16, 32]):
+                bm = elems // n
+                if bm < 1 or not (4 <= elems // (32 * warps) <= 64):
+                    continue
+                cands.append(("rows", dict(block_m=bm, num_warps=warps)))
+        if n >= 8192:
+            for chunk, warps in itertools.product([4096, 8192, 16384, 32768], [4, 8, 16, 32]):
+                if chunk > n or not (8 <= chunk // (32 * warps) <= 64):
+                    continue
+                cands.append(("split", dict(chunk=chunk, num_warps=warps)))
+        if n >= 32768:
+            for bs in (4096, 8192, 16384):
+                cands.append(("online", dict(block_size=bs)))
+        for kind, kw in cands:
+            try:
+                if kind == "online":
+                    f = lambda: online_softmax(x, **kw)
+                else:
+                    f = lambda: softmax(x, **kw)
+                out = f()
+                ok = torch.allclose(out, ref_sm, atol=1e-6, rtol=1e-4)
+                gbs = 2 * nbytes / bench(f) / 1e9
+                rows["softmax"].append({"kind": kind, **kw, "gbs": gbs, "ok": ok})
+            except Exception as exc:  # noqa: BLE001
+                rows["softmax"].append({"kind": kind, **kw, "error": str(exc)[:200]})
+        rows["softmax_default"] = 2 * nbytes / bench(lambda: softmax(x)) / 1e9
+        # row_sum 候选：常驻内核（n_split=1）的块形状、warp 数、每 SM program 数、流水级数
+        bn = min(triton_next(n), 4096)
+        for elems, warps, pps, stages in itertools.product([4096, 8192, 16384], [4, 8, 16], [2, 4, 8], [2, 3]):
+            bm = max(1, elems // bn)
+            if not (8 <= bm * bn // (32 * warps) <= 64):
+                continue
+            kw = dict(block_m=bm, block_n=bn, num_warps=warps, n_split=1, programs_per_sm=pps, num_stages=stages)
+            try:
+                f = lambda: row_sum(x, **kw)
+                ok = torch.allclose(f(), ref_sum, atol=1e-2, rtol=1e-4)
+                gbs = nbytes / bench(f) / 1e9
+                rows["row_sum"].append({**kw, "gbs": gbs, "ok": ok})
+            except Exception as exc:  # noqa: BLE001
+                rows["row_sum"].append({**kw, "error": str(exc)[:200]})
+        rows["row_sum_default"] = nbytes / bench(lambda: row_sum(x)) / 1e9
+        best_sm = max((r for r in rows["softmax"] if r.get("ok")), key=lambda r: r["gbs"], default=None)
+        best_rs = max((r for r in rows["row_sum"] if r.get("ok")), key=lambda r: r["gbs"], default=None)
+        bad = [r for r in rows["softmax"] + rows["row_sum"] if not r.get("ok")]
+        print(f"N={n:>7} copy {rows['copy']:.0f} | torch.softmax {rows['torch_softmax']:.0f} "
+              f"default {rows['softmax_default']:.0f} best {best_sm} | torch.sum {rows['torch_sum']:.0f} "
+              f"default {rows['row_sum_default']:.0f} best {best_rs} | bad {len(bad)} {bad[:2]}", flush=True)
+        results.append(rows)
+        del x, y
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+def triton_cdiv(a, b):
+    return (a + b - 1) // b
+
+
+def triton_next(n):
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+if __name__ == "__main__":
+    main()

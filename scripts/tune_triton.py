@@ -69,13 +69,15 @@ def main():
                 if chunk > n or not (8 <= chunk // (32 * warps) <= 64):
                     continue
                 cands.append(("split", dict(chunk=chunk, num_warps=warps)))
-        if n >= 32768:
-            for bs in (4096, 8192, 16384):
-                cands.append(("online", dict(block_size=bs)))
+                cands.append(("packed", dict(chunk=chunk, num_warps=warps)))
+        if n >= 65536:
+            cands.append(("online", dict(block_size=16384)))
         for kind, kw in cands:
             try:
                 if kind == "online":
                     f = lambda: online_softmax(x, **kw)
+                elif kind == "packed":
+                    f = lambda: split_softmax(x, packed=True, **kw)
                 else:
                     f = lambda: softmax(x, **kw)
                 out = f()

@@ -50,9 +50,14 @@ def test_split_softmax_single_launch_needs_gpu():
     if rl.MODE == "sim":
         with pytest.raises(ValueError, match="GPU"):
             split_softmax(x, chunk=64, single_launch=True)
-    else:  # GPU 上：一次启动、各段用原子计数器互相等待
-        torch.testing.assert_close(split_softmax(x, chunk=64, single_launch=True).double(),
-                                   torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+    else:  # GPU 上：一次启动、各段通过原子操作互相等待（计数器版与打包槽位版）
+        for packed in (False, True):
+            torch.testing.assert_close(split_softmax(x, chunk=64, single_launch=True, packed=packed).double(),
+                                       torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+        big = _rand(300, 70000, seed=8, scale=3.0)   # 多波次的 program，同一行的段必须都能常驻
+        for packed in (False, True):
+            torch.testing.assert_close(split_softmax(big, packed=packed).double(),
+                                       torch.softmax(big.double(), 1), atol=1e-6, rtol=1e-4)
 
 
 @pytest.mark.parametrize("kw", [{}, {"block_m": 1}, {"block_m": 4, "num_warps": 2}])
@@ -110,3 +115,15 @@ def test_fill_value_matters():
     wrong = softmax_with_fill(x, 0.0)                    # BLOCK_SIZE=4：一个被屏蔽的车道
     assert not torch.allclose(wrong, want, atol=1e-3)
     assert bool((wrong.sum(1) < 0.99).all())             # 概率之和不再是 1
+
+
+def test_masked_inputs_with_whole_blocks_of_minus_inf():
+    """输入里整块都是 -inf（注意力掩码的常见情形）时，在线/分段 softmax 不得产生 nan。"""
+    x = _rand(3, 300, seed=9)
+    x[:, :128] = -float("inf")              # 前两个 64 列的块全是 -inf
+    x[1, 200:] = -float("inf")
+    want = torch.softmax(x.double(), 1)
+    torch.testing.assert_close(rl.online_softmax(x, block_size=64).double(), want, atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(split_softmax(x, chunk=64).double(), want, atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(softmax(x).double(), want, atol=1e-6, rtol=1e-4)
+    torch.testing.assert_close(rl.fused_softmax(x).double(), want, atol=1e-6, rtol=1e-4)

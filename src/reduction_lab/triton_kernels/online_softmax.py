@@ -5,7 +5,8 @@
 * :func:`online_softmax`——课程版：一个 program 处理一行，第一遍循环求 (m, d)，
   第二遍循环归一化（与 FlashAttention 对键的循环同构）；
 * :func:`split_softmax`——生产版：行长到一个 program 填不满 GPU 时，把一行切成
-  N_SPLIT 段分给多个 program；每段在寄存器里只读一次，各段交换 (m, d) 后归一化。
+  N_SPLIT 段分给多个 program。GPU 上一次启动：每段只读一次、留在寄存器里，各段通过
+  原子操作交换 (m, d) 后归一化；解释器里分两次启动（第二次重新读输入）。
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ def online_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols
         cols = start + tl.arange(0, BLOCK_SIZE)
         x = tl.load(in_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
+        # 到目前为止全是 -inf 时 m_new = -inf，用 0 作减数以免 -inf - (-inf) = nan
+        m_ref = tl.where(m_new == -float("inf"), 0.0, m_new)
         # 旧的和按新最大值重新缩放：exp(x - m) = exp(x - m_new) * exp(m_new - m)
-        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        d = d * tl.exp(m - m_ref) + tl.sum(tl.exp(x - m_ref), axis=0)
         m = m_new
     # 第二遍：再读一次，写出 exp(x - m) / d
     for start in range(0, n_cols, BLOCK_SIZE):
@@ -80,7 +83,8 @@ def split_softmax_kernel(out_ptr, in_ptr, pmax_ptr, psum_ptr, count_ptr,
     x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     if PHASE != 2:
         m = tl.max(x, axis=0)
-        d = tl.sum(tl.exp(x - m), axis=0)
+        # 整段都是 -inf（输入里被屏蔽的位置）时 d = 0，而不是 exp(-inf - (-inf)) = nan
+        d = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)
         if PHASE == 0:
             tl.atomic_xchg(pmax_ptr + row * N_SPLIT + seg, m, sem="release")
             tl.atomic_xchg(psum_ptr + row * N_SPLIT + seg, d, sem="release")
@@ -107,8 +111,45 @@ def split_softmax_kernel(out_ptr, in_ptr, pmax_ptr, psum_ptr, count_ptr,
         tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+#: 槽位里 d 的哨兵值（-1.0 的位模式）：真实的 d = sum(exp(x - m)) >= 1，不会是负数。
+_SENTINEL_BITS = -1082130432  # float32 -1.0 的位模式（int32）
+
+
+@triton.jit
+def split_softmax_packed_kernel(out_ptr, in_ptr, slot_ptr, in_row_stride, out_row_stride, n_cols,
+                                CHUNK: tl.constexpr, N_SPLIT: tl.constexpr, SPLIT_P2: tl.constexpr,
+                                SENTINEL: tl.constexpr):
+    """一次启动的分段 softmax（仅 GPU）：每段把 (m, d) 打包成一个 64 位字，用一次 release
+    原子交换发布；同一行的各段轮询这一行的 N_SPLIT 个槽位，直到没有哨兵为止。"""
+    seg = tl.program_id(0)
+    row = tl.program_id(1).to(tl.int64)
+    cols = seg * CHUNK + tl.arange(0, CHUNK)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    d = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)
+    packed = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | \
+        (d.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
+    tl.atomic_xchg(slot_ptr + row * N_SPLIT + seg, packed, sem="release")
+    offs = tl.arange(0, SPLIT_P2)
+    pmask = offs < N_SPLIT
+    v = tl.atomic_add(slot_ptr + row * N_SPLIT + offs, 0, mask=pmask, sem="acquire")
+    d_bits = (v & 0xFFFFFFFF).to(tl.int32)
+    pending = tl.sum(((d_bits == SENTINEL) & pmask).to(tl.int32), axis=0)
+    while pending > 0:
+        v = tl.atomic_add(slot_ptr + row * N_SPLIT + offs, 0, mask=pmask, sem="acquire")
+        d_bits = (v & 0xFFFFFFFF).to(tl.int32)
+        pending = tl.sum(((d_bits == SENTINEL) & pmask).to(tl.int32), axis=0)
+    pm = tl.where(pmask, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), -float("inf"))
+    ps = tl.where(pmask, d_bits.to(tl.float32, bitcast=True), 0.0)
+    m_row = tl.max(pm, axis=0)
+    d_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
+    y = tl.exp(x - m_row) / d_row
+    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
 def split_softmax(x: torch.Tensor, chunk: int = SPLIT_CHUNK, num_warps: int | None = None,
-                  single_launch: bool | None = None) -> torch.Tensor:
+                  single_launch: bool | None = None, packed: bool = False) -> torch.Tensor:
     """长行 softmax：每行切成 cdiv(N, chunk) 段，每段一个 program，输入只读一次。"""
     check_matrix(x, "x", device=DEVICE)
     if chunk < 1 or chunk & (chunk - 1):
@@ -126,7 +167,12 @@ def split_softmax(x: torch.Tensor, chunk: int = SPLIT_CHUNK, num_warps: int | No
     common = dict(CHUNK=chunk, N_SPLIT=n_split, SPLIT_P2=next_pow2(n_split),
                   num_warps=num_warps or warps_for(chunk))
     grid = (n_split, n_rows)
-    if single_launch:
+    if single_launch and packed:
+        slots = torch.full((n_rows, n_split), _SENTINEL_BITS & 0xFFFFFFFF, device=x.device, dtype=torch.int64)
+        split_softmax_packed_kernel[grid](out, x, slots, x.stride(0), out.stride(0), n_cols,
+                                          CHUNK=chunk, N_SPLIT=n_split, SPLIT_P2=next_pow2(n_split),
+                                          SENTINEL=_SENTINEL_BITS, num_warps=common["num_warps"])
+    elif single_launch:
         count = torch.zeros(n_rows, device=x.device, dtype=torch.int32)
         split_softmax_kernel[grid](out, x, pmax, psum, count, x.stride(0), out.stride(0), n_cols,
                                    PHASE=0, **common)

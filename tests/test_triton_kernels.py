@@ -127,3 +127,17 @@ def test_masked_inputs_with_whole_blocks_of_minus_inf():
     torch.testing.assert_close(split_softmax(x, chunk=64).double(), want, atol=1e-6, rtol=1e-4)
     torch.testing.assert_close(softmax(x).double(), want, atol=1e-6, rtol=1e-4)
     torch.testing.assert_close(rl.fused_softmax(x).double(), want, atol=1e-6, rtol=1e-4)
+
+
+def test_split_softmax_inside_count_memory_uses_two_launches():
+    """count_memory() 里内核由解释器执行：一次启动的版本会死锁，所以自动改为两次启动。"""
+    x = _rand(2, 300, seed=10)
+    with rl.count_memory() as report:
+        y = split_softmax(x, chunk=128)
+    assert report.launches == 2
+    n_split = 3                                   # cdiv(300, 128)
+    assert report.elements_stored == x.numel() + 2 * x.shape[0] * n_split   # 输出 + 各段的 (m, d)
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+    with pytest.raises(ValueError, match="count_memory"):
+        with rl.count_memory():
+            split_softmax(x, chunk=128, single_launch=True)

@@ -159,11 +159,15 @@ def split_softmax(x: torch.Tensor, chunk: int = SPLIT_CHUNK, num_warps: int | No
     out = torch.empty_like(x)
     pmax = torch.empty((n_rows, n_split), device=x.device, dtype=torch.float32)
     psum = torch.empty((n_rows, n_split), device=x.device, dtype=torch.float32)
+    from ..memcount import is_counting
+
+    interpreted = MODE != "gpu" or is_counting()   # 解释器逐个执行 program
     if single_launch is None:
-        single_launch = MODE == "gpu"
-    if single_launch and MODE != "gpu":
-        raise ValueError("single_launch=True 需要 GPU：解释器顺序执行 program，等待会死锁 "
-                         "(single_launch needs a GPU: the interpreter runs programs one by one)")
+        single_launch = not interpreted
+    if single_launch and interpreted:
+        raise ValueError("single_launch=True 需要在 GPU 上编译运行：解释器（sim 模式或 count_memory() 之内）"
+                         "顺序执行 program，互相等待会死锁 "
+                         "(single_launch needs compiled GPU execution: the interpreter runs programs one by one)")
     common = dict(CHUNK=chunk, N_SPLIT=n_split, SPLIT_P2=next_pow2(n_split),
                   num_warps=num_warps or warps_for(chunk))
     grid = (n_split, n_rows)

@@ -31,11 +31,15 @@ _LAZY = {
     # 朴素 torch 参考实现（带逐步读写计数）
     "naive_softmax": "reduction_lab.reference",
     "naive_softmax_traffic": "reduction_lab.reference",
+    # CUDA C（GPU 上经 CuPy，CPU 上经 simt 模拟器）
+    "full_sum": "reduction_lab.cuda_kernels",
+    "FULL_SUM_VERSIONS": "reduction_lab.cuda_kernels",
     # 访存计数与越界检查（Triton 解释器）
     "count_memory": "reduction_lab.memcount",
     "OutOfBoundsError": "reduction_lab.memcount",
     "MemoryReport": "reduction_lab.memcount",
     "LaunchRecord": "reduction_lab.memcount",
+    "UntestedTritonWarning": "reduction_lab.memcount",
 }
 
 _SUBMODULES = {"simt", "cuda_kernels", "tilelang_kernels", "bench", "triton_kernels", "reference",

@@ -1,0 +1,227 @@
+"""CUDA C 内核（本目录下的 .cu 文件）及其 Python 包装函数。
+
+同一份 .cu 源码在 gpu 模式下经 CuPy 编译运行，在 sim 模式下由 :mod:`reduction_lab.simt`
+在 CPU 上模拟（见 :mod:`.launcher`）。
+
+* :func:`reduce_sum` ——按行求和（reduce_sum.cu）。课程页面：docs/cuda/tree-reduction.md；
+* :func:`softmax` ——按行 softmax（softmax.cu）；
+* :func:`full_sum` ——整个数组求和的 8 个版本（full_sum.cu），版本表 :data:`FULL_SUM_VERSIONS`
+  从 full_sum.cu 的 ``@version`` 注释解析。课程页面：docs/cuda/seven-versions.md；
+* bank_conflicts.cu、tree_demo.cu、warp_shuffle.cu：教学内核，页面直接用 :func:`launch` 启动。
+
+每个包装函数都接受 ``mode="sim"``：在任何机器上用模拟器运行（张量在 CPU 上），
+``return_report=True`` 时同时返回模拟器的报告（gpu 模式下报告为 ``None``）。
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import torch
+
+from .. import runtime
+from ..checks import check_matrix, check_vector
+from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_source, source_path
+
+__all__ = [
+    "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
+    "reduce_sum", "softmax", "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report",
+    "NOMINAL_SM_COUNT",
+]
+
+#: sim 模式下假定的 SM 个数（H200 有 132 个），让模拟的启动配置与 H200 上的一致
+NOMINAL_SM_COUNT = 132
+
+_last_report = None
+
+
+def last_report():
+    """最近一次 sim 模式启动的模拟器报告（full_sum 为各级报告的列表）；gpu 模式下为 ``None``。"""
+    return _last_report
+
+
+def _mode(mode):
+    if mode not in (None, "sim", "gpu"):
+        raise ValueError(f"mode 只能是 None、'sim' 或 'gpu'，得到 {mode!r}")
+    return runtime.MODE if mode is None else mode
+
+
+def _device_for(mode: str) -> str:
+    return "cuda" if mode == "gpu" else "cpu"
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _sm_count(x: torch.Tensor, mode: str) -> int:
+    if mode == "gpu":
+        return _gpu_sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device())
+    return NOMINAL_SM_COUNT
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _check_block(block_size: int, lo: int) -> int:
+    if not isinstance(block_size, int) or block_size < lo or block_size > 1024 or block_size & (block_size - 1):
+        raise ValueError(f"block_size 必须是 {lo} 到 1024 之间的 2 的幂，得到 {block_size!r} "
+                         f"(block_size must be a power of two in [{lo}, 1024])")
+    return block_size
+
+
+def _finish(out, reports, return_report):
+    global _last_report
+    _last_report = reports
+    return (out, reports) if return_report else out
+
+
+# ---------------------------------------------------------------- reduce_sum
+
+_REDUCE_KERNELS = ("auto", "tree", "warp", "split")
+_WARP_MAX_COLS = 2048          # 不超过这个宽度用 warp-per-row 内核
+_UNROLL = 8                    # 生产版内核里每个线程同时在途的加载数
+
+
+def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: int | None = None,
+               return_report: bool = False, mode: str | None = None):
+    """每行求和：(M, N) float32 -> (M,)。
+
+    ``kernel``：``"tree"`` 课程版（一行一个线程块、共享内存树形归约）；``"warp"`` 一个 warp 一行；
+    ``"split"`` 长行切段 + atomicAdd；``"auto"``（默认）按 N 在 warp 与 split 之间选择。
+    """
+    m = _mode(mode)
+    check_matrix(x, "x", dtypes=(torch.float32,), device=_device_for(m))
+    if dim not in (1, -1):
+        raise ValueError(f"只支持沿最后一维（dim=1）归约，得到 dim={dim} (only dim=1 is supported)")
+    if kernel not in _REDUCE_KERNELS:
+        raise ValueError(f"kernel 只能是 {', '.join(_REDUCE_KERNELS)} 之一，得到 {kernel!r}")
+    M, N = x.shape
+    if N > 2**31 - 1 - 8 * 1024:
+        raise ValueError(f"每行最多 2**31 - 8193 个元素，得到 N={N} (row too long for int indices)")
+    if kernel == "auto":
+        kernel = "warp" if N <= _WARP_MAX_COLS else "split"
+    B = _check_block(block_size if block_size is not None else 256, 32)
+    defines = {"BLOCK_SIZE": B}
+    if kernel == "tree":
+        out = torch.empty(M, dtype=torch.float32, device=x.device)
+        rep = launch("reduce_sum.cu", "reduce_sum_rows", grid=M, block=B,
+                     args=(x, out, x.stride(0), N), defines=defines, mode=m)
+    elif kernel == "warp":
+        out = torch.empty(M, dtype=torch.float32, device=x.device)
+        rep = launch("reduce_sum.cu", "reduce_sum_rows_warp", grid=_cdiv(M, B // 32), block=B,
+                     args=(x, out, x.stride(0), M, N), defines=defines, mode=m)
+    else:
+        cols, chunks = _split_plan(M, N, B, _sm_count(x, m))
+        out = (torch.zeros if chunks > 1 else torch.empty)(M, dtype=torch.float32, device=x.device)
+        rep = launch("reduce_sum.cu", "reduce_sum_rows_split", grid=(chunks, min(M, 65535)), block=B,
+                     args=(x, out, x.stride(0), M, N, cols), defines=defines, mode=m)
+    return _finish(out, rep, return_report)
+
+
+def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:
+    """长行切段：返回 (每段列数, 段数)。目标是约 4 轮常驻线程块（每 SM 2048 个线程），
+    每段至少让每个线程做两轮 8 路加载；每段列数取 B*8 的倍数，段首按 128 字节对齐。"""
+    quantum = B * _UNROLL
+    target_blocks = sm_count * (2048 // B) * 4
+    chunks = max(1, min(_cdiv(target_blocks, M), _cdiv(N, 2 * quantum)))
+    cols = _cdiv(_cdiv(N, chunks), quantum) * quantum
+    return cols, _cdiv(N, cols)
+
+
+# ---------------------------------------------------------------- softmax
+
+def _softmax_block(N: int) -> int:
+    """每个线程大约 8 个元素，32 到 1024 个线程。"""
+    return min(1024, max(32, _next_pow2(_cdiv(N, 8))))
+
+
+def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
+            return_report: bool = False, mode: str | None = None):
+    """按行 softmax：(M, N) float32 -> (M, N)，一行一个线程块（softmax.cu）。"""
+    m = _mode(mode)
+    check_matrix(x, "x", dtypes=(torch.float32,), device=_device_for(m))
+    if dim not in (1, -1):
+        raise ValueError(f"只支持沿最后一维 softmax（dim=-1），得到 dim={dim} (only the last dim is supported)")
+    M, N = x.shape
+    B = _check_block(block_size if block_size is not None else _softmax_block(N), 32)
+    y = torch.empty((M, N), dtype=torch.float32, device=x.device)
+    rep = launch("softmax.cu", "softmax_rows", grid=M, block=B,
+                 args=(x, y, x.stride(0), y.stride(0), N), defines={"BLOCK_SIZE": B}, mode=m)
+    return _finish(y, rep, return_report)
+
+
+# ---------------------------------------------------------------- full_sum
+
+_VERSION_LINE = re.compile(r"^//\s*@version\s+(\d+)\s+(\w+)\s+(1|2|grid)\s+(.+?)\s*$", re.M)
+
+
+def _parse_versions():
+    text = read_source("full_sum.cu")
+    table, loads = {}, {}
+    for num, kname, load, desc in _VERSION_LINE.findall(text):
+        table[int(num)] = (kname, desc)
+        loads[int(num)] = load
+    return dict(sorted(table.items())), loads
+
+
+#: 版本号 -> (内核名, 一句话说明)，从 full_sum.cu 的 ``@version`` 注释解析，文档与代码不会脱节
+FULL_SUM_VERSIONS, _FULL_SUM_LOADS = _parse_versions()
+
+
+def full_sum_plan(n: int, version: int, block_size: int = 256, max_blocks: int | None = None) -> list[tuple[int, int]]:
+    """各级启动的 (输入长度, 线程块数)，直到只剩一个数。版本 7、8 的线程块数不超过 ``max_blocks``。"""
+    if version not in FULL_SUM_VERSIONS:
+        raise ValueError(f"version 只能是 {', '.join(map(str, FULL_SUM_VERSIONS))}，得到 {version!r} "
+                         f"(unknown full_sum version)")
+    load = _FULL_SUM_LOADS[version]
+    if load == "grid" and (max_blocks is None or max_blocks < 1):
+        raise ValueError("版本 7、8 需要 max_blocks >= 1")
+    plan = []
+    while True:
+        if load == "1":
+            blocks = _cdiv(n, block_size)
+        elif load == "2":
+            blocks = _cdiv(n, 2 * block_size)
+        else:
+            per_block = block_size * (2 if version == 7 else _UNROLL)
+            blocks = min(_cdiv(n, per_block), max_blocks)
+        plan.append((n, blocks))
+        if blocks == 1:
+            return plan
+        n = blocks
+
+
+def full_sum(x: torch.Tensor, version: int = 8, block_size: int = 256, max_blocks: int | None = None,
+             return_report: bool = False, mode: str | None = None):
+    """一维 float32 数组求和 -> 0 维张量。``version`` 取 :data:`FULL_SUM_VERSIONS` 的键。
+
+    每一级把数组归约成每个线程块一个部分和，再用同一个内核归约部分和，直到只剩一个数
+    （不用原子操作）。版本 7、8 的线程块数默认是 SM 数 x 每 SM 常驻块数（2048 / block_size）。
+    ``return_report=True`` 时返回 (结果, 各级报告的列表)。
+    """
+    m = _mode(mode)
+    check_vector(x, "x", dtypes=(torch.float32,), device=_device_for(m))
+    if x.numel() > 2**31 - 1:
+        raise ValueError(f"最多 2**31 - 1 个元素，得到 {x.numel()} (too many elements for unsigned int indices)")
+    B = _check_block(block_size, 64)
+    if max_blocks is None:
+        max_blocks = _sm_count(x, m) * (2048 // B)
+    plan = full_sum_plan(x.numel(), version, B, max_blocks)
+    kname = FULL_SUM_VERSIONS[version][0]
+    shared = 0 if version == 8 else B * 4
+    cur, reports = x, []
+    for n, blocks in plan:
+        out = torch.empty(blocks, dtype=torch.float32, device=x.device)
+        reports.append(launch("full_sum.cu", kname, grid=blocks, block=B, args=(cur, out, n),
+                              shared_bytes=shared, defines={"BLOCK_SIZE": B}, mode=m))
+        cur = out
+    result = cur.reshape(())
+    return _finish(result, reports if m == "sim" else None, return_report)

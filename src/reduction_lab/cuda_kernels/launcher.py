@@ -1,0 +1,265 @@
+"""同一份 .cu 源码的唯一启动入口：gpu 模式经 CuPy ``RawKernel``，sim 模式经 :mod:`reduction_lab.simt`。
+
+    launch("reduce_sum.cu", "reduce_sum_rows", grid=M, block=256,
+           args=(x, out, x.stride(0), N), defines={"BLOCK_SIZE": 256})
+
+* ``source``：本目录下的文件名（如 ``"full_sum.cu"``）或任意 .cu 文件的路径；
+* ``grid`` / ``block``：int 或最多 3 维的元组；
+* ``args``：与内核形参一一对应。指针形参传 torch 张量（gpu 模式在 CUDA 上，sim 模式在 CPU 上；
+  sim 模式也接受 numpy 数组），标量形参传 Python / numpy 数，按内核声明的 C 类型转换
+  （CuPy 会把裸的 Python int 当成 64 位整数传给 ``int`` 形参，悄悄算错，所以这里按签名转换）；
+* ``defines``：编译期常量，如 ``{"BLOCK_SIZE": 256}``；
+* ``mode``：``None`` 跟随 :data:`reduction_lab.MODE`；``"sim"`` 在任何机器上都用模拟器运行
+  （张量必须在 CPU 上），页面用它在 GPU 机器上也打印出同样的计数器。
+
+gpu 模式返回 ``None``（内核在 torch 的当前流上异步执行）；sim 模式返回模拟器的报告。
+课程页面：docs/cuda/tree-reduction.md、docs/cuda/seven-versions.md。
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import runtime
+
+__all__ = ["launch", "KERNEL_DIR", "source_path", "kernel_signature", "kernel_names", "read_source"]
+
+#: .cu 源码所在目录
+KERNEL_DIR = Path(__file__).resolve().parent
+
+# C 标量类型 -> numpy dtype（指针所指类型也用这张表检查张量的 dtype）
+_SCALAR_DTYPES = {
+    "bool": np.bool_, "_Bool": np.bool_,
+    "char": np.int8, "signed char": np.int8, "unsigned char": np.uint8,
+    "short": np.int16, "unsigned short": np.uint16,
+    "int": np.int32, "signed": np.int32, "signed int": np.int32, "int32_t": np.int32,
+    "unsigned": np.uint32, "unsigned int": np.uint32, "uint32_t": np.uint32,
+    "long": np.int64, "long int": np.int64, "long long": np.int64, "long long int": np.int64,
+    "int64_t": np.int64,
+    "unsigned long": np.uint64, "unsigned long long": np.uint64, "uint64_t": np.uint64,
+    "size_t": np.uint64,
+    "float": np.float32, "double": np.float64,
+}
+
+_TORCH_OF_NUMPY = {
+    np.bool_: torch.bool, np.int8: torch.int8, np.uint8: torch.uint8, np.int16: torch.int16,
+    np.int32: torch.int32, np.int64: torch.int64, np.float32: torch.float32, np.float64: torch.float64,
+}
+
+
+def source_path(source) -> Path:
+    """``"full_sum.cu"`` -> 本目录下的文件；其他字符串或 Path 按路径解释。"""
+    p = Path(source)
+    if not p.is_absolute() and not p.exists() and (KERNEL_DIR / p).exists():
+        p = KERNEL_DIR / p
+    if not p.is_file():
+        known = ", ".join(sorted(f.name for f in KERNEL_DIR.glob("*.cu")))
+        raise FileNotFoundError(f"找不到 CUDA 源文件 {source!r}；本包自带：{known} "
+                                f"(CUDA source {source!r} not found)")
+    return p.resolve()
+
+
+def read_source(source) -> str:
+    return source_path(source).read_text(encoding="utf-8")
+
+
+def kernel_names(source) -> list[str]:
+    """文件里所有 ``extern "C" __global__`` 内核的名字（按出现顺序）。"""
+    text = re.sub(r"//[^\n]*", "", read_source(source))
+    return re.findall(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(', text)
+
+
+def _defines_key(defines) -> tuple:
+    if defines is None:
+        return ()
+    if not isinstance(defines, dict):
+        raise TypeError(f"defines 必须是 dict，如 {{'BLOCK_SIZE': 256}}，得到 {type(defines).__name__}")
+    items = []
+    for k, v in defines.items():
+        if not isinstance(k, str) or not re.fullmatch(r"[A-Za-z_]\w*", k):
+            raise ValueError(f"defines 的名字 {k!r} 不是合法的 C 标识符 (bad macro name)")
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise TypeError(f"defines[{k!r}] 必须是 int、float 或 str，得到 {type(v).__name__}")
+        items.append((k, str(v)))
+    return tuple(sorted(items))
+
+
+def _dims(value, what: str) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, (int, np.integer)) else tuple(value) if isinstance(value, (tuple, list)) else None
+    if dims is None or not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+                                                          for d in dims):
+        raise TypeError(f"{what} 必须是 int 或 1 到 3 个 int 组成的元组，得到 {value!r} "
+                        f"({what} must be an int or a tuple of up to 3 ints)")
+    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    if any(d < 1 for d in dims):
+        raise ValueError(f"{what} 的每一维都必须 >= 1，得到 {value!r} ({what} dims must be positive)")
+    return dims
+
+
+@functools.lru_cache(maxsize=256)
+def _spec(source: str, name: str, dkey: tuple):
+    """(源文件路径, 形参表) —— 每个 (文件, 内核, defines) 只解析一次，启动时不再读文件。"""
+    from .. import simt
+
+    p = source_path(source)
+    names = kernel_names(p)
+    if name not in names:
+        raise ValueError(f"{p.name} 里没有名为 {name!r} 的 extern \"C\" __global__ 内核；有：{', '.join(names)} "
+                         f"(no kernel {name!r} in {p.name})")
+    sig = tuple(simt.kernel_signature(p.read_text(encoding="utf-8"), name, defines=dict(dkey) or None))
+    return p, sig
+
+
+def kernel_signature(source, name: str, defines=None):
+    """内核形参表 [(名字, C 类型, 是否指针), ...]（由模拟器的 C 解析器给出）。"""
+    return list(_spec(str(source), name, _defines_key(defines))[1])
+
+
+def _base_type(ctype: str) -> str:
+    t = re.sub(r"\b(const|volatile|__restrict__|restrict)\b", " ", str(ctype)).replace("*", " ")
+    return " ".join(t.split())
+
+
+def _convert_scalar(value, ctype: str, pname: str, kernel: str):
+    base = _base_type(ctype)
+    dtype = _SCALAR_DTYPES.get(base)
+    if dtype is None:
+        raise TypeError(f"{kernel} 的形参 {pname} 的类型 {ctype!r} 不受启动器支持 (unsupported parameter type)")
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"{kernel} 的形参 {pname} 是标量 {base}，却传入了数组/张量 "
+                        f"(parameter {pname} is a scalar {base}, got an array)")
+    if not isinstance(value, (int, float, bool, np.number, np.bool_)):
+        raise TypeError(f"{kernel} 的形参 {pname}（{base}）需要数，得到 {type(value).__name__}")
+    if np.dtype(dtype).kind in "iu":
+        if isinstance(value, (float, np.floating)):
+            if float(value) != int(value):
+                raise TypeError(f"{kernel} 的形参 {pname} 是整数 {base}，得到非整数 {value!r}")
+        v = int(value)
+        info = np.iinfo(dtype)
+        if not info.min <= v <= info.max:
+            raise OverflowError(f"{kernel} 的形参 {pname}={v} 超出 {base} 的范围 [{info.min}, {info.max}] "
+                                f"(value out of range for {base})")
+        return dtype(v)
+    if np.dtype(dtype).kind == "b":
+        return np.bool_(bool(value))
+    return dtype(value)
+
+
+def _check_pointer(value, ctype: str, pname: str, kernel: str, mode: str):
+    base = _base_type(ctype)
+    want = _SCALAR_DTYPES.get(base)
+    if isinstance(value, torch.Tensor):
+        if mode == "gpu" and value.device.type != "cuda":
+            raise ValueError(f"{kernel} 的形参 {pname}：gpu 模式需要 CUDA 张量，得到 {value.device} 上的张量"
+                             f"（用 reduction_lab.DEVICE 创建张量） (gpu mode needs CUDA tensors)")
+        if mode == "sim" and value.device.type != "cpu":
+            raise ValueError(f"{kernel} 的形参 {pname}：模拟器只能读写 CPU 张量，得到 {value.device} 上的张量；"
+                             f"先 .cpu() (the simulator needs CPU tensors)")
+        if want is not None and value.dtype != _TORCH_OF_NUMPY.get(want, None):
+            raise TypeError(f"{kernel} 的形参 {pname} 是 {base}*，张量的 dtype 却是 "
+                            f"{str(value.dtype).replace('torch.', '')} (dtype does not match {base}*)")
+        if value.numel() == 0:
+            raise ValueError(f"{kernel} 的形参 {pname} 是空张量 (empty tensor for pointer {pname})")
+        return
+    if isinstance(value, np.ndarray):
+        if mode == "gpu":
+            raise ValueError(f"{kernel} 的形参 {pname}：gpu 模式需要 CUDA 张量，得到 numpy 数组 "
+                             f"(gpu mode needs CUDA tensors)")
+        if want is not None and value.dtype != np.dtype(want):
+            raise TypeError(f"{kernel} 的形参 {pname} 是 {base}*，数组的 dtype 却是 {value.dtype} "
+                            f"(dtype does not match {base}*)")
+        return
+    if mode == "gpu" and hasattr(value, "__cuda_array_interface__"):
+        return
+    raise TypeError(f"{kernel} 的形参 {pname} 是指针 {ctype}，需要张量，得到 {type(value).__name__} "
+                    f"(parameter {pname} is a pointer, pass a tensor)")
+
+
+@functools.lru_cache(maxsize=128)
+def _raw_kernel(path: str, name: str, dkey: tuple):
+    import cupy
+
+    prefix = "".join(f"#define {k} {v}\n" for k, v in dkey)
+    code = prefix + f'#line 1 "{Path(path).name}"\n' + Path(path).read_text(encoding="utf-8")
+    return cupy.RawKernel(code, name)
+
+
+def _pointer_value(value):
+    if isinstance(value, torch.Tensor):
+        return value.data_ptr()
+    iface = value.__cuda_array_interface__
+    return iface["data"][0]
+
+
+def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey):
+    import cupy
+
+    kernel = _raw_kernel(str(path), name, dkey)
+    index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
+    with cupy.cuda.Device(index):
+        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(index).cuda_stream, index)
+        with stream:                                   # 与 torch 的当前流保持顺序
+            kernel(grid, block, tuple(packed), shared_mem=int(shared_bytes))
+    return None
+
+
+def _flat_span(a):
+    """模拟器要连续数组：非连续张量（如行距大于行长的切片）换成覆盖同一段内存的一维视图，
+    与 GPU 上内核看到的裸指针一致。"""
+    if isinstance(a, torch.Tensor) and not a.is_contiguous():
+        span = 1 + sum((n - 1) * s for n, s in zip(a.shape, a.stride()))
+        return a.as_strided((span,), (1,))
+    return a
+
+
+def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=None, mode: str | None = None):
+    """启动一个 CUDA C 内核：gpu 模式在 GPU 上，sim 模式在模拟器里。见模块说明。"""
+    mode = runtime.MODE if mode is None else mode
+    if mode not in ("gpu", "sim"):
+        raise ValueError(f"mode 只能是 None、'gpu' 或 'sim'，得到 {mode!r}")
+    if mode == "gpu" and runtime.MODE != "gpu":
+        raise runtime.ModeError(f"在 GPU 上启动 {name} 需要 gpu 模式（当前为 sim）(launching {name} on a GPU needs gpu mode)")
+    dkey = _defines_key(defines)
+    path, sig = _spec(str(source), name, dkey)
+    grid = _dims(grid, "grid")
+    block = _dims(block, "block")
+    if block[0] * block[1] * block[2] > 1024:
+        raise ValueError(f"block {block} 共 {block[0] * block[1] * block[2]} 个线程，超过每块 1024 个的上限 "
+                         f"(more than 1024 threads per block)")
+    if grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:
+        raise ValueError(f"grid {grid} 超出上限 (2**31-1, 65535, 65535) (grid too large)")
+    if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
+        raise ValueError(f"shared_bytes 必须是非负整数，得到 {shared_bytes!r}")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args 必须是元组或列表，得到 {type(args).__name__} (args must be a tuple or list)")
+    if len(args) != len(sig):
+        names = ", ".join(f"{t} {n}" for n, t, _ in sig)
+        raise TypeError(f"{name} 需要 {len(sig)} 个参数（{names}），得到 {len(args)} 个 "
+                        f"({name} takes {len(sig)} arguments, got {len(args)})")
+    packed, device = [], None
+    for (pname, ctype, is_ptr), a in zip(sig, args):
+        if not is_ptr:
+            packed.append(_convert_scalar(a, ctype, pname, name))
+            continue
+        _check_pointer(a, ctype, pname, name, mode)
+        if mode == "sim":
+            packed.append(_flat_span(a))
+            continue
+        if isinstance(a, torch.Tensor):
+            if device is None:
+                device = a.device
+            elif a.device != device:
+                raise ValueError(f"{name} 的张量不在同一块 GPU 上：{device} 与 {a.device} (tensors on different GPUs)")
+        packed.append(np.uint64(_pointer_value(a)))     # 指针按 64 位地址传入
+    if mode == "gpu":
+        return _gpu_launch(path, name, grid, block, packed, device, shared_bytes, dkey)
+
+    from .. import simt
+
+    return simt.launch(str(path), name, grid, block, packed, shared_bytes=int(shared_bytes),
+                       defines=dict(dkey) or None)

@@ -1,0 +1,382 @@
+"""CUDA C 内核（src/reduction_lab/cuda_kernels/*.cu）与启动器的测试。
+
+sim 模式下经模拟器在 CPU 上运行（小尺寸）；gpu 模式下同样的测试在 GPU 上运行真实内核。
+标了 ``mode="sim"`` 的测试（计数器、屏障错误）在两种模式下都用模拟器，结果应当一样。
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import reduction_lab as rl
+from reduction_lab import cuda_kernels as ck
+from reduction_lab.cuda_kernels import launcher
+
+GPU = rl.MODE == "gpu"
+WRONG_DEVICE = "cpu" if GPU else "meta"     # 与当前模式不符的设备
+
+
+def _rand(shape, seed=0, scale=1.0, device=None):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(device or rl.DEVICE)
+
+
+def _close_sum(got, x, dim=None):
+    want = x.double().sum() if dim is None else x.double().sum(dim=dim)
+    n = x.numel() if dim is None else x.shape[dim]
+    torch.testing.assert_close(got.double(), want, atol=1e-4 * max(1, n) ** 0.5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- reduce_sum
+
+ROW_SHAPES = [(1, 1), (1, 7), (3, 1000), (5, 33), (2, 257), (4, 2049), (2, 5000)]
+
+
+@pytest.mark.parametrize("kernel", ["tree", "warp", "split", "auto"])
+@pytest.mark.parametrize("shape", ROW_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_reduce_sum_kernels_match_float64(kernel, shape):
+    x = _rand(shape)
+    got = ck.reduce_sum(x, kernel=kernel)
+    assert got.shape == (shape[0],) and got.dtype == torch.float32 and got.device == x.device
+    _close_sum(got, x, dim=1)
+
+
+@pytest.mark.parametrize("block_size", [32, 64, 1024])
+@pytest.mark.parametrize("kernel", ["tree", "warp", "split"])
+def test_reduce_sum_block_sizes(kernel, block_size):
+    x = _rand((3, 1500), seed=2)
+    _close_sum(ck.reduce_sum(x, kernel=kernel, block_size=block_size), x, dim=1)
+
+
+def test_reduce_sum_split_uses_several_chunks_and_atomics():
+    # 2 行 x 5000 列：按 132 个 SM 的规划切成 2 段，各段 atomicAdd 到同一个输出
+    cols, chunks = ck._split_plan(2, 5000, 256, 132)
+    assert chunks == 2 and cols % (256 * 8) == 0
+    x = _rand((2, 5000), seed=3, device="cpu")
+    got, rep = ck.reduce_sum(x, kernel="split", return_report=True, mode="sim")
+    _close_sum(got, x, dim=1)
+    assert rep.grid == (2, 2, 1)
+    assert rep.atomic_ops == 4                  # 每个 (段, 行) 一次
+    assert rep.global_load_bytes == x.numel() * 4
+
+
+def test_reduce_sum_strided_rows():
+    base = _rand((4, 300), seed=4)
+    x = base[:, 10:260]                        # 行距 300，每行 250 个元素
+    assert x.stride() == (300, 1)
+    for kernel in ("tree", "warp", "split"):
+        _close_sum(ck.reduce_sum(x, kernel=kernel), x, dim=1)
+
+
+def test_reduce_sum_tree_counters_are_exact():
+    # 课程版：一行一个线程块，256 个线程，树有 log2(256) = 8 步，每步之后一次屏障
+    x = torch.ones(3, 1000)
+    out, rep = ck.reduce_sum(x, kernel="tree", return_report=True, mode="sim")
+    assert out.tolist() == [1000.0, 1000.0, 1000.0]
+    assert rep.blocks_launched == 3
+    assert rep.barriers == 3 * (1 + 8)
+    assert rep.global_load_bytes == 3 * 1000 * 4
+    assert rep.global_store_bytes == 3 * 4
+    assert rep.bank_conflicts == 0              # 顺序寻址没有存储体冲突
+
+
+def test_reduce_sum_routes_through_api():
+    x = _rand((3, 100), seed=5)
+    _close_sum(rl.reduce_sum(x, backend="cuda"), x, dim=1)
+
+
+def test_reduce_sum_extreme_values():
+    x = torch.tensor([[1e30, -1e30, 1.0], [3.0e38, 3.0e38, -3.0e38]], device=rl.DEVICE)
+    got = ck.reduce_sum(x, kernel="tree").tolist()
+    # 课程版的加法顺序是固定的树：(x0 + x2) + x1。两种模式给出同一个结果，中间结果不溢出
+    assert got[0] == 0.0                                    # 1e30 + 1 被舍入成 1e30，再与 -1e30 相消
+    assert got[1] == torch.tensor(3.0e38).item()            # (3e38 - 3e38) + 3e38，不会先算 3e38 + 3e38
+
+
+# ---------------------------------------------------------------- softmax
+
+SOFTMAX_SHAPES = [(1, 1), (1, 7), (3, 1000), (5, 33), (2, 4097)]
+
+
+@pytest.mark.parametrize("shape", SOFTMAX_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_softmax_matches_float64(shape):
+    x = _rand(shape, seed=6, scale=4.0)
+    y = ck.softmax(x)
+    assert y.shape == x.shape and y.dtype == torch.float32
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), dim=1), atol=1e-6, rtol=1e-4)
+    # 不变量：每行和为 1，所有值在 [0, 1]
+    torch.testing.assert_close(y.double().sum(1), torch.ones(shape[0], dtype=torch.float64, device=x.device),
+                               atol=1e-5, rtol=0)
+    assert bool(((y >= 0) & (y <= 1)).all())
+
+
+@pytest.mark.parametrize("block_size", [32, 128, 1024])
+def test_softmax_block_sizes_and_strided_input(block_size):
+    base = _rand((3, 700), seed=7, scale=3.0)
+    x = base[:, :650]
+    y = ck.softmax(x, block_size=block_size)
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), dim=1), atol=1e-6, rtol=1e-4)
+
+
+def test_softmax_extreme_rows():
+    x = torch.tensor([[-1e4, -2e4, -3e4, -1e4 - 1],     # 全是很负的数：单位元若用 0 就错
+                      [80.0, 81.0, 79.0, 1e4],          # 不减最大值 exp 会溢出
+                      [0.0, 0.0, 0.0, 0.0],
+                      [-math.inf, 0.0, -math.inf, 1.0]], device=rl.DEVICE)
+    y = ck.softmax(x)
+    assert bool(torch.isfinite(y).all())
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), dim=1), atol=1e-6, rtol=1e-4)
+
+
+def test_softmax_routes_through_api():
+    x = _rand((2, 50), seed=8)
+    torch.testing.assert_close(rl.softmax(x, backend="cuda"), torch.softmax(x, dim=1), atol=1e-6, rtol=1e-4)
+
+
+# ---------------------------------------------------------------- full_sum
+
+def test_full_sum_versions_table_matches_cu_file():
+    assert sorted(ck.FULL_SUM_VERSIONS) == list(range(1, 9))
+    names = [ck.FULL_SUM_VERSIONS[v][0] for v in sorted(ck.FULL_SUM_VERSIONS)]
+    assert names == [f"reduce{v}" for v in range(1, 9)]
+    assert names == ck.kernel_names("full_sum.cu")      # 表里的每个内核都在文件里，反之亦然
+    for _, desc in ck.FULL_SUM_VERSIONS.values():
+        assert desc and any("\u4e00" <= ch <= "\u9fff" for ch in desc)
+
+
+def test_full_sum_plan():
+    assert ck.full_sum_plan(2**28, 8, 256, 1056) == [(2**28, 1056), (1056, 1)]
+    assert ck.full_sum_plan(2**22, 1, 128) == [(2**22, 32768), (32768, 256), (256, 2), (2, 1)]
+    assert ck.full_sum_plan(1000, 4, 256) == [(1000, 2), (2, 1)]
+    assert ck.full_sum_plan(1, 7, 256, 5) == [(1, 1)]
+    with pytest.raises(ValueError, match="version"):
+        ck.full_sum_plan(10, 9)
+
+
+@pytest.mark.parametrize("version", range(1, 9))
+@pytest.mark.parametrize("n", [1, 7, 1000, 5003])
+def test_full_sum_versions_match_float64(version, n):
+    x = _rand(n, seed=n + version)
+    got = ck.full_sum(x, version=version, block_size=128)
+    assert got.shape == () and got.dtype == torch.float32
+    _close_sum(got, x)
+
+
+@pytest.mark.parametrize("version", [7, 8])
+def test_full_sum_grid_stride_loops(version):
+    # 只给 3 个线程块：每个线程要循环很多轮，也覆盖不足 8 轮的尾部
+    x = _rand(20011, seed=9)
+    _close_sum(ck.full_sum(x, version=version, block_size=64, max_blocks=3), x)
+
+
+@pytest.mark.parametrize("block_size", [64, 1024])
+@pytest.mark.parametrize("version", [5, 6, 8])
+def test_full_sum_block_sizes(version, block_size):
+    x = _rand(3000, seed=10)
+    _close_sum(ck.full_sum(x, version=version, block_size=block_size), x)
+
+
+def test_full_sum_counters_tell_the_versions_apart():
+    # 同一份输入（4096 个 1），第一级的计数器体现每个版本改了什么
+    x = torch.ones(4096)
+    reps = {}
+    for v in ck.FULL_SUM_VERSIONS:
+        total, r = ck.full_sum(x, version=v, block_size=128, max_blocks=8, return_report=True, mode="sim")
+        assert total.item() == 4096.0           # 整数值的 float 求和是精确的
+        reps[v] = r[0]
+    assert reps[1].divergent_branches > 0 and reps[2].divergent_branches < reps[1].divergent_branches
+    assert reps[2].bank_conflicts > 0 and reps[1].bank_conflicts == 0 and reps[3].bank_conflicts == 0
+    assert reps[4].blocks_launched == reps[3].blocks_launched // 2
+    assert reps[5].barriers < reps[4].barriers
+    assert reps[7].blocks_launched == 8                    # min(4096 / 256, max_blocks)
+    assert reps[8].blocks_launched == 4                    # 每块一轮 128 x 8 个元素
+    assert reps[8].barriers == 4                           # 每块只有一次块级屏障
+    assert reps[8].shared_load_bank_conflicts == 0
+    for v in ck.FULL_SUM_VERSIONS:
+        assert reps[v].global_load_bytes == 4096 * 4
+
+
+def test_last_report_and_sim_override():
+    x = torch.ones(3000)                                    # CPU 张量：两种模式下都能走模拟器
+    total = ck.full_sum(x, version=4, block_size=64, mode="sim")
+    assert total.item() == 3000.0
+    reps = ck.last_report()
+    assert [r.kernel for r in reps] == ["reduce4"] * 2      # 3000 -> 24 -> 1
+    assert [r.blocks_launched for r in reps] == [b for _, b in ck.full_sum_plan(3000, 4, 64)] == [24, 1]
+    y = ck.softmax(torch.zeros(2, 5), mode="sim")
+    assert torch.allclose(y, torch.full((2, 5), 0.2))
+    assert ck.last_report().kernel == "softmax_rows"
+
+
+# ---------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("fn", [ck.reduce_sum, ck.softmax])
+def test_row_kernels_reject_bad_input(fn):
+    with pytest.raises(ValueError, match="二维"):
+        fn(torch.ones(3, device=rl.DEVICE))
+    with pytest.raises(ValueError, match="空张量"):
+        fn(torch.ones(0, 4, device=rl.DEVICE))
+    with pytest.raises(ValueError, match="stride"):
+        fn(torch.ones(4, 6, device=rl.DEVICE).t())
+    with pytest.raises(TypeError, match="dtype"):
+        fn(torch.ones(2, 3, dtype=torch.float64, device=rl.DEVICE))
+    with pytest.raises(ValueError, match="dim"):
+        fn(torch.ones(2, 3, device=rl.DEVICE), dim=0)
+    with pytest.raises(ValueError, match="需要"):
+        fn(torch.ones(2, 3, device=WRONG_DEVICE))
+    with pytest.raises(ValueError, match="block_size"):
+        fn(torch.ones(2, 3, device=rl.DEVICE), block_size=48)
+
+
+def test_full_sum_rejects_bad_input():
+    with pytest.raises(ValueError, match="一维"):
+        ck.full_sum(torch.ones(2, 3, device=rl.DEVICE))
+    with pytest.raises(ValueError, match="空张量"):
+        ck.full_sum(torch.ones(0, device=rl.DEVICE))
+    with pytest.raises(TypeError, match="dtype"):
+        ck.full_sum(torch.ones(3, dtype=torch.int32, device=rl.DEVICE))
+    with pytest.raises(ValueError, match="连续"):
+        ck.full_sum(torch.ones(6, device=rl.DEVICE)[::2])
+    with pytest.raises(ValueError, match="version"):
+        ck.full_sum(torch.ones(3, device=rl.DEVICE), version=0)
+    with pytest.raises(ValueError, match="block_size"):
+        ck.full_sum(torch.ones(3, device=rl.DEVICE), block_size=32)   # 版本 5-7 要读 sdata[tid + 32]
+
+
+def test_launcher_rejects_bad_arguments():
+    x = torch.ones(8, device=rl.DEVICE)
+    out = torch.empty(1, device=rl.DEVICE)
+    d = {"BLOCK_SIZE": 64}
+    with pytest.raises(TypeError, match="需要 3 个参数"):
+        ck.launch("full_sum.cu", "reduce3", 1, 64, (x, out), shared_bytes=256, defines=d)
+    with pytest.raises(TypeError, match="指针"):
+        ck.launch("full_sum.cu", "reduce3", 1, 64, (x, 5, 8), shared_bytes=256, defines=d)
+    with pytest.raises(TypeError, match="标量"):
+        ck.launch("full_sum.cu", "reduce3", 1, 64, (x, out, x), shared_bytes=256, defines=d)
+    with pytest.raises(TypeError, match="dtype"):
+        ck.launch("full_sum.cu", "reduce3", 1, 64, (x.double(), out, 8), shared_bytes=256, defines=d)
+    with pytest.raises(OverflowError, match="unsigned int"):
+        ck.launch("full_sum.cu", "reduce3", 1, 64, (x, out, -1), shared_bytes=256, defines=d)
+    with pytest.raises(ValueError, match="reduce9"):
+        ck.launch("full_sum.cu", "reduce9", 1, 64, (x, out, 8), defines=d)
+    with pytest.raises(FileNotFoundError, match="nope.cu"):
+        ck.launch("nope.cu", "reduce3", 1, 64, (x, out, 8))
+    with pytest.raises(ValueError, match="1024"):
+        ck.launch("full_sum.cu", "reduce3", 1, (64, 32), (x, out, 8), defines=d)
+    with pytest.raises(TypeError, match="grid"):
+        ck.launch("full_sum.cu", "reduce3", 1.5, 64, (x, out, 8), defines=d)
+    with pytest.raises(ValueError, match="需要|模拟器"):
+        ck.launch("full_sum.cu", "reduce3", 1, 64, (x.to(WRONG_DEVICE) if WRONG_DEVICE == "cpu" else
+                                                      torch.ones(8, device="meta"), out, 8), defines=d)
+
+
+def test_scalar_arguments_get_their_declared_c_type():
+    # CuPy 会把裸的 Python int 当成 64 位整数：这里按声明的类型转换
+    assert launcher._convert_scalar(5, "int", "n", "k").dtype == np.int32
+    assert launcher._convert_scalar(5, "unsigned int", "n", "k").dtype == np.uint32
+    assert launcher._convert_scalar(5, "long long", "n", "k").dtype == np.int64
+    assert launcher._convert_scalar(2.5, "float", "a", "k").dtype == np.float32
+    assert launcher._convert_scalar(True, "bool", "b", "k").dtype == np.bool_
+    with pytest.raises(OverflowError):
+        launcher._convert_scalar(2**31, "int", "n", "k")
+    with pytest.raises(TypeError, match="非整数"):
+        launcher._convert_scalar(2.5, "int", "n", "k")
+    sig = ck.kernel_signature("reduce_sum.cu", "reduce_sum_rows", {"BLOCK_SIZE": 256})
+    assert [(n, launcher._base_type(t), p) for n, t, p in sig] == [
+        ("x", "float", True), ("out", "float", True), ("row_stride", "long long", False), ("n_cols", "int", False)]
+
+
+def test_gpu_launch_refused_in_sim_mode():
+    if GPU:
+        pytest.skip("只在 sim 模式下检查：gpu 模式下这个启动是合法的")
+    with pytest.raises(rl.ModeError):
+        ck.launch("full_sum.cu", "reduce3", 1, 64, (torch.ones(8), torch.empty(1), 8),
+                  shared_bytes=256, defines={"BLOCK_SIZE": 64}, mode="gpu")
+
+
+# ---------------------------------------------------------------- 教学内核（两种模式都走模拟器）
+
+def test_tree_trace_steps():
+    x = torch.arange(16, dtype=torch.float32)
+    trace = torch.zeros(4, 16)
+    ck.launch("tree_demo.cu", "tree_trace", 1, 16, (x, trace), shared_bytes=64, mode="sim")
+    assert trace[:, 0].tolist() == [8.0, 24.0, 56.0, 120.0]            # 0+8, 8+16, 24+32, 56+64
+    assert trace[0, :8].tolist() == [8.0, 10, 12, 14, 16, 18, 20, 22]
+    assert trace[0, 8:].tolist() == list(range(8, 16))                  # 后一半不变
+
+
+def test_barrier_inside_branch_is_reported():
+    from reduction_lab import simt
+
+    x = torch.ones(64)
+    with pytest.raises(simt.BarrierDivergenceError, match="__syncthreads"):
+        ck.launch("tree_demo.cu", "tree_bad_sync", 1, 64, (x, torch.empty(1)), shared_bytes=256, mode="sim")
+
+
+def test_missing_barrier_is_a_race():
+    from reduction_lab import simt
+
+    with pytest.raises(simt.SharedMemoryRaceError):
+        ck.launch("tree_demo.cu", "tree_no_sync", 1, 64, (torch.ones(64), torch.empty(1)), shared_bytes=256,
+                  mode="sim")
+
+
+@pytest.mark.parametrize("stride", [1, 2, 3, 4, 8, 16, 32, 33])
+def test_shared_stride_conflicts_are_gcd(stride):
+    out = torch.zeros(32)
+    rep = ck.launch("bank_conflicts.cu", "shared_stride", 1, 32, (out, stride), mode="sim")
+    assert out.tolist() == [float((t * stride) % (32 * 33)) for t in range(32)]
+    assert rep.shared_load_requests == 1
+    assert rep.shared_load_bank_conflicts == math.gcd(stride, 32) - 1
+    assert rep.shared_store_bank_conflicts == 0
+
+
+@pytest.mark.parametrize("kernel,conflicts_per_read", [("copy_tile", 0), ("transpose_conflict", 31),
+                                                        ("transpose_padded", 0)])
+def test_tile_kernels(kernel, conflicts_per_read):
+    rows, cols = 40, 70                                  # 不是 32 的倍数：边缘分块只有一部分
+    x = torch.arange(rows * cols, dtype=torch.float32).reshape(rows, cols)
+    out = torch.zeros(rows * cols)
+    grid = ((cols + 31) // 32, (rows + 31) // 32)
+    rep = ck.launch("bank_conflicts.cu", kernel, grid, (32, 8), (x, out, rows, cols), mode="sim")
+    want = x.t() if kernel.startswith("transpose") else x
+    assert torch.equal(out.reshape(want.shape), want.contiguous())
+    assert rep.shared_store_bank_conflicts == 0
+    full = torch.ones(64, 64)
+    rep = ck.launch("bank_conflicts.cu", kernel, (2, 2), (32, 8), (full, torch.zeros(64 * 64), 64, 64), mode="sim")
+    assert rep.shared_load_requests == 4 * 32            # 4 个分块，每块 8 个 warp x 4 轮
+    assert rep.shared_load_bank_conflicts == conflicts_per_read * rep.shared_load_requests
+
+
+def test_shuffle_traces():
+    x = torch.arange(32, dtype=torch.float32)
+    down, xor = torch.zeros(5, 32), torch.zeros(5, 32)
+    ck.launch("warp_shuffle.cu", "shfl_down_trace", 1, 32, (x, down), mode="sim")
+    ck.launch("warp_shuffle.cu", "shfl_xor_trace", 1, 32, (x, xor), mode="sim")
+    assert down[4, 0].item() == 496.0                     # 0 + 1 + ... + 31
+    assert xor[4].tolist() == [496.0] * 32                # 蝶形：每个 lane 都得到总和
+    assert down[0, :16].tolist() == [float(2 * i + 16) for i in range(16)]
+    if GPU:   # 同一个内核在 GPU 上给出同样的结果
+        xd, dd = x.to("cuda"), torch.zeros(5, 32, device="cuda")
+        ck.launch("warp_shuffle.cu", "shfl_down_trace", 1, 32, (xd, dd))
+        assert torch.equal(dd.cpu(), down)
+
+
+# ---------------------------------------------------------------- 只在 GPU 上跑的大尺寸
+
+@pytest.mark.skipif(not GPU, reason="大尺寸只在 gpu 模式下运行（模拟器上太慢）")
+def test_gpu_large_shapes():
+    x = _rand((70000, 2100), seed=11)             # 行数超过 gridDim.y 上限 65535：split 内核按行循环
+    _close_sum(ck.reduce_sum(x, kernel="split"), x, dim=1)
+    _close_sum(ck.reduce_sum(x, kernel="warp"), x, dim=1)
+    x = _rand((16, 262144), seed=12)              # 长行切段 + atomicAdd
+    _close_sum(ck.reduce_sum(x), x, dim=1)
+    v = _rand(2**24 + 3, seed=13)
+    for version in ck.FULL_SUM_VERSIONS:
+        _close_sum(ck.full_sum(v, version=version), v)
+    y = ck.softmax(_rand((64, 65536), seed=14))
+    torch.testing.assert_close(y.double().sum(1), torch.ones(64, dtype=torch.float64, device="cuda"), atol=1e-4, rtol=0)

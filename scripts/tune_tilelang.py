@@ -1,0 +1,179 @@
+"""在 GPU 上扫描 TileLang 行求和的参数（每块几行几列、线程数、行切分、延迟归约），打印 GB/s。
+
+    REDUCTION_LAB_MODE=gpu python scripts/tune_tilelang.py [--total-elems 67108864]
+        [--ns 512,4096,262144] [--threads 128,256,512] [--ept 16,32] [--splits 1,4,16]
+        [--jobs 8] [--json out.json]
+
+每个配置要编译一次（几秒）：先用 --jobs 个线程并行编译全部候选（写进 TileLang 的磁盘缓存，
+``TILELANG_CACHE_DIR`` 可以指定位置），计时阶段再从缓存取。全部 10 种 N 一次跑完约需十几分钟，
+可以用 --ns 分几次跑。
+
+输入 fp32，M x N = total-elems。行求和按「读的字节数」M*N*4 计，softmax 按「读+写」2*M*N*4 计。
+输入小于约 240 MB 时轮换使用几份输入（避开 L2 缓存）。每个配置先与 float64 的参考结果比对，
+再计时（CUDA 事件，中位数）。同一次运行里测设备拷贝带宽（读+写）、torch.sum 和 torch.softmax 作对照。
+结果用来确定 reduction_lab/tilelang_kernels/__init__.py 里 default_config 的默认参数。
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+
+import reduction_lab as rl
+import torch
+
+from reduction_lab import tilelang_kernels as tk
+
+
+def bench(fns, iters=30, warmup=3):
+    """fns：轮换调用的一组函数（每份输入一个）。所有次运行连续排进流里，最后同步一次。
+    返回每次调用的中位数秒数。"""
+    for i in range(warmup):
+        fns[i % len(fns)]()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
+    for i, (s, e) in enumerate(zip(starts, ends)):
+        s.record()
+        fns[i % len(fns)]()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return times[len(times) // 2] * 1e-3
+
+
+def next_pow2(n):
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def candidates(M, N, threads_list, ept_list, splits):
+    """(block_m, block_n, threads, n_split, defer_reduce) 的候选。"""
+    seen = set()
+    default = tk.default_config("reduce_sum", M, N, gpu=True)
+    out = [dict(default)]
+    seen.add(tuple(sorted(default.items())))
+    for threads, ept in itertools.product(threads_list, ept_list):
+        tile = threads * ept
+        block_n = min(next_pow2(N), tile)
+        block_m = max(1, tile // block_n)
+        for ns in splits:
+            if ns > 1 and N < ns * block_n:
+                continue
+            cfg = dict(block_m=block_m, block_n=block_n, threads=threads, n_split=ns, defer_reduce=True)
+            key = tuple(sorted(cfg.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append(cfg)
+    # 课程写法（每块都做一次块内归约）作对照
+    out.append(dict(default, defer_reduce=False))
+    return out
+
+
+def prewarm(x, cfgs, jobs):
+    """并行编译全部候选（以及切分时第二阶段的内核），结果进 TileLang 的磁盘缓存。"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    M, N = x.shape
+    target = tk._current_target(x.device)
+    work = []
+    for cfg in cfgs:
+        work.append(("reduce_sum", (M, N), cfg))
+        if cfg["n_split"] > 1:
+            work.append(("reduce_sum", (M, cfg["n_split"]),
+                         tk.default_config("reduce_sum", M, cfg["n_split"], gpu=True)))
+    work.append(("softmax", (M, N), tk.default_config("softmax", M, N, gpu=True)))
+
+    def one(item):
+        kernel, shape, cfg = item
+        meta = torch.empty(*shape, device="meta")
+        try:
+            tk._jit_for(kernel, target).compile(meta, cpu=False, **cfg)
+        except Exception as exc:  # noqa: BLE001  计时阶段会再报一次
+            return f"{kernel} {shape} {cfg}: {type(exc).__name__}: {str(exc)[:200]}"
+        return None
+
+    t0 = time.time()
+    with ThreadPoolExecutor(jobs) as pool:
+        errors = [e for e in pool.map(one, work) if e]
+    print(f"  预编译 {len(work)} 个内核：{time.time() - t0:.0f} s，失败 {len(errors)} {errors[:3]}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--total-elems", type=int, default=1 << 26)
+    ap.add_argument("--ns", default="512,1024,2048,4096,8192,16384,32768,65536,131072,262144")
+    ap.add_argument("--threads", default="128,256,512")
+    ap.add_argument("--ept", default="16,32", help="每个线程每块的元素个数（块大小 = threads * ept）")
+    ap.add_argument("--splits", default="1,4,16", help="行切分段数的候选（只在行块数少于约两波时试）")
+    ap.add_argument("--jobs", type=int, default=8, help="并行预编译的线程数（0：不预编译）")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    rl.runtime.require_gpu("tune_tilelang")
+    threads_list = [int(v) for v in args.threads.split(",")]
+    ept_list = [int(v) for v in args.ept.split(",")]
+    split_list = [int(v) for v in args.splits.split(",")]
+    props = torch.cuda.get_device_properties(0)
+    print(f"# {props.name}, {props.multi_processor_count} SMs; GB/s: sum 计读, softmax/copy 计读+写", flush=True)
+    results = []
+    for n in [int(v) for v in args.ns.split(",")]:
+        m = args.total_elems // n
+        nbytes = m * n * 4
+        n_buf = max(1, -(-240 * 2**20 // nbytes))   # 轮换的输入份数：合计至少 240 MB
+        xs = [torch.randn(m, n, device="cuda") for _ in range(n_buf)]
+        ys = [torch.empty_like(x) for x in xs]
+        refs = [x.double().sum(1).float() for x in xs]
+        row = {"N": n, "M": m, "n_buf": n_buf}
+        splits = split_list if m < 4 * props.multi_processor_count * 8 else [1]
+        cfgs = candidates(m, n, threads_list, ept_list, splits)
+        if args.jobs > 0:
+            prewarm(xs[0], cfgs, args.jobs)
+        row["copy"] = 2 * nbytes / bench([lambda x=x, y=y: y.copy_(x) for x, y in zip(xs, ys)], args.iters) / 1e9
+        row["torch_sum"] = nbytes / bench([lambda x=x: x.sum(1) for x in xs], args.iters) / 1e9
+        row["torch_softmax"] = 2 * nbytes / bench([lambda x=x: torch.softmax(x, 1) for x in xs], args.iters) / 1e9
+        t0 = time.time()
+        sm = tk.softmax(xs[0])
+        sm_ok = torch.allclose(sm, torch.softmax(xs[0].double(), 1).float(), atol=1e-6, rtol=1e-5)
+        row["softmax_compile_s"] = time.time() - t0
+        row["softmax_default"] = 2 * nbytes / bench([lambda x=x: tk.softmax(x) for x in xs], args.iters) / 1e9
+        row["softmax_ok"] = sm_ok
+        row["sum"] = []
+        for cfg in cfgs:
+            rec = dict(cfg)
+            try:
+                t0 = time.time()
+                out = tk.reduce_sum(xs[0], **cfg)
+                rec["compile_s"] = round(time.time() - t0, 2)
+                rec["ok"] = all(torch.allclose(tk.reduce_sum(x, **cfg), r, atol=1e-2, rtol=1e-4)
+                                for x, r in zip(xs, refs)) and out.shape == (m,)
+                if rec["ok"]:
+                    rec["gbs"] = nbytes / bench([lambda x=x: tk.reduce_sum(x, **cfg) for x in xs], args.iters) / 1e9
+            except Exception as exc:  # noqa: BLE001  一个配置失败不影响其余配置
+                rec["ok"] = False
+                rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            row["sum"].append(rec)
+            status = f"{rec['gbs']:7.0f} GB/s" if rec.get("gbs") else f"FAILED {rec.get('error', 'mismatch')}"
+            print(f"  N={n:>7} {cfg} -> {status}", flush=True)
+        good = [r for r in row["sum"] if r.get("gbs")]
+        best = max(good, key=lambda r: r["gbs"], default=None)
+        row["sum_default"] = row["sum"][0].get("gbs")
+        print(f"N={n:>7} M={m:>7} copy {row['copy']:.0f} | torch.sum {row['torch_sum']:.0f} | "
+              f"tilelang sum default {row['sum_default'] or float('nan'):.0f}, best {best and round(best['gbs'])} "
+              f"{best and {k: best[k] for k in tk.TUNABLES['reduce_sum']}} | torch.softmax "
+              f"{row['torch_softmax']:.0f} tilelang softmax {row['softmax_default']:.0f} "
+              f"(ok={sm_ok}) | failed {sum(1 for r in row['sum'] if not r['ok'])}", flush=True)
+        results.append(row)
+        del xs, ys, refs
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+"""TileLang 版按行求和与 softmax 的包装函数。
+
+课程页面：docs/tilelang/reduce.md（「TileLang 的归约」）。内核源码在 :mod:`.kernels`。
+
+* :func:`reduce_sum` —— (M, N) float32 -> (M,)；
+* :func:`softmax` —— (M, N) float32 -> (M, N)，按行；
+* :func:`cuda_source` —— 在任何机器上（不需要 GPU）把内核降级成 sm_90 的 CUDA C 源码；
+* :func:`default_config` —— 按 (M, N) 选出的默认参数（可调参数见各函数的关键字参数）。
+
+gpu 模式用 ``{"kind": "cuda", "arch": "sm_XY"}``（XY 取当前设备的计算能力）编译，
+sim 模式用 TileLang 的 ``c`` 目标在 CPU 上编译运行。``M, N`` 是编译期常量：每种
+（形状, 参数, 目标）编译一次，缓存在进程内。
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import tempfile
+
+import torch
+
+from ..checks import check_matrix
+from ..runtime import DEVICE, MODE
+
+__all__ = ["reduce_sum", "softmax", "cuda_source", "default_config", "nvcc_check",
+           "SM90_TARGET", "TUNABLES"]
+
+#: 不依赖 GPU 的 CUDA 目标：lead 机器（H200）的架构。
+SM90_TARGET = {"kind": "cuda", "arch": "sm_90"}
+
+#: 每个内核可调的关键字参数。
+TUNABLES = {
+    "reduce_sum": ("block_m", "block_n", "threads", "n_split", "defer_reduce"),
+    "softmax": ("block_m", "block_n", "threads"),
+}
+
+# 生成的下标是 int32：元素个数超过它就会溢出，必须拒绝而不是算错
+_MAX_ELEMS = 2**31 - 1
+# 默认每个块 threads * 16 个元素：每个线程每轮 4 次 128 位加载
+_ELEMS_PER_THREAD = 16
+_CPU_BLOCK_N = 1024
+_H200_SMS = 132
+
+_jits: dict = {}
+_sources: dict = {}
+
+
+def _next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _is_pow2(n) -> bool:
+    return isinstance(n, int) and n > 0 and (n & (n - 1)) == 0
+
+
+def _kernels():
+    from . import kernels
+
+    return {"reduce_sum": kernels.reduce_sum_kernel, "softmax": kernels.softmax_kernel}
+
+
+def _jit_for(kernel: str, target):
+    """同一个 @tilelang.jit 内核换一个编译目标（各自有自己的进程内缓存）。"""
+    key = (kernel, repr(target))
+    if key not in _jits:
+        _jits[key] = dataclasses.replace(_kernels()[kernel], target=target)
+    return _jits[key]
+
+
+def _current_target(device: torch.device):
+    if MODE == "sim":
+        return "c"
+    major, minor = torch.cuda.get_device_capability(device)
+    return {"kind": "cuda", "arch": f"sm_{major}{minor}"}
+
+
+def _sm_count() -> int:
+    if MODE == "gpu":
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return _H200_SMS
+
+
+def default_config(kernel: str, M: int, N: int, gpu: bool | None = None) -> dict:
+    """按 (M, N) 选默认参数。``gpu=None`` 时按当前模式。
+
+    gpu：256 个线程，一块 ``threads*16`` 个元素（短行时一块装几行）；行块数不足
+    约两波（SM 数 x 每 SM 8 个 256 线程的块 x 2）时，把一行切成 ``n_split`` 段分给几个块，
+    再用同一个内核把 (M, n_split) 的部分和加起来（第二阶段）。
+    sim（C 目标，单线程）：一块一行，``block_n`` 不超过 1024，不切分。
+    """
+    if kernel not in TUNABLES:
+        raise ValueError(f"未知的内核 {kernel!r}，可选：{', '.join(TUNABLES)} (unknown kernel {kernel!r})")
+    gpu = (MODE == "gpu") if gpu is None else gpu
+    if not gpu:
+        cfg = {"block_m": 1, "block_n": min(_next_pow2(N), _CPU_BLOCK_N), "threads": 256}
+        if kernel == "reduce_sum":
+            cfg.update(n_split=1, defer_reduce=True)
+        return cfg
+    threads = 256
+    tile = threads * _ELEMS_PER_THREAD
+    block_n = min(_next_pow2(N), tile)
+    block_m = max(1, tile // block_n)
+    block_m = min(block_m, _next_pow2(M))  # 行很少时不要空转
+    # 块很小时（短行且行少）减少线程数：每个线程至少 4 个元素，至少一个 warp
+    threads = max(32, min(threads, block_m * block_n // 4))
+    cfg = {"block_m": block_m, "block_n": block_n, "threads": threads}
+    if kernel == "reduce_sum":
+        row_blocks = -(-M // block_m)
+        want = _sm_count() * max(1, 2048 // threads) * 2
+        n_split = 1
+        if row_blocks < want:
+            # 每段至少 4 个块，否则切分得不偿失
+            n_split = max(1, min(_next_pow2(-(-want // row_blocks)), _prev_pow2(N // (4 * block_n))))
+        cfg.update(n_split=n_split, defer_reduce=True)
+    return cfg
+
+
+def _prev_pow2(n: int) -> int:
+    if n < 1:
+        return 1
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return p
+
+
+def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict) -> dict:
+    unknown = set(params) - set(TUNABLES[kernel])
+    if unknown:
+        raise TypeError(f"{kernel} 不认识的参数：{', '.join(sorted(unknown))}；可调参数："
+                        f"{', '.join(TUNABLES[kernel])} (unknown keyword arguments {sorted(unknown)})")
+    cfg = default_config(kernel, M, N, gpu)
+    given = {k: v for k, v in params.items() if v is not None}
+    if gpu and "block_n" in given and "block_m" not in given and _is_pow2(given["block_n"]):
+        # 只给了块宽：块的元素数仍按每线程 16 个来定行数
+        threads = given.get("threads", cfg["threads"])
+        if isinstance(threads, int) and threads > 0:
+            cfg["block_m"] = max(1, min(_next_pow2(M), threads * _ELEMS_PER_THREAD // given["block_n"]))
+    cfg.update(given)
+    for name in ("block_m", "block_n"):
+        # 非 2 的幂的归约宽度在上游有丢车道的报告（tile-ai/tilelang#2542），这里只收 2 的幂
+        if not _is_pow2(cfg[name]):
+            raise ValueError(f"{name} 必须是 2 的正整数次幂，得到 {cfg[name]!r} ({name} must be a power of two)")
+    if not (isinstance(cfg["threads"], int) and cfg["threads"] % 32 == 0 and 32 <= cfg["threads"] <= 1024):
+        raise ValueError(f"threads 必须是 32 的倍数且在 32..1024 之间，得到 {cfg['threads']!r} "
+                         f"(threads must be a multiple of 32 in 32..1024)")
+    if "n_split" in cfg and not (isinstance(cfg["n_split"], int) and cfg["n_split"] >= 1):
+        raise ValueError(f"n_split 必须是正整数，得到 {cfg['n_split']!r} (n_split must be a positive int)")
+    return cfg
+
+
+def _check(x: torch.Tensor) -> None:
+    check_matrix(x, "x", dtypes=(torch.float32,), device=DEVICE)
+    if x.stride(0) != x.shape[1] and x.shape[0] > 1:
+        raise ValueError(f"x 必须是行主序连续张量，得到 stride {tuple(x.stride())}；可以先调用 .contiguous() "
+                         f"(x must be contiguous)")
+    if x.numel() > _MAX_ELEMS:
+        raise ValueError(f"x 有 {x.numel()} 个元素，超过 TileLang 生成代码的 int32 下标上限 {_MAX_ELEMS} "
+                         f"(too many elements for int32 indexing)")
+
+
+def _run(kernel: str, x: torch.Tensor, cfg: dict) -> torch.Tensor:
+    gpu = MODE == "gpu"
+    jit = _jit_for(kernel, _current_target(x.device))
+    return jit(x, cpu=not gpu, **cfg)
+
+
+def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | None = None,
+               threads: int | None = None, n_split: int | None = None,
+               defer_reduce: bool | None = None) -> torch.Tensor:
+    """每行求和：(M, N) float32 -> (M,)。
+
+    可调参数（不给就按 :func:`default_config`）：``block_m`` 每块几行，``block_n`` 每块几列
+    （都是 2 的幂），``threads`` 每个线程块的线程数，``n_split`` 把一行切成几段分给几个线程块
+    （>1 时再用同一内核做第二阶段求和），``defer_reduce`` 为 True 时在循环里逐元素累加、
+    循环结束后只做一次块内归约，为 False 时每个块都 ``T.reduce_sum`` 一次再累加。
+    gpu 模式下只给 ``block_n`` 时，``block_m`` 取 ``threads*16 // block_n``（每线程 16 个元素）。
+    """
+    _check(x)
+    M, N = x.shape
+    gpu = MODE == "gpu"
+    cfg = _resolve("reduce_sum", M, N, gpu,
+                   dict(block_m=block_m, block_n=block_n, threads=threads, n_split=n_split,
+                        defer_reduce=defer_reduce))
+    partial = _run("reduce_sum", x, cfg)          # (M, n_split)
+    if cfg["n_split"] == 1:
+        return partial[:, 0]
+    # 第二阶段：同一个内核把每行的 n_split 个部分和加起来
+    return reduce_sum(partial)
+
+
+def softmax(x: torch.Tensor, *, block_m: int | None = None, block_n: int | None = None,
+            threads: int | None = None) -> torch.Tensor:
+    """按行 softmax：(M, N) float32 -> (M, N)。在线 softmax：第 1 遍一块一块地更新行最大值
+    和指数和，第 2 遍归一化写回（读 2 遍 x，写 1 遍 y）。"""
+    _check(x)
+    M, N = x.shape
+    cfg = _resolve("softmax", M, N, MODE == "gpu", dict(block_m=block_m, block_n=block_n, threads=threads))
+    return _run("softmax", x, cfg)
+
+
+def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target=None, **params) -> str:
+    """把内核降级成 CUDA C 并返回源码；默认目标 sm_90，不需要 GPU，也不需要 nvcc
+    （形状用 meta 张量给出，只做降级，不编译成二进制）。
+
+    ``params`` 是可调参数；不给的按 gpu 模式的默认值。
+    """
+    if kernel not in TUNABLES:
+        raise ValueError(f"未知的内核 {kernel!r}，可选：{', '.join(TUNABLES)} (unknown kernel {kernel!r})")
+    for name, v in (("M", M), ("N", N)):
+        if not (isinstance(v, int) and v >= 1):
+            raise ValueError(f"{name} 必须是正整数，得到 {v!r} ({name} must be a positive int)")
+    if M * N > _MAX_ELEMS:
+        raise ValueError(f"M*N={M * N} 超过 int32 下标上限 {_MAX_ELEMS} (too many elements)")
+    cfg = _resolve(kernel, M, N, True, params)
+    target = target or SM90_TARGET
+    key = (kernel, M, N, repr(target), tuple(sorted(cfg.items())))
+    if key not in _sources:
+        import tilelang
+        from tvm.target import Target
+
+        jit = _jit_for(kernel, target)
+        x = torch.empty(M, N, dtype=torch.float32, device="meta")
+        prim_func = jit.get_tir(x, cpu=False, **cfg)
+        # 只降级、不调用 nvcc：没有 CUDA 工具链的机器上也能看到生成的源码
+        with Target(target) as tgt:
+            _sources[key] = tilelang.lower(prim_func, target=tgt).kernel_source
+    return _sources[key]
+
+
+def _tilelang_includes() -> list[str]:
+    import tilelang
+
+    root = os.path.dirname(tilelang.__file__)
+    return [os.path.join(root, "src"), os.path.join(root, "3rdparty", "cutlass", "include")]
+
+
+def nvcc_check(source: str, arch: str = "sm_90") -> str:
+    """用 ``nvcc -ptx`` 编译生成的 CUDA C（只编译、不运行），返回 PTX；失败时抛出 RuntimeError
+    并附上 nvcc 的报错。需要 PATH 上有 nvcc。"""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise RuntimeError("PATH 上没有 nvcc (nvcc not found on PATH)")
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = os.path.join(tmp, "kernel.cu")
+        ptx = os.path.join(tmp, "kernel.ptx")
+        with open(cu, "w") as f:
+            f.write(source)
+        cmd = [nvcc, "-ptx", f"-arch={arch}", "-std=c++20", "-w", cu, "-o", ptx]
+        for inc in _tilelang_includes():
+            cmd.insert(1, f"-I{inc}")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc 编译失败 (nvcc failed):\n{proc.stderr[-4000:]}")
+        with open(ptx) as f:
+            return f.read()

@@ -96,7 +96,7 @@ def softmax(x: torch.Tensor, *, block_m: int | None = None, num_warps: int | Non
     from .online_softmax import SPLIT_THRESHOLD, split_softmax
 
     if chunk is not None or (block_m is None and n_cols > SPLIT_THRESHOLD):
-        return split_softmax(x, **({"chunk": chunk} if chunk else {}), num_warps=num_warps)
+        return split_softmax(x, chunk=chunk, num_warps=num_warps)
     if n_cols > MAX_FUSED_COLS:
         raise ValueError(f"多行内核把整行放进一个块，最多 {MAX_FUSED_COLS} 列，得到 N={n_cols} "
                          f"(row does not fit one block)")

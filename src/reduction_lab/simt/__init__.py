@@ -1,0 +1,21 @@
+"""CUDA C 子集的 CPU 模拟器，带检查器与计数器（文档：docs/cuda/simulator.md）。
+
+A CPU simulator for a subset of CUDA C: the whole grid runs vectorised with
+numpy, with an out-of-bounds check, a barrier-divergence check, a shared-memory
+race check and exact memory counters. Pure Python (numpy, pycparser, pcpp).
+"""
+
+from .api import MAX_LOOP_ITERATIONS, MAX_THREADS, kernel_signature, launch
+from .counters import Report
+from .errors import (
+    BarrierDivergenceError, LaunchError, LoopLimitError, OutOfBoundsError,
+    SharedMemoryRaceError, SimtError, SimtRuntimeError, UnsupportedError, WarpSyncError,
+)
+from .frontend import parse
+
+__all__ = [
+    "launch", "kernel_signature", "parse", "Report",
+    "SimtError", "UnsupportedError", "OutOfBoundsError", "BarrierDivergenceError",
+    "SharedMemoryRaceError", "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "LaunchError",
+    "MAX_THREADS", "MAX_LOOP_ITERATIONS",
+]

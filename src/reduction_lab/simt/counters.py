@@ -1,0 +1,149 @@
+"""计数器：全局内存合并、共享内存存储体冲突、屏障、分支发散（文档：docs/cuda/simulator.md）。
+
+Counters of one simulated launch. Counting is exact and deterministic and is
+vectorised per warp: a *request* is one warp executing one memory instruction
+with at least one active lane; a *sector* is a 32-byte aligned piece of global
+memory; a shared-memory request takes as many *wavefronts* as the largest number
+of distinct 4-byte words that its active lanes touch in one of the 32 banks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+
+@dataclass
+class Report:
+    """一次模拟启动的报告 / report of one simulated launch."""
+
+    kernel: str = ""
+    grid: tuple = (1, 1, 1)
+    block: tuple = (1, 1, 1)
+    shared_bytes: int = 0
+    blocks_launched: int = 0
+    threads_launched: int = 0
+    warps_launched: int = 0
+    global_load_bytes: int = 0
+    global_store_bytes: int = 0
+    global_load_requests: int = 0
+    global_store_requests: int = 0
+    global_load_sectors: int = 0
+    global_store_sectors: int = 0
+    shared_load_requests: int = 0
+    shared_store_requests: int = 0
+    shared_load_wavefronts: int = 0
+    shared_store_wavefronts: int = 0
+    shared_load_bank_conflicts: int = 0
+    shared_store_bank_conflicts: int = 0
+    atomic_ops: int = 0
+    barriers: int = 0
+    warp_syncs: int = 0
+    divergent_branches: int = 0
+    elapsed_s: float = field(default=0.0, compare=False)
+
+    @property
+    def bank_conflicts(self):
+        """共享内存读写的额外波前之和 / extra wavefronts of loads and stores."""
+        return self.shared_load_bank_conflicts + self.shared_store_bank_conflicts
+
+    @property
+    def global_load_sectors_per_request(self):
+        return self.global_load_sectors / self.global_load_requests if self.global_load_requests else 0.0
+
+    @property
+    def global_store_sectors_per_request(self):
+        return self.global_store_sectors / self.global_store_requests if self.global_store_requests else 0.0
+
+    def as_dict(self):
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "elapsed_s"}
+        d["bank_conflicts"] = self.bank_conflicts
+        return d
+
+    def __str__(self):
+        g = "x".join(map(str, self.grid))
+        b = "x".join(map(str, self.block))
+        rows = [
+            f"内核 {self.kernel}：网格 {g}，线程块 {b}，动态共享内存 {self.shared_bytes} 字节",
+            f"  线程块 {self.blocks_launched}，线程 {self.threads_launched}，线程束 {self.warps_launched}",
+            f"  全局内存读：{self.global_load_bytes} 字节，{self.global_load_requests} 次请求，{self.global_load_sectors} 个扇区",
+            f"  全局内存写：{self.global_store_bytes} 字节，{self.global_store_requests} 次请求，{self.global_store_sectors} 个扇区",
+            f"  共享内存读：{self.shared_load_requests} 次请求，{self.shared_load_wavefronts} 个波前，存储体冲突 {self.shared_load_bank_conflicts}",
+            f"  共享内存写：{self.shared_store_requests} 次请求，{self.shared_store_wavefronts} 个波前，存储体冲突 {self.shared_store_bank_conflicts}",
+            f"  原子操作 {self.atomic_ops}，__syncthreads {self.barriers}，__syncwarp {self.warp_syncs}，发散分支 {self.divergent_branches}",
+        ]
+        return "\n".join(rows)
+
+
+def _count_distinct_sorted_groups(keys):
+    """keys 中不同值的个数（已排序时 O(n)）。"""
+    n = keys.size
+    if n == 0:
+        return 0
+    d = np.diff(keys)
+    if (d >= 0).all():
+        return 1 + int(np.count_nonzero(d))
+    return int(np.unique(keys).size)
+
+
+def warps_in(gw):
+    """有序的线程束编号数组中不同线程束的个数。"""
+    if gw.size == 0:
+        return 0
+    return 1 + int(np.count_nonzero(gw[1:] != gw[:-1]))
+
+
+def global_access(rep, store, gw, byte_addr, nbytes):
+    """记录一条全局内存指令。gw：活跃线程的线程束编号（有序）；byte_addr：字节地址。"""
+    n = gw.size
+    req = warps_in(gw)
+    first = byte_addr // 32
+    last = (byte_addr + (nbytes - 1)) // 32
+    keys = (gw.astype(np.int64) << 36) | first.astype(np.int64)
+    if (last != first).any():  # 跨扇区（非对齐的大元素）
+        keys = np.concatenate([keys, (gw.astype(np.int64) << 36) | last.astype(np.int64)])
+        keys.sort()
+    sectors = _count_distinct_sorted_groups(keys)
+    if store:
+        rep.global_store_bytes += n * nbytes
+        rep.global_store_requests += req
+        rep.global_store_sectors += sectors
+    else:
+        rep.global_load_bytes += n * nbytes
+        rep.global_load_requests += req
+        rep.global_load_sectors += sectors
+
+
+# --8<-- [start:bank_conflicts]
+def shared_access(rep, store, gw, byte_addr):
+    """记录一条共享内存指令：请求数、波前数与存储体冲突（额外波前）。"""
+    if gw.size == 0:
+        return
+    word = (byte_addr // 4).astype(np.int64)
+    keys = (gw.astype(np.int64) << 20) | word
+    d = np.diff(keys)
+    if not (d >= 0).all():
+        keys = np.sort(keys)
+        d = np.diff(keys)
+    keys = keys[np.concatenate(([True], d != 0))]          # 不同的 (线程束, 字)
+    wk = keys >> 20
+    bk = (wk << 5) | (keys & 31)                             # (线程束, 存储体)
+    bk = np.sort(bk)
+    starts = np.concatenate(([True], bk[1:] != bk[:-1]))
+    ub = bk[starts]
+    cnt = np.diff(np.concatenate((np.flatnonzero(starts), [bk.size])))  # 每个存储体的不同字数
+    uw = ub >> 5
+    wstarts = np.flatnonzero(np.concatenate(([True], uw[1:] != uw[:-1])))
+    waves = np.maximum.reduceat(cnt, wstarts)
+    req = wstarts.size
+    total = int(waves.sum())
+    if store:
+        rep.shared_store_requests += req
+        rep.shared_store_wavefronts += total
+        rep.shared_store_bank_conflicts += total - req
+    else:
+        rep.shared_load_requests += req
+        rep.shared_load_wavefronts += total
+        rep.shared_load_bank_conflicts += total - req
+# --8<-- [end:bank_conflicts]

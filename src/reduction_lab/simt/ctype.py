@@ -1,0 +1,207 @@
+"""C 类型与 C 语义的算术（文档：docs/cuda/simulator.md）。
+
+C types of the simulated subset and arithmetic with C semantics on numpy
+arrays: integer promotion, usual arithmetic conversions, truncating division,
+wrap-around of fixed-width integers, float32 kept float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class CType:
+    is_scalar = False
+    is_ptr = False
+    is_array = False
+    is_void = False
+
+
+class Scalar(CType):
+    is_scalar = True
+
+    def __init__(self, name, dtype, kind, bits, rank):
+        self.name = name
+        self.dtype = np.dtype(dtype)
+        self.kind = kind          # 'b' bool, 'i' signed, 'u' unsigned, 'f' floating
+        self.bits = bits
+        self.rank = rank
+        self.size = self.dtype.itemsize
+
+    @property
+    def is_float(self):
+        return self.kind == "f"
+
+    @property
+    def is_int(self):
+        return self.kind in "iub"
+
+    def __repr__(self):
+        return self.name
+
+
+class Void(CType):
+    is_void = True
+    name = "void"
+    size = 1
+
+    def __repr__(self):
+        return "void"
+
+
+class Ptr(CType):
+    is_ptr = True
+    size = 8
+
+    def __init__(self, base, vol=False, const=False):
+        self.base = base
+        self.vol = vol
+        self.const = const
+
+    @property
+    def stride(self):
+        """指针加一移动的标量元素个数 / scalar elements per pointee."""
+        return elems_of(self.base)
+
+    def __repr__(self):
+        q = "volatile " if self.vol else ""
+        return f"{q}{self.base!r}*"
+
+
+class Arr(CType):
+    is_array = True
+
+    def __init__(self, elem, n, vol=False):
+        self.elem = elem
+        self.n = n
+        self.vol = vol
+
+    @property
+    def size(self):
+        return self.elem.size * (self.n or 0)
+
+    def __repr__(self):
+        return f"{self.elem!r}[{self.n}]"
+
+
+def elems_of(t):
+    """标量元素个数 / number of scalar elements in a type."""
+    n = 1
+    while t.is_array:
+        n *= t.n
+        t = t.elem
+    return n
+
+
+def scalar_of(t):
+    while t.is_array:
+        t = t.elem
+    return t
+
+
+VOID = Void()
+BOOL = Scalar("bool", np.bool_, "b", 1, 0)
+CHAR = Scalar("char", np.int8, "i", 8, 1)
+UCHAR = Scalar("unsigned char", np.uint8, "u", 8, 1)
+SHORT = Scalar("short", np.int16, "i", 16, 2)
+USHORT = Scalar("unsigned short", np.uint16, "u", 16, 2)
+INT = Scalar("int", np.int32, "i", 32, 3)
+UINT = Scalar("unsigned int", np.uint32, "u", 32, 3)
+LONG = Scalar("long", np.int64, "i", 64, 4)
+ULONG = Scalar("unsigned long", np.uint64, "u", 64, 4)
+LLONG = Scalar("long long", np.int64, "i", 64, 5)
+ULLONG = Scalar("unsigned long long", np.uint64, "u", 64, 5)
+FLOAT = Scalar("float", np.float32, "f", 32, 10)
+DOUBLE = Scalar("double", np.float64, "f", 64, 11)
+
+# 类型名（按单词排序后）到类型 / sorted specifier words -> type
+_SPEC = {
+    ("void",): VOID,
+    ("_Bool",): BOOL, ("bool",): BOOL,
+    ("char",): CHAR, ("char", "signed"): CHAR, ("char", "unsigned"): UCHAR,
+    ("short",): SHORT, ("int", "short"): SHORT, ("short", "signed"): SHORT,
+    ("int", "short", "signed"): SHORT,
+    ("short", "unsigned"): USHORT, ("int", "short", "unsigned"): USHORT,
+    ("int",): INT, ("signed",): INT, ("int", "signed"): INT,
+    ("unsigned",): UINT, ("int", "unsigned"): UINT,
+    ("long",): LONG, ("int", "long"): LONG, ("long", "signed"): LONG,
+    ("int", "long", "signed"): LONG,
+    ("long", "unsigned"): ULONG, ("int", "long", "unsigned"): ULONG,
+    ("long", "long"): LLONG, ("int", "long", "long"): LLONG,
+    ("long", "long", "signed"): LLONG, ("int", "long", "long", "signed"): LLONG,
+    ("long", "long", "unsigned"): ULLONG, ("int", "long", "long", "unsigned"): ULLONG,
+    ("float",): FLOAT, ("double",): DOUBLE,
+}
+
+# 预置的 typedef（LP64，与 nvcc 在 Linux x86-64 上一致）
+TYPEDEFS = {
+    "size_t": ULONG, "ptrdiff_t": LONG, "ssize_t": LONG,
+    "int8_t": CHAR, "uint8_t": UCHAR, "int16_t": SHORT, "uint16_t": USHORT,
+    "int32_t": INT, "uint32_t": UINT, "int64_t": LONG, "uint64_t": ULONG,
+    "uint": UINT, "bool": BOOL,
+}
+
+
+def spec_type(names):
+    """类型说明符单词列表到类型；不认识时返回 None。"""
+    if len(names) == 1 and names[0] in TYPEDEFS:
+        return TYPEDEFS[names[0]]
+    return _SPEC.get(tuple(sorted(names)))
+
+
+def promote(t):
+    """整数提升 / integer promotion."""
+    if t.kind in "iub" and t.bits < 32:
+        return INT
+    return t
+
+
+def common(a, b):
+    """常用算术转换 / usual arithmetic conversions."""
+    a, b = promote(a), promote(b)
+    if a is b:
+        return a
+    if a.kind == "f" or b.kind == "f":
+        if a is DOUBLE or b is DOUBLE:
+            return DOUBLE
+        return FLOAT
+    if a.kind == b.kind:
+        return a if a.rank >= b.rank else b
+    s, u = (a, b) if a.kind == "i" else (b, a)
+    if u.bits >= s.bits:
+        return u
+    return s  # 有符号类型更宽，能表示无符号类型的所有值
+
+
+def cast(x, t):
+    """把数值数组（或 numpy 标量）转换为 C 类型 t / convert to C type t."""
+    dt = t.dtype
+    a = np.asarray(x)
+    if a.dtype == dt:
+        return x
+    if t is BOOL:
+        r = a != 0
+    elif a.dtype.kind == "f" and dt.kind in "iu":
+        # 浮点转整数：向零截断（超出范围在 C 中未定义）
+        with np.errstate(invalid="ignore", over="ignore"):
+            r = np.trunc(a)
+            r = r.astype(np.uint64 if (dt.kind == "u" and dt.itemsize == 8) else np.int64)
+            r = r.astype(dt)
+    else:
+        r = a.astype(dt)
+    return r[()] if r.ndim == 0 else r
+
+
+def idiv(a, b):
+    """C 整数除法：向零截断 / C integer division truncating toward zero."""
+    q = np.floor_divide(a, b)
+    r = a - q * b
+    fix = (r != 0) & ((a < 0) != (b < 0))
+    out = np.where(fix, q + 1, q).astype(np.asarray(q).dtype)
+    return out[()] if out.ndim == 0 else out
+
+
+def imod(a, b):
+    """C 取余：结果符号与被除数相同 / remainder with the sign of the dividend."""
+    out = np.asarray(a - idiv(a, b) * b)
+    return out[()] if out.ndim == 0 else out

@@ -1,0 +1,501 @@
+"""预处理与解析：把 CUDA C 子集变成 pycparser 的语法树（文档：docs/cuda/simulator.md）。
+
+Front end of the simulator: C preprocessing with pcpp (``defines`` become
+``#define K V``), translation of the CUDA qualifiers into plain C that pycparser
+parses (keeping the original line numbers through ``#line`` directives), and a
+static pass that rejects constructs outside the supported subset with the line
+where they occur.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import threading
+from functools import lru_cache
+
+from pycparser import c_ast, c_parser
+from pcpp import Preprocessor
+
+from . import ctype as T
+from .errors import UnsupportedError
+
+# 预置的宏：常量与 CUDA 环境 / predefined macros
+PREDEFINED = {
+    "INFINITY": "__builtin_inff()",
+    "CUDART_INF_F": "__builtin_inff()",
+    "NAN": "__builtin_nanf()",
+    "FLT_MAX": "3.40282347e+38f",
+    "FLT_MIN": "1.17549435e-38f",
+    "DBL_MAX": "1.7976931348623157e+308",
+    "INT_MAX": "2147483647",
+    "INT_MIN": "(-2147483647-1)",
+    "UINT_MAX": "4294967295u",
+    "NULL": "0",
+    "true": "((bool)1)",
+    "false": "((bool)0)",
+    "nullptr": "0",
+    "__CUDACC__": "1",
+    "__CUDA_ARCH__": "900",
+}
+
+PRELUDE = """#line 1 "<simt-prelude>"
+typedef _Bool bool; typedef unsigned long size_t; typedef long ptrdiff_t;
+typedef long ssize_t; typedef signed char int8_t; typedef unsigned char uint8_t;
+typedef short int16_t; typedef unsigned short uint16_t; typedef int int32_t;
+typedef unsigned int uint32_t; typedef long int64_t; typedef unsigned long uint64_t;
+typedef unsigned int uint;
+"""
+_PRELUDE_TYPEDEFS = set(T.TYPEDEFS)
+
+# 在预处理之后按正则识别的不支持构造 / constructs refused before parsing
+_REFUSED = [
+    (r"\b(asm|__asm__|__asm)\b", "内联汇编 inline asm"),
+    (r"\btemplate\b", "模板 template"),
+    (r"\bnamespace\b", "命名空间 namespace"),
+    (r"\bclass\b", "类 class"),
+    (r"::", "C++ 作用域运算符 ::"),
+    (r"\b(static_cast|reinterpret_cast|const_cast|dynamic_cast)\b", "C++ 类型转换运算符"),
+    (r"\b__constant__\b", "__constant__ 常量内存"),
+    (r"\bextern\s+\"C\"\s*\{", "extern \"C\" { ... } 块"),
+    (r"\bauto\b", "auto 类型推导"),
+    (r"\bconstexpr\b", "constexpr"),
+    (r"\b(__half|half2|__half2|__nv_bfloat16|float2|float3|float4|int2|int4|uint4|double2)\b",
+     "向量或半精度类型"),
+    (r"\b(new|delete|operator|using|typename|throw|try|catch)\b", "C++ 语法"),
+]
+
+# CUDA 关键字翻译（不改变换行，行号不变）/ CUDA keywords -> plain C
+_REWRITE = [
+    (re.compile(r"\bextern\s+\"C\""), ""),
+    (re.compile(r"__launch_bounds__\s*\([^)]*\)"), ""),
+    (re.compile(r"\b__global__\b"), "_Noreturn"),     # 用 _Noreturn 标记内核
+    (re.compile(r"\b__shared__\b"), "_Thread_local"),  # 用 _Thread_local 标记共享内存
+    (re.compile(r"\b(__device__|__host__|__forceinline__|__noinline__|__inline__)\b"), ""),
+    (re.compile(r"\b__restrict__\b"), "restrict"),
+    (re.compile(r"\b__restrict\b"), "restrict"),
+    (re.compile(r"\binline\b"), ""),
+]
+
+
+def _line_of(text, pos):
+    """输出文本中 pos 对应的原始行号（按 #line 指令推算）。"""
+    line = None
+    lineno = 1
+    for m in re.finditer(r"^#line (\d+)[^\n]*$|\n", text[:pos], flags=re.M):
+        if m.group(1):
+            line = int(m.group(1)) - 1  # 指令的下一行是第 N 行
+        else:
+            lineno += 1
+            if line is not None:
+                line += 1
+    return line if line is not None else lineno
+
+
+class _PP(Preprocessor):
+    def __init__(self, filename):
+        super().__init__()
+        self.line_directive = "#line"
+        self.errors = []
+        self._fname = filename
+
+    def on_error(self, file, line, msg):
+        self.errors.append((line, msg))
+
+    def on_directive_unknown(self, directive, toks, ifpassthru, precedingtoks):
+        name = directive.value
+        text = "".join(t.value for t in toks).strip()
+        if name == "error":
+            self.errors.append((directive.lineno, f"#error {text}"))
+            return True
+        if name == "warning":
+            return True
+        if name in ("pragma", "line"):
+            return None
+        self.errors.append((directive.lineno, f"不认识的预处理指令 / unknown directive #{name}"))
+        return True
+
+    def on_include_not_found(self, is_malformed, is_system_include, curdir, includepath):
+        self.errors.append((None, f"找不到头文件 / include not found: {includepath}"))
+        raise UnsupportedError(f"找不到头文件 / include not found: {includepath}")
+
+
+_lock = threading.Lock()
+
+
+def read_source(source):
+    """source 是 C 源码文本或 .cu 文件路径；返回 (text, filename)。"""
+    if isinstance(source, os.PathLike) or (
+        isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh", ".c"))
+    ):
+        path = os.fspath(source)
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    if not isinstance(source, str):
+        raise TypeError(f"source 应为 C 源码字符串或 .cu 路径 / source must be C text or a path, got {type(source).__name__}")
+    return source, "kernel.cu"
+
+
+def preprocess(text, filename, defines=None):
+    """运行 C 预处理器并把 CUDA 限定符翻译成 C；返回可交给 pycparser 的文本。"""
+    # 系统头文件（cuda_runtime.h、float.h、math.h ...）的内容由模拟器内置
+    text = re.sub(r"^[ \t]*#[ \t]*include[ \t]*<[^>\n]*>", "", text, flags=re.M)
+    pp = _PP(filename)
+    if os.path.dirname(filename):
+        pp.add_path(os.path.dirname(filename))
+    for k, v in PREDEFINED.items():
+        pp.define(f"{k} {v}")
+    for k, v in (defines or {}).items():
+        if not re.fullmatch(r"[A-Za-z_]\w*", str(k)):
+            raise ValueError(f"defines 的键必须是标识符 / bad macro name: {k!r}")
+        if isinstance(v, bool):
+            v = int(v)
+        pp.define(f"{k} {v}")
+    with _lock:
+        pp.parse(text, filename)
+        out = io.StringIO()
+        pp.write(out)
+    if pp.errors:
+        line, msg = pp.errors[0]
+        raise UnsupportedError(f"第 {line} 行：预处理错误 {msg} / line {line}: preprocessor error: {msg}")
+    out = out.getvalue()
+    # #pragma（例如 #pragma unroll）不影响语义：删掉这一行
+    out = re.sub(r"^[ \t]*#[ \t]*pragma[^\n]*$", "", out, flags=re.M)
+    for pat, what in _REFUSED:
+        m = re.search(pat, _strip_directives(out))
+        if m:
+            line = _line_of(out, m.start())
+            raise UnsupportedError(
+                f"第 {line} 行：不支持 {what}（{m.group(0)!r}）/ line {line}: unsupported construct {m.group(0)!r}"
+            )
+    for pat, rep in _REWRITE:
+        out = pat.sub(rep, out)
+    return PRELUDE + f'#line 1 "{_cfile(filename)}"\n' + out
+
+
+def _cfile(filename):
+    return filename.replace("\\", "/").replace('"', "")
+
+
+def _strip_directives(text):
+    # 保持长度不变，便于定位
+    return re.sub(r"^#line[^\n]*$", lambda m: " " * len(m.group(0)), text, flags=re.M)
+
+
+# ---------------------------------------------------------------- 程序结构
+
+
+class Function:
+    def __init__(self, fdef, prog):
+        self.node = fdef
+        decl = fdef.decl
+        self.name = decl.name
+        self.is_kernel = "_Noreturn" in (decl.funcspec or [])
+        ftype = decl.type
+        self.ret_type = prog.resolve_plain(ftype.type)
+        self.params = []      # (name, CType, type string)
+        plist = ftype.args.params if ftype.args else []
+        for p in plist:
+            if isinstance(p, c_ast.EllipsisParam):
+                raise _unsupported("可变参数 variadic parameters", p)
+            if isinstance(p, c_ast.Typename):
+                t = prog.resolve(p.type, p)
+                if t.is_void:
+                    continue
+                raise _unsupported("没有名字的参数 unnamed parameter", p)
+            t = prog.resolve_plain(p.type)
+            if t.is_array:  # 数组参数退化为指针
+                t = T.Ptr(t.elem, t.vol)
+            self.params.append((p.name, t, type_string(p.type)))
+        self.line = decl.coord.line if decl.coord else None
+
+
+class Program:
+    """一份解析好的源码：函数、内核、文件作用域的共享内存声明。"""
+
+    def __init__(self, text, filename, defines):
+        self.filename = filename
+        self.typedefs = dict(T.TYPEDEFS)
+        self.consts = {}   # 常量节点的缓存（节点随本对象存活）
+        ctext = preprocess(text, filename, defines)
+        parser = c_parser.CParser()
+        try:
+            ast = parser.parse(ctext, filename=_cfile(filename))
+        except Exception as e:  # pycparser 的 ParseError
+            msg = str(e)
+            m = re.match(r"[^:]*:(\d+):(\d+): (.*)", msg)
+            line, what = (m.group(1), m.group(3)) if m else (_parser_line(parser), msg.split(": ", 1)[-1])
+            if line is not None:
+                raise UnsupportedError(
+                    f"第 {line} 行：无法解析（不在支持的 C 子集内）/ line {line}: cannot parse: {what}"
+                ) from None
+            raise UnsupportedError(f"无法解析（不在支持的 C 子集内）/ cannot parse: {msg}") from None
+        self.functions = {}
+        self.shared_decls = []   # 文件作用域的 __shared__ 声明
+        for ext in ast.ext:
+            if isinstance(ext, c_ast.FuncDef):
+                f = Function(ext, self)
+                if f.name in self.functions:
+                    raise _unsupported(f"函数重载或重复定义 {f.name}", ext)
+                self.functions[f.name] = f
+            elif isinstance(ext, c_ast.Typedef):
+                if ext.name in _PRELUDE_TYPEDEFS:
+                    continue
+                self.typedefs[ext.name] = self.resolve(ext.type, ext)
+            elif isinstance(ext, c_ast.Decl):
+                if isinstance(ext.type, c_ast.FuncDecl):
+                    continue  # 函数原型
+                if "_Thread_local" in (ext.storage or []):
+                    self.shared_decls.append(ext)
+                    continue
+                if isinstance(ext.type, (c_ast.Struct, c_ast.Union, c_ast.Enum)):
+                    raise _unsupported("结构体/联合/枚举 struct/union/enum", ext)
+                raise _unsupported(f"文件作用域变量 {ext.name}（请用 #define）/ file-scope variable", ext)
+            elif isinstance(ext, c_ast.Pragma):
+                continue
+            else:
+                raise _unsupported(type(ext).__name__, ext)
+        for f in self.functions.values():
+            _Validator(self, f).visit(f.node.body)
+        self.kernels = [f.name for f in self.functions.values() if f.is_kernel]
+
+    def kernel(self, name):
+        f = self.functions.get(name)
+        if f is None or not f.is_kernel:
+            raise ValueError(
+                f"源码中没有名为 {name!r} 的 __global__ 内核 / no __global__ kernel named {name!r}; "
+                f"找到 / found: {self.kernels}"
+            )
+        return f
+
+    # -------------------------------------------------------- 类型解析
+    def resolve(self, node, where=None):
+        """pycparser 类型节点到 CType。"""
+        if isinstance(node, c_ast.TypeDecl):
+            inner = node.type
+            vol = "volatile" in (node.quals or [])
+            if isinstance(inner, c_ast.IdentifierType):
+                names = [n for n in inner.names]
+                if len(names) == 1 and names[0] in self.typedefs:
+                    t = self.typedefs[names[0]]
+                else:
+                    t = T.spec_type(names)
+                if t is None:
+                    raise _unsupported(f"类型 {' '.join(names)}", node)
+                if vol and t.is_scalar:
+                    return _Vol(t)
+                return t
+            raise _unsupported("结构体/联合/枚举 struct/union/enum", node)
+        if isinstance(node, c_ast.PtrDecl):
+            if isinstance(node.type, c_ast.FuncDecl):
+                raise _unsupported("函数指针 function pointer", node)
+            base = self.resolve(node.type, where)
+            vol = isinstance(base, _Vol)
+            if vol:
+                base = base.t
+            const = "const" in (getattr(node.type, "quals", None) or [])
+            if base.is_void:
+                raise _unsupported("void 指针 void*", node)
+            return T.Ptr(base, vol=vol, const=const)
+        if isinstance(node, c_ast.ArrayDecl):
+            elem = self.resolve(node.type, where)
+            vol = isinstance(elem, _Vol)
+            if vol:
+                elem = elem.t
+            if elem.is_array and elem.vol:
+                vol = True
+            n = None
+            if node.dim is not None:
+                n = const_int(node.dim, self)
+                if n <= 0:
+                    raise _unsupported(f"数组长度必须为正 / array size must be positive ({n})", node)
+            return T.Arr(elem, n, vol)
+        if isinstance(node, c_ast.Typename):
+            return self.resolve(node.type, where)
+        if isinstance(node, c_ast.FuncDecl):
+            raise _unsupported("函数指针或函数声明 function pointer", node)
+        raise _unsupported(type(node).__name__, node)
+
+    def resolve_plain(self, node):
+        t = self.resolve(node)
+        return t.t if isinstance(t, _Vol) else t
+
+
+def _parser_line(parser):
+    """解析失败时解析器所在的行（pycparser 3 的部分错误信息不带行号）。"""
+    try:
+        tok = parser._peek()
+        if tok is not None and getattr(tok, "lineno", None):
+            return tok.lineno
+        return parser.clex._lineno
+    except Exception:
+        return None
+
+
+class _Vol:
+    """volatile 标量的临时包装 / a volatile-qualified scalar during resolution."""
+
+    def __init__(self, t):
+        self.t = t
+
+    is_void = False
+    is_array = False
+    is_ptr = False
+    is_scalar = True
+
+
+def type_string(node):
+    """参数类型的 C 写法，例如 'const float*'。"""
+    if isinstance(node, c_ast.TypeDecl):
+        quals = [q for q in (node.quals or []) if q in ("const", "volatile")]
+        names = node.type.names if isinstance(node.type, c_ast.IdentifierType) else ["?"]
+        return " ".join(quals + list(names))
+    if isinstance(node, c_ast.PtrDecl):
+        return type_string(node.type) + "*"
+    if isinstance(node, c_ast.ArrayDecl):
+        return type_string(node.type) + "*"
+    return "?"
+
+
+def _unsupported(what, node):
+    line = node.coord.line if node is not None and node.coord else "?"
+    return UnsupportedError(f"第 {line} 行：不支持 {what} / line {line}: unsupported: {what}")
+
+
+def const_int(node, prog):
+    """整数常量表达式求值（数组长度等）/ evaluate an integer constant expression."""
+    if isinstance(node, c_ast.Constant):
+        v = parse_constant(node)
+        if v[0].is_int:
+            return int(v[1])
+    elif isinstance(node, c_ast.UnaryOp):
+        if node.op == "sizeof":
+            t = prog.resolve_plain(node.expr) if isinstance(node.expr, c_ast.Typename) else None
+            if t is not None:
+                return t.size
+        else:
+            a = const_int(node.expr, prog)
+            return {"-": -a, "+": a, "~": ~a, "!": int(not a)}[node.op]
+    elif isinstance(node, c_ast.BinaryOp):
+        a, b = const_int(node.left, prog), const_int(node.right, prog)
+        ops = {
+            "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+            "/": lambda: int(a / b), "%": lambda: a - int(a / b) * b,
+            "<<": lambda: a << b, ">>": lambda: a >> b, "&": lambda: a & b,
+            "|": lambda: a | b, "^": lambda: a ^ b,
+        }
+        if node.op in ops:
+            return ops[node.op]()
+    elif isinstance(node, c_ast.Cast):
+        return const_int(node.expr, prog)
+    elif isinstance(node, c_ast.TernaryOp):
+        return const_int(node.iftrue if const_int(node.cond, prog) else node.iffalse, prog)
+    raise _unsupported("非常量的数组长度 non-constant array size", node)
+
+
+_INT_RE = re.compile(r"^(0[xX][0-9a-fA-F]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)([uUlL]*)$")
+
+
+def parse_constant(node):
+    """常量到 (CType, python 值)。"""
+    s = node.value
+    if node.type == "char":
+        body = s[1:-1]
+        esc = {"\\n": 10, "\\t": 9, "\\0": 0, "\\\\": 92, "\\'": 39, '\\"': 34, "\\r": 13}
+        v = esc.get(body, ord(body[0]) if len(body) == 1 else None)
+        if v is None:
+            raise _unsupported(f"字符常量 {s}", node)
+        return T.INT, v
+    if node.type == "string":
+        raise _unsupported("字符串常量（printf 等）string literal", node)
+    m = _INT_RE.match(s)
+    if m:
+        digits, suf = m.group(1), m.group(2).lower()
+        if digits.lower().startswith("0x"):
+            v, dec = int(digits, 16), False
+        elif digits.lower().startswith("0b"):
+            v, dec = int(digits[2:], 2), False
+        elif digits.startswith("0") and len(digits) > 1:
+            v, dec = int(digits, 8), False
+        else:
+            v, dec = int(digits), True
+        uns = "u" in suf
+        lng = "l" in suf
+        if uns:
+            cands = [T.ULONG] if lng else [T.UINT, T.ULONG]
+        elif lng:
+            cands = [T.LONG] if dec else [T.LONG, T.ULONG]
+        else:
+            cands = [T.INT, T.LONG] if dec else [T.INT, T.UINT, T.LONG, T.ULONG]
+        for t in cands:
+            if v < (1 << (t.bits - (1 if t.kind == "i" else 0))):
+                return t, v
+        raise _unsupported(f"整数常量过大 {s}", node)
+    low = s.lower()
+    if low.endswith("f") and not low.startswith("0x"):
+        return T.FLOAT, float(s[:-1])
+    if low.endswith("l"):
+        return T.DOUBLE, float(s[:-1])
+    try:
+        return T.DOUBLE, float(s) if not low.startswith("0x") else float.fromhex(s)
+    except ValueError:
+        raise _unsupported(f"常量 {s}", node) from None
+
+
+BUILTIN_FUNCS = set()  # 由解释器填写 / filled by the interpreter
+
+
+class _Validator(c_ast.NodeVisitor):
+    """静态检查：拒绝子集之外的构造，并报告行号。"""
+
+    def __init__(self, prog, func):
+        self.prog = prog
+        self.func = func
+
+    def generic_visit(self, node):
+        name = type(node).__name__
+        if name in ("Goto", "Label"):
+            raise _unsupported("goto/标签 goto", node)
+        if name in ("Struct", "Union", "Enum"):
+            raise _unsupported("结构体/联合/枚举 struct/union/enum", node)
+        if name in ("Switch", "Case", "Default"):
+            raise _unsupported("switch 语句（请改用 if/else）switch", node)
+        if name in ("CompoundLiteral", "StaticAssert", "Alignas", "NamedInitializer"):
+            raise _unsupported(name, node)
+        if name == "Typedef":
+            raise _unsupported("函数内的 typedef", node)
+        if name == "Constant" and node.type == "string":
+            raise _unsupported("字符串常量（printf 等）string literal", node)
+        if name == "FuncCall":
+            fn = node.name
+            if not isinstance(fn, c_ast.ID):
+                raise _unsupported("通过表达式调用函数（函数指针）function pointer call", node)
+            if fn.name not in self.prog.functions and fn.name not in BUILTIN_FUNCS:
+                raise _unsupported(f"函数 {fn.name}()", node)
+            if fn.name in self.prog.functions and self.prog.functions[fn.name].is_kernel:
+                raise _unsupported(f"在设备代码中启动内核 {fn.name}（动态并行）", node)
+        if name == "Decl":
+            if isinstance(node.type, c_ast.FuncDecl) or (
+                isinstance(node.type, c_ast.PtrDecl) and isinstance(node.type.type, c_ast.FuncDecl)
+            ):
+                raise _unsupported("函数指针或局部函数声明 function pointer", node)
+            st = node.storage or []
+            if "static" in st:
+                raise _unsupported("static 局部变量", node)
+            if "extern" in st and "_Thread_local" not in st:
+                raise _unsupported("extern 局部变量", node)
+        for c in node:
+            self.visit(c)
+
+
+@lru_cache(maxsize=64)
+def _parse_cached(text, filename, defines_key):
+    return Program(text, filename, dict(defines_key))
+
+
+def parse(source, defines=None):
+    """解析（带缓存，键为源码文本与 defines）/ parse with a cache keyed by text + defines."""
+    text, filename = read_source(source)
+    key = tuple(sorted((str(k), str(int(v) if isinstance(v, bool) else v)) for k, v in (defines or {}).items()))
+    return _parse_cached(text, filename, key)

@@ -1,0 +1,1239 @@
+"""解释器：整个网格的所有线程一起向量化执行（文档：docs/cuda/simulator.md）。
+
+An AST-walking interpreter over pycparser's tree. Every expression evaluates to
+a numpy array over the *active lanes* (one lane per thread of the whole grid),
+or to a numpy scalar when it is the same for all of them. Divergent control
+flow narrows the set of active lanes (sorted lane indices); loops iterate while
+any lane is still in them; ``return``/``break``/``continue`` take lanes out of
+the flow. Memory accesses are checked for bounds before they happen, counted
+per warp, and shared accesses go through the race tracker.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pycparser import c_ast
+
+from . import counters as C
+from . import ctype as T
+from .errors import (
+    BarrierDivergenceError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
+    UnsupportedError, WarpSyncError,
+)
+from .frontend import BUILTIN_FUNCS, parse_constant
+from .memory import Buffer
+from .sanitizers import SharedTracker, race_message
+
+
+class Lanes:
+    """活跃线程集合：idx 为 None 表示网格的全部线程，否则为有序的线程编号。"""
+
+    __slots__ = ("idx", "n")
+
+    def __init__(self, idx, n):
+        self.idx = idx
+        self.n = n
+
+
+EMPTY = Lanes(np.empty(0, np.int64), 0)
+
+
+class Val:
+    """一个值：C 类型 t，数据 v（数组或标量），指针另有 buf。"""
+
+    __slots__ = ("t", "v", "buf")
+
+    def __init__(self, t, v, buf=None):
+        self.t = t
+        self.v = v
+        self.buf = buf
+
+
+class Var:
+    """寄存器变量（按线程存储）或者指向内存的变量（共享/局部数组、共享标量）。"""
+
+    __slots__ = ("t", "data", "owned", "buf", "mem")
+
+    def __init__(self, t, data=None, buf=None, mem=False):
+        self.t = t
+        self.data = data
+        self.owned = False
+        self.buf = buf
+        self.mem = mem
+
+
+class _Loop:
+    __slots__ = ("brk", "cont")
+
+    def __init__(self):
+        self.brk = []
+        self.cont = []
+
+
+class Frame:
+    def __init__(self, func):
+        self.func = func
+        self.scopes = [{}]
+        self.loops = []
+        self.ret = None
+
+    def lookup(self, name):
+        for s in reversed(self.scopes):
+            v = s.get(name)
+            if v is not None:
+                return v
+        return None
+
+
+def _round_half_away(x):
+    """C 的 round：一半时远离零取整。"""
+    t = np.trunc(x)
+    return (t + np.copysign((np.abs(x - t) >= 0.5).astype(np.asarray(x).dtype), x)).astype(np.asarray(x).dtype)
+
+
+_MATH1 = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
+    "sqrt": np.sqrt, "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "round": lambda x: _round_half_away(x),
+    "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x),
+    "expm1": np.expm1, "log1p": np.log1p,
+}
+_MATH2 = {"fmax": np.fmax, "fmin": np.fmin, "pow": np.power}
+_FAST = {"__expf": "exp", "__logf": "log", "__fsqrt_rn": "sqrt", "__powf": "pow"}
+
+BUILTIN_FUNCS.update(
+    set(_MATH1) | {n + "f" for n in _MATH1} | set(_MATH2) | {n + "f" for n in _MATH2}
+    | set(_FAST) | {
+        "max", "min", "abs", "fma", "fmaf", "__fdividef", "__builtin_inff", "__builtin_nanf",
+        "__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block",
+        "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
+        "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "__ldg",
+    }
+)
+
+_BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
+
+
+class Machine:
+    """一次启动的执行状态 / state of one launch."""
+
+    def __init__(self, prog, kernel, grid, block, shared_bytes, report, racecheck, max_iter):
+        self.prog = prog
+        self.kernel = kernel
+        self.grid = grid
+        self.block = block
+        self.tpb = block[0] * block[1] * block[2]
+        self.nblocks = grid[0] * grid[1] * grid[2]
+        self.L = self.tpb * self.nblocks
+        self.wpb = (self.tpb + 31) // 32
+        self.rep = report
+        self.racecheck = racecheck
+        self.max_iter = max_iter
+        self.shared_bytes = shared_bytes
+        self.ALL = Lanes(None, self.L)
+        L = self.L
+        lane = np.arange(L, dtype=np.int64)
+        self.arange = lane
+        self.blk = lane // self.tpb               # 线程块线性编号
+        self.tlin = lane - self.blk * self.tpb    # 块内线程线性编号
+        self.gw = self.blk * self.wpb + self.tlin // 32   # 全局线程束编号（有序）
+        self.lw = self.tlin % 32                  # 线程束内编号
+        self._builtin = {}
+        self.shared = {}        # 声明节点 id -> Buffer
+        self.shared_off = 0     # 静态共享内存的字节偏移
+        self.dyn_raw = None
+        self.locals = {}
+        self.epoch = np.zeros(self.nblocks * self.wpb, np.int32)
+        self.depth = 0
+        self.consts = prog.consts
+        self.S = {
+            "Compound": self.s_compound, "Decl": self.s_decl, "DeclList": self.s_decllist,
+            "If": self.s_if, "For": self.s_for, "While": self.s_while, "DoWhile": self.s_dowhile,
+            "Break": self.s_break, "Continue": self.s_continue, "Return": self.s_return,
+            "EmptyStatement": lambda n, l, f: l, "Pragma": lambda n, l, f: l,
+        }
+        self.E = {
+            "Constant": self.e_const, "ID": self.e_id, "BinaryOp": self.e_binary,
+            "UnaryOp": self.e_unary, "Assignment": self.e_assign, "TernaryOp": self.e_ternary,
+            "FuncCall": self.e_call, "ArrayRef": self.e_arrayref, "StructRef": self.e_structref,
+            "Cast": self.e_cast, "ExprList": self.e_exprlist,
+        }
+
+    # ------------------------------------------------------------ 线程集合
+    def g(self, arr, lanes):
+        return arr if lanes.idx is None else arr[lanes.idx]
+
+    def ids(self, lanes):
+        return self.arange if lanes.idx is None else lanes.idx
+
+    def sub(self, lanes, m):
+        if np.ndim(m) == 0:
+            return lanes if m else EMPTY
+        c = int(np.count_nonzero(m))
+        if c == lanes.n:
+            return lanes
+        if c == 0:
+            return EMPTY
+        return Lanes(np.flatnonzero(m) if lanes.idx is None else lanes.idx[m], c)
+
+    def union(self, parts):
+        parts = [p for p in parts if p.n]
+        if not parts:
+            return EMPTY
+        if len(parts) == 1:
+            return parts[0]
+        for p in parts:
+            if p.idx is None:
+                return p
+        n = sum(p.n for p in parts)
+        if n == self.L:
+            return self.ALL
+        idx = np.concatenate([p.idx for p in parts])
+        idx.sort(kind="stable")
+        return Lanes(idx, n)
+
+    def split(self, lanes, c, node):
+        """按条件拆分，并统计线程束内的发散分支。"""
+        if np.ndim(c) == 0:
+            return (lanes, EMPTY) if c else (EMPTY, lanes)
+        t = self.sub(lanes, c)
+        if t.n == 0 or t.n == lanes.n:
+            return (t, EMPTY) if t.n else (EMPTY, lanes)
+        f = self.sub(lanes, ~c)
+        wt = self.gw[t.idx] if t.idx is not None else self.gw
+        wf = self.gw[f.idx]
+        ut = wt[np.concatenate(([True], wt[1:] != wt[:-1]))]
+        uf = wf[np.concatenate(([True], wf[1:] != wf[:-1]))]
+        self.rep.divergent_branches += int(np.intersect1d(ut, uf, assume_unique=True).size)
+        return t, f
+
+    # ------------------------------------------------------------ 错误信息
+    def line(self, node):
+        return node.coord.line if node is not None and node.coord else "?"
+
+    def where(self, lane):
+        lane = int(lane)
+        b = lane // self.tpb
+        t = lane - b * self.tpb
+        gx, gy, _ = self.grid
+        bx, by, _ = self.block
+        return (
+            f"({b % gx},{(b // gx) % gy},{b // (gx * gy)})",
+            f"({t % bx},{(t // bx) % by},{t // (bx * by)})",
+        )
+
+    def unsupported(self, what, node):
+        ln = self.line(node)
+        return UnsupportedError(
+            f"内核 {self.kernel} 第 {ln} 行：不支持 {what} / kernel {self.kernel}, line {ln}: unsupported: {what}"
+        )
+
+    def fail(self, cls, zh, en, node, lane=None):
+        ln = self.line(node)
+        loc = ""
+        if lane is not None:
+            b, t = self.where(lane)
+            loc = f"，线程块 {b}，线程 {t}"
+            loc_en = f", block {b}, thread {t}"
+        else:
+            loc_en = ""
+        return cls(f"内核 {self.kernel} 第 {ln} 行{loc}：{zh} / kernel {self.kernel}, line {ln}{loc_en}: {en}")
+
+    # ------------------------------------------------------------ 运行
+    def run(self, func, args):
+        fr = Frame(func)
+        lanes = self.ALL
+        for (name, t, _), a in zip(func.params, args):
+            fr.scopes[0][name] = Var(t, a.v, a.buf)
+        self.ex(func.node.body, lanes, fr)
+
+    def ex(self, node, lanes, fr):
+        h = self.S.get(type(node).__name__)
+        if h is None:
+            self.ev(node, lanes, fr)   # 表达式语句
+            return lanes
+        return h(node, lanes, fr)
+
+    def s_compound(self, node, lanes, fr):
+        fr.scopes.append({})
+        try:
+            for st in node.block_items or ():
+                if lanes.n == 0:
+                    break
+                lanes = self.ex(st, lanes, fr)
+        finally:
+            fr.scopes.pop()
+        return lanes
+
+    def s_decllist(self, node, lanes, fr):
+        for d in node.decls:
+            self.s_decl(d, lanes, fr)
+        return lanes
+
+    def s_decl(self, node, lanes, fr):
+        st = node.storage or []
+        if "_Thread_local" in st:
+            fr.scopes[-1][node.name] = self.shared_var(node)
+            return lanes
+        t = self.prog.resolve(node.type, node)
+        vol = False
+        if not isinstance(t, T.CType):  # volatile 标量
+            t, vol = t.t, True
+        if t.is_array:
+            if t.n is None:
+                raise self.unsupported("没有长度的局部数组", node)
+            key = id(node)
+            buf = self.locals.get(key)
+            if buf is None:
+                n = T.elems_of(t)
+                sc = T.scalar_of(t)
+                buf = Buffer("local", node.name, np.zeros(self.L * n, sc.dtype), sc, n, vol=t.vol)
+                self.locals[key] = buf
+            var = Var(t, None, buf, mem=True)
+            fr.scopes[-1][node.name] = var
+            if node.init is not None:
+                if not isinstance(node.init, c_ast.InitList):
+                    raise self.unsupported("数组初始化", node)
+                vals = node.init.exprs
+                n = T.elems_of(t)
+                sc = T.scalar_of(t)
+                if t.elem.is_array:
+                    raise self.unsupported("多维局部数组的初始化", node)
+                for k in range(n):
+                    v = self.ev(vals[k], lanes, fr) if k < len(vals) else Val(T.INT, np.int32(0))
+                    p = Val(T.Ptr(sc), np.int64(k), buf)
+                    self.store(p, self.conv(v, sc, node), lanes, node)
+            return lanes
+        var = Var(t, t.dtype.type(0) if t.is_scalar else np.int64(0))
+        if node.init is not None:
+            if isinstance(node.init, c_ast.InitList):
+                raise self.unsupported("标量的初始化列表", node)
+            v = self.ev(node.init, lanes, fr)
+            self.write_var(var, lanes, self.conv(v, t, node), node)
+        fr.scopes[-1][node.name] = var
+        return lanes
+
+    def shared_var(self, node):
+        key = id(node)
+        buf = self.shared.get(key)
+        if buf is None:
+            t = self.prog.resolve(node.type, node)
+            vol = False
+            if not isinstance(t, T.CType):
+                t, vol = t.t, True
+            if t.is_array and t.n is None:
+                if "extern" not in (node.storage or []):
+                    raise self.unsupported("没有长度的 __shared__ 数组（动态共享内存要写 extern）", node)
+                sc = T.scalar_of(t)
+                if self.dyn_raw is None:
+                    self.dyn_raw = np.zeros(self.nblocks * self.shared_bytes, np.uint8)
+                per = self.shared_bytes // sc.size
+                if self.shared_bytes % sc.size:
+                    raise self.fail(UnsupportedError, f"shared_bytes={self.shared_bytes} 不是 {sc.name} 大小的整数倍",
+                                    f"shared_bytes={self.shared_bytes} is not a multiple of sizeof({sc.name})", node)
+                data = self.dyn_raw.view(sc.dtype)
+                # 动态共享内存排在静态共享内存之后
+                buf = Buffer("shared", node.name, data, sc, per, vol=t.vol, base=-1)
+            else:
+                if "extern" in (node.storage or []):
+                    raise self.unsupported("extern __shared__ 必须是没有长度的数组", node)
+                n = T.elems_of(t) if t.is_array else 1
+                sc = T.scalar_of(t)
+                align = max(sc.size, 4)
+                self.shared_off = (self.shared_off + align - 1) // align * align
+                base = self.shared_off
+                self.shared_off += n * sc.size
+                if self.shared_off + self.shared_bytes > 232448:
+                    raise self.fail(UnsupportedError, f"共享内存超过 227 KiB（{self.shared_off + self.shared_bytes} 字节）",
+                                    "shared memory exceeds 227 KiB", node)
+                buf = Buffer("shared", node.name, np.zeros(self.nblocks * n, sc.dtype), sc, n,
+                             vol=(t.vol if t.is_array else vol), base=base)
+            if self.racecheck:
+                if self.nblocks * buf.per > (1 << 26):
+                    raise self.fail(
+                        UnsupportedError,
+                        f"共享数组 {node.name} 在 {self.nblocks} 个线程块上共 {self.nblocks * buf.per} 个字，竞争检查的记录太大；"
+                        "请减少线程块数，或传 racecheck=False 关闭竞争检查",
+                        "shared array too large for race tracking over this many blocks; pass racecheck=False", node)
+                buf.tracker = SharedTracker(self.nblocks, buf.per)
+            buf.scalar = not t.is_array
+            buf.t = t
+            self.shared[key] = buf
+        return Var(buf.t, None, buf, mem=True)
+
+    def s_if(self, node, lanes, fr):
+        c = self.truth(self.ev(node.cond, lanes, fr))
+        t, f = self.split(lanes, c, node)
+        out_t = self.ex(node.iftrue, t, fr) if t.n else EMPTY
+        if node.iffalse is not None and f.n:
+            out_f = self.ex(node.iffalse, f, fr)
+        else:
+            out_f = f
+        return self.union([out_t, out_f])
+
+    def _loop(self, node, lanes, fr, cond, body, nxt, do_first):
+        loop = _Loop()
+        fr.loops.append(loop)
+        exits = []
+        cur = lanes
+        it = 0
+        try:
+            first = do_first
+            while cur.n:
+                if not first and cond is not None:
+                    c = self.truth(self.ev(cond, cur, fr))
+                    t, f = self.split(cur, c, node)
+                    if f.n:
+                        exits.append(f)
+                    cur = t
+                    if not cur.n:
+                        break
+                first = False
+                it += 1
+                if it > self.max_iter:
+                    raise self.fail(
+                        LoopLimitError, f"循环超过 {self.max_iter} 次迭代仍未结束（死循环？确实需要更多次时请传入更大的 max_loop_iterations）",
+                        f"loop did not finish after {self.max_iter} iterations (infinite loop? pass a larger max_loop_iterations if intended)", node,
+                        lane=self.ids(cur)[0])
+                out = self.ex(body, cur, fr) if body is not None else cur
+                cur = self.union([out] + loop.cont)
+                loop.cont = []
+                if nxt is not None and cur.n:
+                    self.ev(nxt, cur, fr)
+        finally:
+            fr.loops.pop()
+        return self.union(exits + loop.brk)
+
+    def s_for(self, node, lanes, fr):
+        fr.scopes.append({})
+        try:
+            if node.init is not None:
+                self.ex(node.init, lanes, fr)
+            return self._loop(node, lanes, fr, node.cond, node.stmt, node.next, False)
+        finally:
+            fr.scopes.pop()
+
+    def s_while(self, node, lanes, fr):
+        return self._loop(node, lanes, fr, node.cond, node.stmt, None, False)
+
+    def s_dowhile(self, node, lanes, fr):
+        return self._loop(node, lanes, fr, node.cond, node.stmt, None, True)
+
+    def s_break(self, node, lanes, fr):
+        if not fr.loops:
+            raise self.unsupported("循环之外的 break", node)
+        fr.loops[-1].brk.append(lanes)
+        return EMPTY
+
+    def s_continue(self, node, lanes, fr):
+        if not fr.loops:
+            raise self.unsupported("循环之外的 continue", node)
+        fr.loops[-1].cont.append(lanes)
+        return EMPTY
+
+    def s_return(self, node, lanes, fr):
+        if node.expr is not None:
+            rt = fr.func.ret_type
+            if rt.is_void:
+                raise self.unsupported("void 函数返回值", node)
+            v = self.conv(self.ev(node.expr, lanes, fr), rt, node)
+            if fr.ret is None:
+                fr.ret = Var(rt, rt.dtype.type(0) if rt.is_scalar else np.int64(0))
+            self.write_var(fr.ret, lanes, v, node)
+        return EMPTY
+
+    # ------------------------------------------------------------ 变量
+    def read_var(self, var, lanes):
+        d = var.data
+        if np.ndim(d) == 0:
+            return d
+        if lanes.idx is None:
+            var.owned = False
+            return d
+        return d[lanes.idx]
+
+    def write_var(self, var, lanes, val, node):
+        if var.t.is_ptr:
+            if var.buf is not None and val.buf is not var.buf and lanes.n != self.L:
+                raise self.unsupported("同一个指针变量在不同线程中指向不同的数组", node)
+            var.buf = val.buf
+            v = val.v
+        else:
+            v = val.v
+        if lanes.idx is None:
+            var.data = v
+            var.owned = False
+            return
+        d = var.data
+        if np.ndim(d) == 0:
+            nd = np.empty(self.L, np.int64 if var.t.is_ptr else var.t.dtype)
+            nd.fill(d)
+            var.data = d = nd
+            var.owned = True
+        elif not var.owned:
+            var.data = d = d.copy()
+            var.owned = True
+        d[lanes.idx] = v
+
+    # ------------------------------------------------------------ 表达式
+    def ev(self, node, lanes, fr):
+        h = self.E.get(type(node).__name__)
+        if h is None:
+            raise self.unsupported(type(node).__name__, node)
+        return h(node, lanes, fr)
+
+    def e_const(self, node, lanes, fr):
+        cache = self.consts
+        c = cache.get(id(node))
+        if c is None:
+            t, v = parse_constant(node)
+            c = Val(t, t.dtype.type(v))
+            cache[id(node)] = c
+        return c
+
+    def e_exprlist(self, node, lanes, fr):
+        v = None
+        for e in node.exprs:
+            v = self.ev(e, lanes, fr)
+        return v
+
+    def e_id(self, node, lanes, fr):
+        var = fr.lookup(node.name)
+        if var is None:
+            if node.name == "warpSize":
+                return Val(T.INT, np.int32(32))
+            var = self.global_shared(node.name)
+            if var is None:
+                raise self.unsupported(f"未声明的标识符 {node.name}", node)
+        if var.mem:
+            buf = var.buf
+            if var.t.is_array:   # 数组退化为指针
+                return Val(T.Ptr(var.t.elem, var.t.vol), np.int64(0), buf)
+            return self.load(Val(T.Ptr(var.t, buf.vol), np.int64(0), buf), lanes, node)
+        return Val(var.t, self.read_var(var, lanes), var.buf)
+
+    def global_shared(self, name):
+        for d in self.prog.shared_decls:
+            if d.name == name:
+                return self.shared_var(d)
+        return None
+
+    def builtin_vec(self, name, f):
+        key = (name, f)
+        v = self._builtin.get(key)
+        if v is None:
+            k = "xyz".index(f)
+            gx, gy, gz = self.grid
+            bx, by, bz = self.block
+            if name == "blockDim":
+                v = np.uint32(self.block[k])
+            elif name == "gridDim":
+                v = np.uint32(self.grid[k])
+            elif name == "threadIdx":
+                if self.block[k] == 1:
+                    v = np.uint32(0)
+                else:
+                    t = self.tlin
+                    v = (t % bx if k == 0 else (t // bx) % by if k == 1 else t // (bx * by)).astype(np.uint32)
+            else:
+                if self.grid[k] == 1:
+                    v = np.uint32(0)
+                else:
+                    b = self.blk
+                    v = (b % gx if k == 0 else (b // gx) % gy if k == 1 else b // (gx * gy)).astype(np.uint32)
+            self._builtin[key] = v
+        return v
+
+    def e_structref(self, node, lanes, fr):
+        if isinstance(node.name, c_ast.ID) and node.name.name in _BUILTIN_VARS and node.type == ".":
+            f = node.field.name
+            if f not in ("x", "y", "z"):
+                raise self.unsupported(f"{node.name.name}.{f}", node)
+            v = self.builtin_vec(node.name.name, f)
+            return Val(T.UINT, v if np.ndim(v) == 0 else self.g(v, lanes))
+        raise self.unsupported("结构体成员访问 struct member access", node)
+
+    def truth(self, val):
+        if val.t.is_ptr:
+            raise self.unsupported("把指针当作条件", None)
+        v = val.v
+        if v.dtype == np.bool_ if isinstance(v, np.ndarray) else isinstance(v, np.bool_):
+            return v
+        return v != 0
+
+    def conv(self, val, t, node):
+        """赋值转换 / conversion as if by assignment."""
+        if t.is_ptr:
+            if not val.t.is_ptr:
+                if np.ndim(val.v) == 0 and int(val.v) == 0:
+                    return Val(t, np.int64(0), None)
+                raise self.unsupported("把整数赋给指针", node)
+            if T.scalar_of(val.t.base).dtype != T.scalar_of(t.base).dtype:
+                raise self.unsupported(f"指针类型转换 {val.t!r} -> {t!r}", node)
+            return Val(t, val.v, val.buf)
+        if val.t.is_ptr:
+            raise self.unsupported("把指针转换为整数", node)
+        if t.is_void:
+            return val
+        return Val(t, T.cast(val.v, t))
+
+    def e_cast(self, node, lanes, fr):
+        t = self.prog.resolve(node.to_type, node)
+        if not isinstance(t, T.CType):
+            t = t.t
+        v = self.ev(node.expr, lanes, fr)
+        if t.is_void:
+            return Val(T.VOID, np.int32(0))
+        return self.conv(v, t, node)
+
+    def arith(self, op, a, b, node, lanes):
+        if a.t.is_ptr or b.t.is_ptr:
+            return self.ptr_arith(op, a, b, node)
+        if op in ("<<", ">>"):
+            if not (a.t.is_int and b.t.is_int):
+                raise self.unsupported(f"浮点数的移位 {op}", node)
+            t = T.promote(a.t)
+            x = T.cast(a.v, t)
+            y = T.cast(b.v, t)
+            r = np.left_shift(x, y) if op == "<<" else np.right_shift(x, y)
+            return Val(t, r)
+        if op in ("<", ">", "<=", ">=", "==", "!="):
+            t = T.common(a.t, b.t)
+            x, y = T.cast(a.v, t), T.cast(b.v, t)
+            r = {"<": np.less, ">": np.greater, "<=": np.less_equal, ">=": np.greater_equal,
+                 "==": np.equal, "!=": np.not_equal}[op](x, y)
+            return Val(T.BOOL, r)
+        t = T.common(a.t, b.t)
+        x, y = T.cast(a.v, t), T.cast(b.v, t)
+        if op == "+":
+            r = x + y
+        elif op == "-":
+            r = x - y
+        elif op == "*":
+            r = x * y
+        elif op in ("/", "%"):
+            if t.is_int:
+                z = y == 0
+                if np.any(z):
+                    i = int(np.flatnonzero(np.broadcast_to(z, (lanes.n,)))[0]) if lanes.n else 0
+                    raise self.fail(SimtRuntimeError, "整数除以零", "integer division by zero", node,
+                                    lane=self.ids(lanes)[i] if lanes.n else None)
+                r = T.idiv(x, y) if op == "/" else T.imod(x, y)
+            else:
+                if op == "%":
+                    raise self.unsupported("浮点数取余 %（请用 fmodf）", node)
+                r = x / y
+        elif op in ("&", "|", "^"):
+            if not t.is_int:
+                raise self.unsupported(f"浮点数的位运算 {op}", node)
+            r = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[op](x, y)
+        else:
+            raise self.unsupported(f"运算符 {op}", node)
+        if isinstance(r, np.ndarray):
+            if r.dtype != t.dtype:
+                r = r.astype(t.dtype)
+        elif not isinstance(r, np.generic) or r.dtype != t.dtype:
+            r = t.dtype.type(r)
+        return Val(t, r)
+
+    def ptr_arith(self, op, a, b, node):
+        if a.t.is_ptr and b.t.is_ptr:
+            if op in ("<", ">", "<=", ">=", "==", "!="):
+                if a.buf is not b.buf:
+                    raise self.unsupported("比较指向不同数组的指针", node)
+                r = {"<": np.less, ">": np.greater, "<=": np.less_equal, ">=": np.greater_equal,
+                     "==": np.equal, "!=": np.not_equal}[op](a.v, b.v)
+                return Val(T.BOOL, r)
+            if op == "-":
+                if a.buf is not b.buf:
+                    raise self.unsupported("相减的指针指向不同的数组", node)
+                return Val(T.LONG, (a.v - b.v) // a.t.stride)
+            raise self.unsupported(f"指针运算 {op}", node)
+        if b.t.is_ptr:
+            if op != "+":
+                raise self.unsupported(f"指针运算 {op}", node)
+            a, b = b, a
+        if op not in ("+", "-") or not b.t.is_int:
+            raise self.unsupported(f"指针运算 {op}", node)
+        k = np.asarray(b.v).astype(np.int64)
+        k = k[()] if k.ndim == 0 else k
+        off = a.v + k * a.t.stride if op == "+" else a.v - k * a.t.stride
+        return Val(a.t, off, a.buf)
+
+    def e_binary(self, node, lanes, fr):
+        op = node.op
+        if op in ("&&", "||"):
+            a = self.truth(self.ev(node.left, lanes, fr))
+            want = op == "&&"
+            if np.ndim(a) == 0:
+                if bool(a) != want:
+                    return Val(T.BOOL, np.bool_(not want))
+                return Val(T.BOOL, self.truth(self.ev(node.right, lanes, fr)))
+            m = a if want else ~a
+            sl = self.sub(lanes, m)
+            if sl.n == 0:
+                return Val(T.BOOL, a)
+            r = self.truth(self.ev(node.right, sl, fr))
+            if sl.n == lanes.n:
+                return Val(T.BOOL, r)
+            out = a.copy()
+            out[m] = r
+            return Val(T.BOOL, out)
+        a = self.ev(node.left, lanes, fr)
+        b = self.ev(node.right, lanes, fr)
+        return self.arith(op, a, b, node, lanes)
+
+    def e_ternary(self, node, lanes, fr):
+        c = self.truth(self.ev(node.cond, lanes, fr))
+        if np.ndim(c) == 0:
+            return self.ev(node.iftrue if c else node.iffalse, lanes, fr)
+        t = self.sub(lanes, c)
+        if t.n == lanes.n:
+            return self.ev(node.iftrue, lanes, fr)
+        if t.n == 0:
+            return self.ev(node.iffalse, lanes, fr)
+        f = self.sub(lanes, ~c)
+        a = self.ev(node.iftrue, t, fr)
+        b = self.ev(node.iffalse, f, fr)
+        if a.t.is_ptr or b.t.is_ptr:
+            if not (a.t.is_ptr and b.t.is_ptr and a.buf is b.buf):
+                raise self.unsupported("?: 的两个分支指向不同的数组", node)
+            rt = a.t
+            out = np.empty(lanes.n, np.int64)
+        else:
+            rt = T.common(a.t, b.t)
+            out = np.empty(lanes.n, rt.dtype)
+        out[c] = a.v if rt.is_ptr else T.cast(a.v, rt)
+        out[~c] = b.v if rt.is_ptr else T.cast(b.v, rt)
+        return Val(rt, out, a.buf)
+
+    # ------------------------------------------------------------ 左值与内存
+    def lvalue(self, node, lanes, fr):
+        """返回 ('reg', Var) 或 ('mem', 指针 Val)。"""
+        k = type(node).__name__
+        if k == "ID":
+            var = fr.lookup(node.name) or self.global_shared(node.name)
+            if var is None:
+                raise self.unsupported(f"未声明的标识符 {node.name}", node)
+            if var.mem:
+                if var.t.is_array:
+                    raise self.unsupported("给数组整体赋值", node)
+                return "mem", Val(T.Ptr(var.t, var.buf.vol), np.int64(0), var.buf)
+            return "reg", var
+        if k == "ArrayRef":
+            p = self.elem_ptr(node, lanes, fr)
+            if p.t.base.is_array:
+                raise self.unsupported("给数组整体赋值", node)
+            return "mem", p
+        if k == "UnaryOp" and node.op == "*":
+            p = self.ev(node.expr, lanes, fr)
+            if not p.t.is_ptr:
+                raise self.unsupported("对非指针解引用", node)
+            return "mem", p
+        if k == "StructRef" and isinstance(node.name, c_ast.ID) and node.name.name in _BUILTIN_VARS:
+            raise self.unsupported(f"给只读的 {node.name.name} 赋值", node)
+        raise self.unsupported(f"左值 {k}", node)
+
+    def elem_ptr(self, node, lanes, fr):
+        base = self.ev(node.name, lanes, fr)
+        i = self.ev(node.subscript, lanes, fr)
+        if not base.t.is_ptr and i.t.is_ptr:
+            base, i = i, base
+        if not base.t.is_ptr:
+            raise self.unsupported("对非数组/指针取下标", node)
+        if not i.t.is_int:
+            raise self.unsupported("非整数下标", node)
+        return self.ptr_arith("+", base, i, node)
+
+    def e_arrayref(self, node, lanes, fr):
+        p = self.elem_ptr(node, lanes, fr)
+        if p.t.base.is_array:   # 多维数组的一行：退化为指针
+            return Val(T.Ptr(p.t.base.elem, p.t.vol), p.v, p.buf)
+        return self.load(p, lanes, node)
+
+    def read_lv(self, kind, x, lanes, node):
+        if kind == "reg":
+            return Val(x.t, self.read_var(x, lanes), x.buf)
+        return self.load(x, lanes, node)
+
+    def write_lv(self, kind, x, val, lanes, node):
+        if kind == "reg":
+            v = self.conv(val, x.t, node)
+            self.write_var(x, lanes, v, node)
+            return v
+        v = self.conv(val, x.t.base, node)
+        self.store(x, v, lanes, node)
+        return v
+
+    def e_assign(self, node, lanes, fr):
+        kind, x = self.lvalue(node.lvalue, lanes, fr)
+        r = self.ev(node.rvalue, lanes, fr)
+        if node.op != "=":
+            cur = self.read_lv(kind, x, lanes, node)
+            r = self.arith(node.op[:-1], cur, r, node, lanes)
+        return self.write_lv(kind, x, r, lanes, node)
+
+    def e_unary(self, node, lanes, fr):
+        op = node.op
+        if op in ("++", "--", "p++", "p--"):
+            kind, x = self.lvalue(node.expr, lanes, fr)
+            cur = self.read_lv(kind, x, lanes, node)
+            one = Val(T.INT, np.int32(1))
+            new = self.arith("+" if "+" in op else "-", cur, one, node, lanes)
+            new = self.write_lv(kind, x, new, lanes, node)
+            return cur if op.startswith("p") else new
+        if op == "sizeof":
+            if isinstance(node.expr, c_ast.Typename):
+                t = self.prog.resolve_plain(node.expr)
+            else:
+                t = self.static_type(node.expr, lanes, fr)
+            return Val(T.ULONG, np.uint64(t.size))
+        if op == "&":
+            e = node.expr
+            if isinstance(e, c_ast.ArrayRef):
+                return self.elem_ptr(e, lanes, fr)
+            if isinstance(e, c_ast.ID):
+                kind, x = self.lvalue(e, lanes, fr)
+                if kind == "mem":
+                    return x
+                raise self.unsupported(f"取局部变量 {e.name} 的地址", node)
+            if isinstance(e, c_ast.UnaryOp) and e.op == "*":
+                return self.ev(e.expr, lanes, fr)
+            raise self.unsupported("取地址 &", node)
+        if op == "*":
+            p = self.ev(node.expr, lanes, fr)
+            if not p.t.is_ptr:
+                raise self.unsupported("对非指针解引用", node)
+            if p.t.base.is_array:
+                return Val(T.Ptr(p.t.base.elem, p.t.vol), p.v, p.buf)
+            return self.load(p, lanes, node)
+        a = self.ev(node.expr, lanes, fr)
+        if a.t.is_ptr:
+            raise self.unsupported(f"指针的一元运算 {op}", node)
+        if op == "!":
+            return Val(T.BOOL, ~self.truth(a) if np.ndim(self.truth(a)) else np.bool_(not self.truth(a)))
+        t = T.promote(a.t)
+        x = T.cast(a.v, t)
+        if op == "-":
+            return Val(t, np.negative(x))
+        if op == "+":
+            return Val(t, x)
+        if op == "~":
+            if not t.is_int:
+                raise self.unsupported("浮点数的按位取反 ~", node)
+            return Val(t, np.invert(x))
+        raise self.unsupported(f"一元运算符 {op}", node)
+
+    def static_type(self, e, lanes, fr):
+        if isinstance(e, c_ast.ID):
+            var = fr.lookup(e.name) or self.global_shared(e.name)
+            if var is not None:
+                return var.t
+        return self.ev(e, lanes, fr).t
+
+    def _flat(self, buf, off, lanes):
+        if buf.kind == "global":
+            return off
+        if buf.kind == "shared":
+            return self.g(self.blk, lanes) * buf.per + off
+        return self.g(self.arange, lanes) * buf.per + off
+
+    def check_bounds(self, p, lanes, node, what):
+        buf = p.buf
+        if buf is None:
+            raise self.fail(OutOfBoundsError, "通过空指针访问内存", "access through a null pointer", node,
+                            lane=self.ids(lanes)[0])
+        off = p.v
+        bad = (off < 0) | (off >= buf.per)
+        if np.any(bad):
+            badv = np.broadcast_to(bad, (lanes.n,))
+            offv = np.broadcast_to(off, (lanes.n,))
+            i = int(np.flatnonzero(badv)[0])
+            o = int(offv[i])
+            nbad = int(np.count_nonzero(badv))
+            far = f"越过末尾 {o - buf.per + 1} 个元素" if o >= buf.per else f"在开头之前 {-o} 个元素"
+            far_en = f"{o - buf.per + 1} element(s) past the end" if o >= buf.per else f"{-o} element(s) before the start"
+            space = {"global": "全局", "shared": "共享", "local": "局部"}[buf.kind]
+            hint = ""
+            if buf.kind == "shared" and buf.per == 0:
+                hint = "（动态共享内存大小为 0：启动时请传 shared_bytes）"
+            raise self.fail(
+                OutOfBoundsError,
+                f"{what}{space}数组 {buf.name}[{o}] 越界：数组只有 {buf.per} 个 {buf.elem.name}，{far}；"
+                f"共 {nbad} 个线程越界{hint}",
+                f"out-of-bounds {'write' if what == '写' else 'read'} of {buf.kind} array {buf.name}[{o}] "
+                f"(size {buf.per}): {far_en}; {nbad} thread(s) out of bounds",
+                node, lane=self.ids(lanes)[i])
+
+    def _account(self, p, lanes, node, store):
+        buf = p.buf
+        if buf.kind == "local":
+            return None
+        n = lanes.n
+        off = np.broadcast_to(p.v, (n,)) if np.ndim(p.v) == 0 else p.v
+        gw = self.g(self.gw, lanes)
+        size = buf.elem.size
+        if buf.kind == "global":
+            C.global_access(self.rep, store, gw, off * size, size)
+        else:
+            # 动态共享内存的基址取 0：整体平移不改变存储体冲突的个数
+            base = buf.base if buf.base >= 0 else 0
+            C.shared_access(self.rep, store, gw, base + off * size)
+        return off
+
+    def load(self, p, lanes, node):
+        if lanes.n == 0:
+            return Val(p.t.base, p.t.base.dtype.type(0))
+        self.check_bounds(p, lanes, node, "读")
+        buf = p.buf
+        off = self._account(p, lanes, node, False)
+        flat = self._flat(buf, p.v, lanes)
+        if buf.tracker is not None:
+            self.race(buf, flat, lanes, node, p.t.vol, False)
+        v = buf.data[flat]
+        el = p.t.base
+        if buf.elem.dtype != el.dtype:
+            v = T.cast(v, el)
+        return Val(el, v)
+
+    def store(self, p, val, lanes, node):
+        if lanes.n == 0:
+            return
+        self.check_bounds(p, lanes, node, "写")
+        buf = p.buf
+        if not buf.data.flags.writeable:
+            raise self.fail(SimtRuntimeError, f"写入只读数组 {buf.name}（传入的数组不可写）",
+                            f"write to read-only array {buf.name}", node, lane=self.ids(lanes)[0])
+        self._account(p, lanes, node, True)
+        flat = self._flat(buf, p.v, lanes)
+        if buf.tracker is not None:
+            self.race(buf, flat, lanes, node, p.t.vol, True)
+        v = T.cast(val.v, buf.elem)
+        if np.ndim(flat) == 0:
+            if np.ndim(v):
+                v = v[-1]     # 多个线程写同一个地址：编号最大的线程的值留下
+            buf.data[flat] = v
+        else:
+            buf.data[flat] = v
+
+    def race(self, buf, flat, lanes, node, vol, write):
+        flat = np.broadcast_to(flat, (lanes.n,)) if np.ndim(flat) == 0 else flat
+        tid = self.g(self.tlin, lanes).astype(np.int32)
+        ep = self.epoch[self.g(self.gw, lanes)]
+        line = self.line(node)
+        line = line if isinstance(line, int) else 0
+        vol = bool(vol or buf.vol)
+
+        def report(kind, i, other, other_line, same_warp):
+            lane = self.ids(lanes)[i]
+            b, t = self.where(lane)
+            word = int(flat[i]) - int(self.blk[lane]) * buf.per
+            blk = int(self.blk[lane])
+            if other >= 0:
+                other_s = self.where(blk * self.tpb + other)[1]
+            elif other == -3:
+                other_s = "（原子操作）/ (atomic)"
+            else:
+                other_s = "（多个）/ (several)"
+            msg, cls = race_message(kind, self.kernel, line, buf.name, word, b, t, other_s, other_line, same_warp)
+            raise cls(msg)
+
+        if write == "atomic":
+            buf.tracker.atomic(flat, tid, ep, line, report)
+        elif write:
+            buf.tracker.write(flat, tid, ep, vol, line, report)
+        else:
+            buf.tracker.read(flat, tid, ep, vol, line, report)
+
+    # ------------------------------------------------------------ 函数调用
+    def e_call(self, node, lanes, fr):
+        name = node.name.name
+        args = node.args.exprs if node.args is not None else []
+        f = self.prog.functions.get(name)
+        if f is not None:
+            return self.call_device(f, args, node, lanes, fr)
+        h = getattr(self, "b_" + name, None)
+        if h is not None:
+            return h(node, args, lanes, fr)
+        return self.math(name, args, node, lanes, fr)
+
+    def call_device(self, f, args, node, lanes, fr):
+        if len(args) != len(f.params):
+            raise self.unsupported(f"{f.name} 的参数个数不对（{len(args)} != {len(f.params)}）", node)
+        vals = [self.ev(a, lanes, fr) for a in args]
+        if self.depth > 64:
+            raise self.unsupported("递归太深 recursion", node)
+        nf = Frame(f)
+        for (pname, pt, _), v in zip(f.params, vals):
+            var = Var(pt, pt.dtype.type(0) if pt.is_scalar else np.int64(0))
+            self.write_var(var, lanes, self.conv(v, pt, node), node)
+            nf.scopes[0][pname] = var
+        self.depth += 1
+        try:
+            self.ex(f.node.body, lanes, nf)
+        finally:
+            self.depth -= 1
+        if f.ret_type.is_void:
+            return Val(T.VOID, np.int32(0))
+        if nf.ret is None:
+            raise self.fail(UnsupportedError, f"函数 {f.name} 没有 return 语句就结束了",
+                            f"function {f.name} ended without return", node)
+        return Val(f.ret_type, self.read_var(nf.ret, lanes), nf.ret.buf)
+
+    def _args(self, args, n, node, lanes, fr, name):
+        if len(args) != n:
+            raise self.unsupported(f"{name} 需要 {n} 个参数", node)
+        return [self.ev(a, lanes, fr) for a in args]
+
+    def math(self, name, args, node, lanes, fr):
+        base = _FAST.get(name, name)
+        fsuffix = False
+        if base not in _MATH1 and base not in _MATH2 and base.endswith("f") and (base[:-1] in _MATH1 or base[:-1] in _MATH2):
+            base = base[:-1]
+            fsuffix = True
+        if name in ("max", "min", "abs", "fma", "fmaf", "__fdividef", "__builtin_inff", "__builtin_nanf"):
+            if name == "__builtin_inff":
+                return Val(T.FLOAT, np.float32(np.inf))
+            if name == "__builtin_nanf":
+                return Val(T.FLOAT, np.float32(np.nan))
+            vals = [self.ev(a, lanes, fr) for a in args]
+            if name in ("max", "min"):
+                a, b = vals
+                t = T.common(a.t, b.t)
+                x, y = T.cast(a.v, t), T.cast(b.v, t)
+                r = (np.fmax if name == "max" else np.fmin)(x, y) if t.is_float else (np.maximum if name == "max" else np.minimum)(x, y)
+                return Val(t, r)
+            if name == "abs":
+                t = T.promote(vals[0].t)
+                return Val(t, np.abs(T.cast(vals[0].v, t)))
+            if name == "__fdividef":
+                return Val(T.FLOAT, T.cast(vals[0].v, T.FLOAT) / T.cast(vals[1].v, T.FLOAT))
+            t = T.FLOAT if name == "fmaf" else T.common(T.common(vals[0].t, vals[1].t), vals[2].t)
+            if t.is_int:
+                t = T.DOUBLE
+            # fma：先用双精度计算再舍入，等价于一次舍入
+            x, y, z = (T.cast(v.v, T.DOUBLE) for v in vals)
+            return Val(t, T.cast(x * y + z, t))
+        if base in _MATH1 or base in _MATH2:
+            n = 1 if base in _MATH1 else 2
+            vals = self._args(args, n, node, lanes, fr, name)
+            if fsuffix:
+                t = T.FLOAT
+            else:
+                t = T.DOUBLE
+                if all(v.t.is_float for v in vals) and all(v.t is T.FLOAT for v in vals):
+                    t = T.FLOAT          # C++ 重载：float 参数得到 float 结果
+            xs = [T.cast(v.v, t) for v in vals]
+            fn = _MATH1.get(base) or _MATH2[base]
+            r = fn(*xs)
+            return Val(t, T.cast(r, t) if (np.asarray(r).dtype != t.dtype) else r)
+        raise self.unsupported(f"函数 {name}()", node)
+
+    # -- 同步
+    # --8<-- [start:syncthreads]
+    def b___syncthreads(self, node, args, lanes, fr):
+        if args:
+            raise self.unsupported("__syncthreads 带参数", node)
+        tpb = self.tpb
+        if lanes.idx is None:
+            blocks = None
+            nb = self.nblocks
+        else:
+            b = self.blk[lanes.idx]
+            starts = np.concatenate(([True], b[1:] != b[:-1]))
+            blocks = b[starts]
+            cnt = np.diff(np.concatenate((np.flatnonzero(starts), [b.size])))
+            badb = np.flatnonzero(cnt != tpb)
+            if badb.size:
+                k = int(badb[0])
+                blk = int(blocks[k])
+                present = np.zeros(tpb, bool)
+                present[lanes.idx[b == blk] - blk * tpb] = True
+                missing = np.flatnonzero(~present)
+                arrived = int(cnt[k])
+                bs, _ = self.where(blk * tpb)
+                _, t_miss = self.where(blk * tpb + missing[0])
+                _, t_arr = self.where(lanes.idx[b == blk][0])
+                raise self.fail(
+                    BarrierDivergenceError,
+                    f"线程块 {bs} 中只有 {arrived} 个线程（例如线程 {t_arr}）到达这个 __syncthreads()，"
+                    f"另外 {tpb - arrived} 个线程（例如线程 {t_miss}）没有到达（它们走了另一条分支、停在另一个屏障或已经 return）。"
+                    f"真实 GPU 上这是未定义行为，常见后果是死锁或结果错误；请把 __syncthreads() 移到所有线程都会执行的位置",
+                    f"only {arrived} threads of block {bs} (e.g. thread {t_arr}) reach this __syncthreads(); "
+                    f"{tpb - arrived} others (e.g. thread {t_miss}) do not (other branch, other barrier or returned): "
+                    f"undefined behaviour on a GPU (deadlock or wrong results)",
+                    node)
+            nb = blocks.size
+        self.rep.barriers += nb
+        for buf in self.shared.values():
+            if buf.tracker is not None:
+                buf.tracker.reset_blocks(blocks, blocks is None)
+        return Val(T.VOID, np.int32(0))
+    # --8<-- [end:syncthreads]
+
+    def b___syncwarp(self, node, args, lanes, fr):
+        w = self.g(self.gw, lanes)
+        uw = w[np.concatenate(([True], w[1:] != w[:-1]))] if w.size else w
+        self.epoch[uw] += 1
+        self.rep.warp_syncs += int(uw.size)
+        if args:
+            self.ev(args[0], lanes, fr)
+        return Val(T.VOID, np.int32(0))
+
+    def b___threadfence(self, node, args, lanes, fr):
+        return Val(T.VOID, np.int32(0))
+
+    b___threadfence_block = b___threadfence
+
+    # -- 线程束洗牌
+    def _shfl(self, kind, node, args, lanes, fr):
+        if len(args) not in (3, 4):
+            raise self.unsupported(f"__shfl_{kind}_sync 的参数个数", node)
+        mask = self.ev(args[0], lanes, fr)
+        v = self.ev(args[1], lanes, fr)
+        d = self.ev(args[2], lanes, fr)
+        width = int(self.ev(args[3], lanes, fr).v) if len(args) == 4 else 32
+        if width not in (1, 2, 4, 8, 16, 32):
+            raise self.fail(WarpSyncError, f"width={width} 必须是不超过 32 的 2 的幂",
+                            f"width={width} must be a power of two <= 32", node)
+        if v.t.is_ptr:
+            raise self.unsupported("洗牌指针", node)
+        ids = self.ids(lanes)
+        lw = self.g(self.lw, lanes)
+        tl = self.g(self.tlin, lanes)
+        dd = np.asarray(d.v).astype(np.int64)
+        seg = lw - lw % width
+        if kind == "down":
+            src = lw + dd
+            own = src >= seg + width
+        elif kind == "up":
+            src = lw - dd
+            own = src < seg
+        elif kind == "xor":
+            src = lw ^ dd
+            own = (src < seg) | (src >= seg + width)
+        else:
+            src = seg + (dd % width)
+            own = np.zeros(np.shape(src), bool)
+        src = np.where(own, lw, src)
+        src_lane = ids - lw + src
+        src_t = tl - lw + src
+        own = own | (src_t >= self.tpb)
+        src_lane = np.where(own, ids, src_lane)
+        # 检查 mask：本线程与源线程都必须在 mask 中并且执行到这里
+        m = np.asarray(T.cast(mask.v, T.UINT)).astype(np.int64)
+        gw = self.g(self.gw, lanes)
+        starts = np.flatnonzero(np.concatenate(([True], gw[1:] != gw[:-1])))
+        bits = np.left_shift(np.int64(1), lw)
+        active = np.bitwise_or.reduceat(bits, starts)
+        wi = np.cumsum(np.concatenate(([True], gw[1:] != gw[:-1]))) - 1
+        act = active[wi]
+        # 部分线程束：不存在的线程不要求
+        exist_n = np.minimum(32, self.tpb - (tl - lw))
+        exist = (np.int64(1) << exist_n) - 1
+        need = m & exist
+        missing = need & ~act
+        selfbit = (m >> lw) & 1
+        if np.any(missing != 0) or np.any(selfbit == 0):
+            i = int(np.flatnonzero((np.broadcast_to(missing, ids.shape) != 0) | (np.broadcast_to(selfbit, ids.shape) == 0))[0])
+            mm = int(np.broadcast_to(m, ids.shape)[i])
+            raise self.fail(
+                WarpSyncError,
+                f"__shfl_{kind}_sync 的 mask 0x{mm:08x} 与实际执行这条指令的线程 0x{int(act[i]):08x} 不一致"
+                f"（mask 中的线程都必须执行它，执行它的线程也必须在 mask 中）",
+                f"__shfl_{kind}_sync mask 0x{mm:08x} does not match the lanes that execute it (0x{int(act[i]):08x}): "
+                f"every lane named in the mask must execute it and every executing lane must be in the mask",
+                node, lane=ids[i])
+        full_t = v.t
+        buf = np.zeros(self.L, full_t.dtype) if lanes.idx is not None else None
+        if buf is None:
+            vv = np.broadcast_to(v.v, (self.L,))
+            return Val(full_t, vv[src_lane])
+        buf[ids] = v.v
+        srcbits = (act >> src) & 1
+        if np.any(srcbits == 0):
+            i = int(np.flatnonzero(srcbits == 0)[0])
+            raise self.fail(WarpSyncError, "洗牌的源线程没有执行这条指令", "shuffle source lane is not active",
+                            node, lane=ids[i])
+        return Val(full_t, buf[src_lane])
+
+    def b___shfl_down_sync(self, node, args, lanes, fr):
+        return self._shfl("down", node, args, lanes, fr)
+
+    def b___shfl_up_sync(self, node, args, lanes, fr):
+        return self._shfl("up", node, args, lanes, fr)
+
+    def b___shfl_xor_sync(self, node, args, lanes, fr):
+        return self._shfl("xor", node, args, lanes, fr)
+
+    def b___shfl_sync(self, node, args, lanes, fr):
+        return self._shfl("idx", node, args, lanes, fr)
+
+    # -- 原子操作与只读加载
+    def b___ldg(self, node, args, lanes, fr):
+        (p,) = self._args(args, 1, node, lanes, fr, "__ldg")
+        if not p.t.is_ptr:
+            raise self.unsupported("__ldg 的参数不是指针", node)
+        return self.load(p, lanes, node)
+
+    def _atomic(self, op, node, args, lanes, fr):
+        p, v = self._args(args, 2, node, lanes, fr, "atomic" + op)
+        if not p.t.is_ptr or p.t.base.is_array:
+            raise self.unsupported(f"atomic{op} 的第一个参数必须是标量指针", node)
+        el = p.t.base
+        if op in ("Max", "Min") and el.is_float:
+            raise self.unsupported(f"atomic{op} 用于浮点数（CUDA 只提供整数版本）", node)
+        self.check_bounds(p, lanes, node, "原子")
+        buf = p.buf
+        flat = np.broadcast_to(self._flat(buf, p.v, lanes), (lanes.n,))
+        val = np.broadcast_to(T.cast(v.v, el), (lanes.n,))
+        self.rep.atomic_ops += lanes.n
+        if buf.tracker is not None:
+            self.race(buf, flat, lanes, node, False, "atomic")
+        data = buf.data
+        # 按线程编号顺序依次执行（GPU 上顺序不确定）
+        order = np.argsort(flat, kind="stable")
+        fs = flat[order]
+        vs = val[order]
+        starts = np.flatnonzero(np.concatenate(([True], fs[1:] != fs[:-1])))
+        ends = np.concatenate((starts[1:], [fs.size]))
+        old_sorted = np.empty(fs.size, el.dtype)
+        if op in ("Add", "Sub") and el.is_int:
+            vs2 = vs if op == "Add" else -vs
+            cs = np.cumsum(vs2, dtype=el.dtype)
+            base = data[fs[starts]]
+            prev = np.concatenate(([el.dtype.type(0)], cs[:-1]))
+            grp = np.repeat(np.arange(starts.size), ends - starts)
+            old_sorted = base[grp] + (prev - prev[starts][grp])
+            data[fs[starts]] = base + (cs[ends - 1] - prev[starts])
+        else:
+            # 按“轮”执行：第 k 轮处理每个地址的第 k 个线程，同一地址上的顺序与线程编号一致
+            sizes = ends - starts
+            rank = np.arange(fs.size) - np.repeat(starts, sizes)
+            rorder = np.argsort(rank, kind="stable")
+            rb = np.searchsorted(rank[rorder], np.arange(int(sizes.max()) + 1))
+            ufunc = {"Add": np.add, "Sub": np.subtract, "Max": np.maximum, "Min": np.minimum}.get(op)
+            for k in range(int(sizes.max())):
+                sel = rorder[rb[k]:rb[k + 1]]
+                a = fs[sel]
+                cur = data[a]
+                old_sorted[sel] = cur
+                data[a] = vs[sel] if ufunc is None else ufunc(cur, vs[sel]).astype(el.dtype)
+        old = np.empty(lanes.n, el.dtype)
+        old[order] = old_sorted
+        return Val(el, old)
+
+    def b_atomicAdd(self, node, args, lanes, fr):
+        return self._atomic("Add", node, args, lanes, fr)
+
+    def b_atomicSub(self, node, args, lanes, fr):
+        return self._atomic("Sub", node, args, lanes, fr)
+
+    def b_atomicMax(self, node, args, lanes, fr):
+        return self._atomic("Max", node, args, lanes, fr)
+
+    def b_atomicMin(self, node, args, lanes, fr):
+        return self._atomic("Min", node, args, lanes, fr)
+
+    def b_atomicExch(self, node, args, lanes, fr):
+        return self._atomic("Exch", node, args, lanes, fr)

@@ -1,0 +1,79 @@
+"""内存：模拟的数组，以及把启动参数变成数组与 C 标量（文档：docs/cuda/simulator.md）。
+
+Memory of the simulator: a :class:`Buffer` is one global array (the caller's
+array, shared, so that results are written in place), one ``__shared__`` array
+(one copy per block) or one local array (one copy per thread). Two functions
+convert launch arguments: numpy arrays or CPU torch tensors (duck-typed through
+``.numpy()``) for pointer parameters, Python numbers for scalar parameters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import ctype as T
+
+
+class Buffer:
+    """一块内存：global（全局数组）、shared（每个线程块一份）、local（每个线程一份）。"""
+
+    def __init__(self, kind, name, data, elem, per, vol=False, base=0):
+        self.kind = kind
+        self.name = name
+        self.data = data          # 一维 numpy 数组
+        self.elem = elem          # 标量 CType
+        self.per = per            # 每份的元素个数
+        self.vol = vol
+        self.base = base          # 字节地址（共享内存：块内偏移）
+        self.tracker = None       # 共享内存的竞争记录（SharedTracker）
+        self.scalar = False       # 共享标量（__shared__ float x;）
+        self.t = None             # 声明的类型
+
+
+def array_arg(a, pname, t):
+    """把参数转换成一维 numpy 数组（与原数组共享内存）。"""
+    if isinstance(a, np.ndarray):
+        arr = a
+    elif hasattr(a, "numpy") and hasattr(a, "device"):
+        dev = getattr(a.device, "type", str(a.device))
+        if dev != "cpu":
+            raise TypeError(f"参数 {pname}：张量在 {a.device} 上，模拟器只接受 CPU 张量 / tensor must be on the CPU")
+        arr = a.detach().numpy()
+    else:
+        raise TypeError(
+            f"参数 {pname} 是指针（{t!r}），需要 numpy 数组或 CPU 张量，得到 {type(a).__name__} / "
+            f"pointer parameter {pname} needs an array, got {type(a).__name__}"
+        )
+    el = T.scalar_of(t.base)
+    if arr.dtype != el.dtype:
+        raise TypeError(
+            f"参数 {pname} 的元素类型应为 {el.name}（{el.dtype}），得到 {arr.dtype} / "
+            f"parameter {pname} expects {el.dtype} elements, got {arr.dtype}"
+        )
+    if arr.size and not arr.flags.c_contiguous:
+        raise ValueError(f"参数 {pname} 不是连续存储的数组（strides={arr.strides}）/ array must be C-contiguous")
+    return arr.reshape(-1)
+
+
+def scalar_arg(a, pname, t):
+    if isinstance(a, (bool, np.bool_)):
+        a = int(a)
+    if hasattr(a, "item") and not isinstance(a, np.ndarray) and getattr(a, "ndim", 0) == 0 and not isinstance(a, np.generic):
+        a = a.item()  # 0 维张量
+    if isinstance(a, np.ndarray):
+        if a.ndim != 0:
+            raise TypeError(f"参数 {pname} 是标量（{t.name}），得到数组 / scalar parameter {pname} got an array")
+        a = a[()]
+    if t.is_int:
+        if isinstance(a, (float, np.floating)):
+            raise TypeError(f"参数 {pname} 是 {t.name}，不能传浮点数 {a!r} / integer parameter {pname} got a float")
+        if not isinstance(a, (int, np.integer)):
+            raise TypeError(f"参数 {pname} 应为整数，得到 {type(a).__name__} / parameter {pname} needs an int")
+        a = int(a)
+        info = np.iinfo(t.dtype) if t is not T.BOOL else None
+        if info is not None and not info.min <= a <= info.max:
+            raise OverflowError(f"参数 {pname}={a} 超出 {t.name} 的范围 / out of range for {t.name}")
+        return t.dtype.type(a)
+    if not isinstance(a, (int, float, np.integer, np.floating)):
+        raise TypeError(f"参数 {pname} 应为数值，得到 {type(a).__name__} / parameter {pname} needs a number")
+    return t.dtype.type(a)

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# 在 GPU 机器上、仓库根目录里运行：测试套件、页面代码块、基准扫描。
+#
+#   bash scripts/gpu_suite.sh                         # 全部（测试 + 页面 + 基准）
+#   SUITE=tests bash scripts/gpu_suite.sh             # 只跑 pytest tests
+#   SUITE=docs  bash scripts/gpu_suite.sh             # 只跑页面代码块
+#   SUITE=bench bash scripts/gpu_suite.sh             # 只跑基准扫描，写 docs/data/h200.json、表格和图
+#   SUITE=tests,docs bash scripts/gpu_suite.sh        # 逗号分隔的组合
+#   SUITE=bench BENCH_SUITES="softmax row-sum" bash scripts/gpu_suite.sh
+#
+# 环境变量：
+#   SUITE          all | tests | docs | bench，或逗号分隔的组合（默认 all）
+#   BENCH_SUITES   空格分隔的基准套件：softmax row-sum full-sum bank-conflicts（默认全部）
+#   BENCH_ARGS     传给 reduction-lab bench 的其他参数，如 "--quick" 或 "--iters 50"
+#   BENCH_TIMEOUT  每个基准套件的硬时限（秒，默认 300；超时的套件不写结果）
+#   BENCH_BUDGET   每个基准套件验证阶段（含 JIT 编译）的预算（秒，默认 150）：超出后不再加新形状，
+#                  只对已验证的形状计时并写明未测的形状
+#   JOBS           pytest-xdist 的进程数（默认 4）
+#   OUT            结果目录（设置了就把 JSON、表格、图、日志放进去；默认 .device/out）
+#   DATA_DIR       基准结果写到哪里（默认 docs/data；试运行时改到别处，免得覆盖提交的数据）
+#   SKIP_WHEELS=1  不安装 .whl/（环境里已经有这些包时）
+#   REDUCTION_LAB_MODE  默认 gpu；只在没有 GPU 的机器上试运行本脚本时设为 sim
+#
+# 需要先在能联网的机器上运行 scripts/fetch_gpu_wheels.sh，把 .whl/ 随仓库带过来。
+#
+# 一条命令最多 10 分钟时，分几次运行，例如：
+#   SUITE=tests,docs bash scripts/gpu_suite.sh
+#   SUITE=bench BENCH_SUITES="softmax row-sum" DATA_DIR=/tmp/h200 bash scripts/gpu_suite.sh
+#   SUITE=bench BENCH_SUITES="full-sum bank-conflicts" DATA_DIR=/tmp/h200 bash scripts/gpu_suite.sh
+# DATA_DIR 在仓库之外时，同一台机器上后一次运行会把结果并进前一次的 h200.json（--merge）；
+# 每次都把完整的 h200.json 和 h200_report.tar.gz 放进 $OUT。
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+SUITE=${SUITE:-all}
+BENCH_SUITES=${BENCH_SUITES:-softmax row-sum full-sum bank-conflicts}
+BENCH_ARGS=${BENCH_ARGS:-}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}
+BENCH_BUDGET=${BENCH_BUDGET:-150}
+JOBS=${JOBS:-4}
+OUT=${OUT:-$ROOT/.device/out}
+SITE=${SITE_DIR:-/tmp/site}
+PY=${PYTHON:-python3}
+DATA_DIR=${DATA_DIR:-docs/data}
+mkdir -p "$OUT"
+LOG="$OUT/gpu_suite.log"
+TMPD=$(mktemp -d)
+
+main() {
+
+declare -a SUMMARY=()
+STATUS=0
+want() { [[ ",$SUITE," == *",all,"* || ",$SUITE," == *",$1,"* ]]; }
+header() { echo; echo "=================== $* ($(date -u +%H:%M:%S) UTC) ==================="; }
+# pytest 的总结行，如 "120 passed, 3 skipped in 41.2s"（-q 时没有两边的 =）
+pytest_line() {
+  grep -E "^=* ?[0-9]+ (passed|failed|error|errors|skipped|deselected|xfailed|xpassed)\b.* in [0-9.]+s|no tests ran" "$1" \
+    | tail -1 | sed -E 's/^=+ //; s/ =+$//'
+}
+
+header "环境"
+nvidia-smi -L 2>/dev/null || echo "nvidia-smi 不可用"
+$PY --version
+
+# ---------------------------------------------------------------- 安装随仓库带来的 wheel
+if [ "${SKIP_WHEELS:-0}" = 1 ]; then
+  echo "SKIP_WHEELS=1：不安装 .whl/"
+elif ls .whl/*.whl >/dev/null 2>&1; then
+  stamp=$(ls -l .whl/*.whl | md5sum | cut -c1-12)
+  if [ -f "$SITE/.stamp-$stamp" ]; then
+    echo "wheel 已安装在 $SITE"
+  else
+    echo "安装 .whl/ 中的 wheel 到 $SITE ..."
+    t0=$(date +%s)
+    if $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+         --target "$SITE" .whl/*.whl; then
+      touch "$SITE/.stamp-$stamp"
+      echo "安装完成，用时 $(( $(date +%s) - t0 )) s"
+    else
+      # 没有pip或pip失败：wheel就是zip文件，直接解压到目标目录（这些包不需要入口脚本）
+      echo "pip安装失败，改为直接解压wheel"
+      if $PY - "$SITE" .whl/*.whl <<'PYEOF'
+import sys, zipfile
+target, wheels = sys.argv[1], sys.argv[2:]
+for w in wheels:
+    with zipfile.ZipFile(w) as z:
+        z.extractall(target)
+    print("解压", w)
+PYEOF
+      then
+        touch "$SITE/.stamp-$stamp"
+      else
+        echo "wheel 安装失败" ; STATUS=1 ; SUMMARY+=("wheels: 安装失败")
+      fi
+    fi
+  fi
+  # 精简过的 z3 wheel 只有 libz3.so.4.15；z3 按 libz3.so 这个名字加载
+  if [ -f "$SITE/z3/lib/libz3.so.4.15" ]; then
+    ln -sf libz3.so.4.15 "$SITE/z3/lib/libz3.so"
+  fi
+else
+  echo "没有 .whl/：tilelang、pytest-codeblocks、pycparser、pcpp 需要先用 scripts/fetch_gpu_wheels.sh 下载"
+fi
+export PYTHONPATH="$SITE:$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
+export REDUCTION_LAB_MODE=${REDUCTION_LAB_MODE:-gpu}
+export NO_MKDOCS_2_WARNING=1
+unset TRITON_INTERPRET
+$PY - <<'PYEOF'
+import importlib, reduction_lab as rl
+print("reduction_lab", rl.__version__, "mode", rl.MODE)
+for name in ("torch", "triton", "cupy", "tilelang", "z3", "pycparser", "pcpp", "pytest_codeblocks"):
+    try:
+        mod = importlib.import_module(name)
+        print(f"  {name:18s} {getattr(mod, '__version__', '?')}")
+    except Exception as exc:
+        print(f"  {name:18s} 无法导入：{type(exc).__name__}: {exc}")
+PYEOF
+
+# ---------------------------------------------------------------- 测试
+if want tests; then
+  header "pytest tests（gpu 模式，-n $JOBS）"
+  t0=$(date +%s)
+  $PY -m pytest -n "$JOBS" tests -q -rs -p no:cacheprovider --junitxml="$OUT/junit-tests.xml" \
+    2>&1 | tee "$TMPD/tests.txt"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -ne 0 ] && STATUS=1
+  SUMMARY+=("tests: $(pytest_line "$TMPD/tests.txt") (exit $rc, $(( $(date +%s) - t0 )) s)")
+fi
+
+# ---------------------------------------------------------------- 页面代码块
+if want docs; then
+  header "pytest --codeblocks docs（gpu 模式，-n $JOBS）"
+  t0=$(date +%s)
+  $PY -m pytest --codeblocks docs -q -rs -n "$JOBS" -p no:cacheprovider --junitxml="$OUT/junit-docs.xml" \
+    2>&1 | tee "$TMPD/docs.txt"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -ne 0 ] && STATUS=1
+  SUMMARY+=("docs: $(pytest_line "$TMPD/docs.txt") (exit $rc, $(( $(date +%s) - t0 )) s)")
+fi
+
+# ---------------------------------------------------------------- 基准扫描
+if want bench; then
+  mkdir -p "$DATA_DIR"
+  ok=0; bad=0
+  for s in $BENCH_SUITES; do
+    header "基准：$s"
+    t0=$(date +%s)
+    # --merge：保留 h200.json 里这次没跑的套件
+    timeout "$BENCH_TIMEOUT" $PY -m reduction_lab.bench bench "$s" --json "$DATA_DIR/h200.json" --merge \
+      --no-progress --budget "$BENCH_BUDGET" $BENCH_ARGS
+    rc=$?
+    if [ "$rc" -eq 0 ]; then ok=$((ok + 1)); else bad=$((bad + 1)); STATUS=1; fi
+    [ "$rc" -eq 124 ] && echo "基准 $s 超过 ${BENCH_TIMEOUT}s 被终止"
+    SUMMARY+=("bench $s: exit $rc ($(( $(date +%s) - t0 )) s)")
+  done
+  header "报告：表格与图"
+  if [ -f "$DATA_DIR/h200.json" ]; then
+    $PY -m reduction_lab.bench report "$DATA_DIR/h200.json" --out "$DATA_DIR" || STATUS=1
+    cp "$DATA_DIR/h200.json" "$OUT/h200.json"
+    tar czf "$OUT/h200_report.tar.gz" -C "$DATA_DIR" $(cd "$DATA_DIR" && ls h200.json h200_*.md h200_*.png 2>/dev/null)
+    echo "已放进 $OUT：h200.json、h200_report.tar.gz（在仓库根目录解包：tar xzf h200_report.tar.gz -C docs/data）"
+  else
+    echo "没有 $DATA_DIR/h200.json：基准没有写出结果"
+  fi
+  SUMMARY+=("bench: $ok 个套件成功，$bad 个失败")
+fi
+
+rm -rf "$TMPD"
+header "总结"
+for line in ${SUMMARY[@]+"${SUMMARY[@]}"}; do echo "  $line"; done
+echo "  总体：$([ $STATUS -eq 0 ] && echo 通过 || echo 有失败)"
+return $STATUS
+}
+
+# 全部输出同时写进 $OUT/gpu_suite.log
+main 2>&1 | tee -a "$LOG"
+exit "${PIPESTATUS[0]}"

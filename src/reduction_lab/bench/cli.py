@@ -1,0 +1,168 @@
+"""命令行：``reduction-lab bench ...``与``reduction-lab report ...``。
+
+    reduction-lab bench all --json docs/data/h200.json          # 完整扫描（GPU）
+    reduction-lab bench softmax --total-elems 2^24 --quick       # 小一点、快一点
+    reduction-lab bench row-sum --impl triton,torch,cupy --n 1024,4096
+    reduction-lab report docs/data/h200.json --out docs/data     # 表格与图
+    python -m reduction_lab.bench softmax ...                    # 同reduction-lab bench
+
+退出码：0成功；2参数错误或结果不符（计时前停止）；3有实现在某些形状上出错（JSON照样写出）。
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .harness import SUITES, BenchError, ValidationError, parse_int_list
+
+_CHOICES = SUITES + ("all",)
+
+
+def _int_expr(text: str) -> int:
+    try:
+        (value,) = parse_int_list(text)
+    except (BenchError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
+
+
+def _list(text: str) -> list[int]:
+    try:
+        return parse_int_list(text)
+    except BenchError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="reduction-lab", description="reduction-lab的基准测试与报告")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("bench", help="运行基准测试（先验证、再计时）",
+                       description="先验证所有配置与torch一致，再用CUDA事件计时（sim模式：perf_counter）。")
+    b.add_argument("suite", choices=_CHOICES, help="测试套件")
+    b.add_argument("--n", type=_list, default=None,
+                   help="softmax/row-sum的行长N列表，如512,1024或2^9,2^10（默认2^9 … 2^18）")
+    b.add_argument("--total-elems", type=_int_expr, default=None,
+                   help="softmax/row-sum每个输入的元素数M*N（默认2^26；sim模式默认2^13，上限2^16）")
+    b.add_argument("--full-sum-n", type=_list, default=None,
+                   help="full-sum的数组长度列表（默认2^22,2^28）")
+    b.add_argument("--impl", type=lambda s: [t.strip() for t in s.split(",") if t.strip()], default=None,
+                   help="只测这些实现，逗号分隔：triton,cuda,tilelang,torch,compile,cupy；"
+                        "full-sum里cuda代表全部版本，也可写v1..v8；bank-conflicts写变体名")
+    b.add_argument("--iters", type=int, default=None, help="计时次数（默认100；--quick 20；sim 3）")
+    b.add_argument("--warmup", type=int, default=None, help="预热次数（默认10；--quick 3；sim 1）")
+    b.add_argument("--quick", action="store_true", help="更少的形状和次数")
+    b.add_argument("--seed", type=int, default=0, help="输入的随机种子")
+    b.add_argument("--budget", type=float, default=None,
+                   help="每个套件验证阶段（含JIT编译）的时间预算，秒；超出后不再加新形状，只对已验证的形状计时")
+    b.add_argument("--json", dest="json_path", default=None, help="把结果写进这个JSON文件")
+    b.add_argument("--merge", action="store_true",
+                   help="JSON文件已存在时只替换这次运行的套件，保留其他套件")
+    b.add_argument("--report-dir", default=None,
+                   help="同时把表格（.md）和图（.png）写进这个目录（需要matplotlib）")
+    b.add_argument("--prefix", default="h200", help="表格/图片文件名前缀（默认h200）")
+    b.add_argument("--no-progress", action="store_true", help="不显示tqdm进度条")
+
+    r = sub.add_parser("report", help="从JSON生成Markdown表格与PNG图")
+    r.add_argument("json_path", help="reduction-lab bench --json写出的文件")
+    r.add_argument("--out", default=None, help="输出目录（默认与JSON同目录）")
+    r.add_argument("--prefix", default="h200", help="文件名前缀（默认h200）")
+    r.add_argument("--no-plots", action="store_true", help="只写表格")
+    r.add_argument("--check", action="store_true",
+                   help="不写文件，只检查已有表格与JSON生成的结果一致（不一致退出码1）")
+    return p
+
+
+def _cmd_bench(args, argv) -> int:
+    import reduction_lab  # noqa: F401先于triton导入：sim模式要打开解释器
+    from . import harness
+
+    suites = list(SUITES) if args.suite == "all" else [args.suite]
+    try:
+        doc = harness.run(suites, argv=argv, ns=args.n, full_sum_ns=args.full_sum_n,
+                          total_elems=args.total_elems, impls=args.impl, iters=args.iters,
+                          warmup=args.warmup, quick=args.quick, seed=args.seed,
+                          progress=not args.no_progress, budget_s=args.budget)
+    except ValidationError as exc:
+        print(f"错误：{exc}", file=sys.stderr)
+        return 2
+    except BenchError as exc:
+        print(f"错误：{exc}", file=sys.stderr)
+        return 2
+
+    from .report import render_table, write_report
+
+    for suite in doc["suites"]:
+        print()
+        print(f"== {suite} ==")
+        print(render_table(doc, suite))
+
+    if args.json_path:
+        path = Path(args.json_path)
+        if args.merge and path.exists():
+            with open(path, encoding="utf-8") as f:
+                old = json.load(f)
+            old.setdefault("suites", {}).update(doc["suites"])
+            old["meta"] = doc["meta"]
+            doc = old
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(doc, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+        print(f"JSON已写入{path}")
+    if args.report_dir:
+        for p in write_report(doc, args.report_dir, prefix=args.prefix):
+            print(f"已写入{p}")
+    if doc["meta"]["mode"] != "gpu":
+        print(harness.SIM_BANNER)
+    errors = [(s, e["shape"], n) for s, rec in doc["suites"].items() for e in rec["shapes"]
+              for n, r in e["results"].items() if r.get("status") != "ok"]
+    if errors:
+        print(f"有{len(errors)}个（实现, 形状）运行出错，见上表", file=sys.stderr)
+        return 3
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from .report import load, render_table, stem, write_report
+
+    try:
+        doc = load(args.json_path)
+    except (OSError, ValueError) as exc:
+        print(f"错误：{exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(args.json_path).parent
+    if args.check:
+        bad = []
+        for suite in doc["suites"]:
+            path = out / f"{stem(suite, args.prefix)}.md"
+            if not path.exists() or path.read_text(encoding="utf-8") != render_table(doc, suite):
+                bad.append(str(path))
+        if bad:
+            print("这些表格与JSON不一致，请重新运行reduction-lab report：" + ", ".join(bad), file=sys.stderr)
+            return 1
+        print("表格与JSON一致")
+        return 0
+    for p in write_report(doc, out, prefix=args.prefix, plots=not args.no_plots):
+        print(f"已写入{p}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _CHOICES:  # python -m reduction_lab.bench softmax ...
+        argv = ["bench"] + argv
+    args = build_parser().parse_args(argv)
+    if args.command == "bench":
+        return _cmd_bench(args, ["reduction-lab"] + argv)
+    return _cmd_report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""被测的实现：本课程的内核（triton / cuda / tilelang）与对照（torch、torch.compile、CuPy）。
+
+每个实现是一个:class:`Impl`：``prepare(x)``返回一个无参的可调用对象，它在输入``x``
+上算一次结果。准备工作（CuPy视图、torch.compile的函数对象）放在``prepare``里，
+不计入时间。
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ..runtime import MODE
+
+
+@dataclass
+class Impl:
+    name: str
+    label: str
+    kind: str  # "ours"（本课程）或"peer"（对照）
+    prepare: Callable[[torch.Tensor], Callable[[], object]] = field(repr=False)
+    check: Callable[[], str | None] = field(default=lambda: None, repr=False)
+
+    def unavailable(self) -> str | None:
+        """不能运行时返回原因（缺模块、需要GPU……），否则None。"""
+        return self.check()
+
+
+# ---------------------------------------------------------------- 本课程的实现
+
+_API_OPS = {"softmax": "softmax", "row-sum": "reduce_sum"}
+
+
+def _api_check(backend: str, op: str) -> Callable[[], str | None]:
+    def check() -> str | None:
+        from .. import api
+
+        if backend == "tilelang" and importlib.util.find_spec("tilelang") is None:
+            return "没有安装tilelang (tilelang is not installed)"
+        if backend == "cuda":
+            need = "cupy" if MODE == "gpu" else "pycparser"
+            if importlib.util.find_spec(need) is None:
+                return f"cuda实现在{MODE}模式下需要{need}，当前环境没有安装"
+        table = getattr(api, "_IMPLS", {})
+        if (backend, op) in table:
+            module, name = table[(backend, op)]
+            try:
+                mod = importlib.import_module(module)
+            except ImportError as exc:
+                return f"{module}无法导入：{exc}"
+            if not hasattr(mod, name):
+                return f"{module}里还没有{name}"
+        return None
+
+    return check
+
+
+def _api_impl(suite: str, backend: str) -> Impl:
+    op = _API_OPS[suite]
+    labels = {"triton": "Triton", "cuda": "CUDA C", "tilelang": "TileLang"}
+
+    def prepare(x: torch.Tensor):
+        from .. import api
+
+        fn = getattr(api, op)
+        return lambda: fn(x, backend=backend)
+
+    return Impl(backend, labels[backend], "ours", prepare, _api_check(backend, op))
+
+
+# ---------------------------------------------------------------- 对照
+
+def _gpu_only(what: str) -> Callable[[], str | None]:
+    def check() -> str | None:
+        if MODE != "gpu":
+            return f"{what}只在gpu模式下计时({what} is timed in gpu mode only)"
+        return None
+
+    return check
+
+
+def _cupy_check() -> str | None:
+    if MODE != "gpu":
+        return "CuPy需要GPU，只在gpu模式下计时(CuPy needs a GPU)"
+    if importlib.util.find_spec("cupy") is None:
+        return "没有安装cupy (cupy is not installed)"
+    return None
+
+
+_COMPILED: dict[str, Callable] = {}
+
+
+def compiled(key: str, fn: Callable) -> Callable:
+    """同一个表达式的torch.compile版本（每个形状静态编译一次，不自动转成动态形状）。"""
+    if key not in _COMPILED:
+        import torch._dynamo as dynamo
+
+        # 默认最多为8个形状重新编译，扫描有10个形状
+        for attr in ("recompile_limit", "cache_size_limit"):  # 新名字在前，旧名字是它的别名
+            if hasattr(dynamo.config, attr):
+                setattr(dynamo.config, attr, max(64, getattr(dynamo.config, attr)))
+                break
+        _COMPILED[key] = torch.compile(fn, dynamic=False)
+    return _COMPILED[key]
+
+
+def _torch_softmax(t):
+    return torch.softmax(t, dim=-1)
+
+
+def _torch_row_sum(t):
+    return t.sum(dim=1)
+
+
+def _torch_full_sum(t):
+    return t.sum()
+
+
+def _peer(name, label, fn, check=lambda: None) -> Impl:
+    return Impl(name, label, "peer", lambda x: (lambda: fn(x)), check)
+
+
+def _compile_peer(key, fn) -> Impl:
+    def prepare(x):
+        cfn = compiled(key, fn)
+        return lambda: cfn(x)
+
+    return Impl("compile", "torch.compile", "peer", prepare, _gpu_only("torch.compile"))
+
+
+def _cupy_peer(axis) -> Impl:
+    def prepare(x):
+        import cupy
+
+        xc = cupy.asarray(x)  # 零拷贝视图（__cuda_array_interface__）
+        def call():
+            # 在torch的当前流上启动：CUDA事件记录在同一个流上，录CUDA图时也在录制流上
+            with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+                return cupy.sum(xc, axis=axis)
+
+        return call
+
+    return Impl("cupy", "CuPy (CUB)", "peer", prepare, _cupy_check)
+
+
+# ---------------------------------------------------------------- 全数组求和：七个版本 + shuffle
+
+def full_sum_versions() -> dict:
+    from ..cuda_kernels import FULL_SUM_VERSIONS
+
+    return dict(FULL_SUM_VERSIONS)
+
+
+def _full_sum_check() -> str | None:
+    need = "cupy" if MODE == "gpu" else "pycparser"
+    if importlib.util.find_spec(need) is None:
+        return f"cuda实现在{MODE}模式下需要{need}，当前环境没有安装"
+    try:
+        from ..cuda_kernels import FULL_SUM_VERSIONS, full_sum  # noqa: F401
+    except ImportError as exc:
+        return f"reduction_lab.cuda_kernels还没有full_sum / FULL_SUM_VERSIONS：{exc}"
+    return None
+
+
+def _full_sum_impl(version: int, kernel: str) -> Impl:
+    def prepare(x):
+        from ..cuda_kernels import full_sum
+
+        return lambda: full_sum(x, version=version)
+
+    return Impl(f"v{version}", f"{version}: {kernel}", "ours", prepare, _full_sum_check)
+
+
+def impls_for(suite: str) -> list[Impl]:
+    """一个测试套件的全部实现，按表格里的列顺序。"""
+    if suite == "softmax":
+        # CuPy没有softmax库函数：不比
+        return [_api_impl(suite, b) for b in ("triton", "cuda", "tilelang")] + [
+            _peer("torch", "torch", _torch_softmax),
+            _compile_peer("softmax", _torch_softmax),
+        ]
+    if suite == "row-sum":
+        return [_api_impl(suite, b) for b in ("triton", "cuda", "tilelang")] + [
+            _peer("torch", "torch", _torch_row_sum),
+            _compile_peer("row-sum", _torch_row_sum),
+            _cupy_peer(axis=1),
+        ]
+    if suite == "full-sum":
+        out = []
+        if _full_sum_check() is None:
+            out = [_full_sum_impl(v, name) for v, (name, _desc) in sorted(full_sum_versions().items())]
+        else:
+            out = [Impl("v*", "full_sum", "ours", lambda x: None, _full_sum_check)]
+        return out + [_peer("torch", "torch", _torch_full_sum), _cupy_peer(axis=None)]
+    raise ValueError(f"未知的测试套件{suite!r}")

@@ -1,0 +1,40 @@
+// MathJax 3 配置：配合 pymdownx.arithmatex 的 generic 模式。
+// arithmatex 把公式写成 \( .. \) 与 \[ .. \]，并包在 class="arithmatex" 的元素里；
+// 只处理这些元素，页面其他地方（代码块等）里的反斜杠与美元符号一律不动。
+window.MathJax = {
+  tex: {
+    inlineMath: [["\\(", "\\)"]],
+    displayMath: [["\\[", "\\]"]],
+    processEscapes: true,
+    processEnvironments: true,
+  },
+  options: {
+    ignoreHtmlClass: ".*|",
+    processHtmlClass: "arithmatex",
+  },
+};
+
+// Material 的 document$ 在首次加载和每次即时导航后都会发出。只排版还没有排版过的公式：
+// 首次加载时 MathJax 启动后会自行排版整页；对已排版的公式再排一次，MathML 输入会把
+// 辅助 MathML 又排一遍，得到嵌套的公式。
+function typesetPage() {
+  const mj = window.MathJax;
+  if (!mj || !mj.startup || !mj.startup.promise) {
+    return;  // MathJax 尚未加载：它启动时会排版整页
+  }
+  mj.startup.promise = mj.startup.promise.then(() => {
+    const pending = Array.from(document.querySelectorAll(".arithmatex"))
+      .filter((el) => !el.querySelector("mjx-container"));
+    if (pending.length === 0) {
+      return;
+    }
+    mj.startup.output.clearCache();
+    mj.typesetClear();
+    mj.texReset();
+    return mj.typesetPromise(pending);
+  });
+}
+
+if (typeof document$ !== "undefined") {
+  document$.subscribe(typesetPage);
+}

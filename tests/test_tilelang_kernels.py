@@ -165,14 +165,15 @@ def test_bad_tunables(kw, words):
 
 
 def test_default_config_shapes():
-    # gpu 默认值：块宽是 2 的幂；短行一块装几行；长行且行少时切分
+    # gpu 默认值：块宽是 2 的幂；短行一块装几行；行块数少于 SM 数时切分
     for n in (512, 1024, 4096, 65536, 262144):
         m = (1 << 26) // n
         cfg = tk.default_config("reduce_sum", m, n, gpu=True)
         assert cfg["block_n"] & (cfg["block_n"] - 1) == 0
         assert cfg["block_m"] * cfg["block_n"] == cfg["threads"] * 16
     assert tk.default_config("reduce_sum", 131072, 512, gpu=True)["block_m"] == 8
-    assert tk.default_config("reduce_sum", 256, 262144, gpu=True)["n_split"] > 1
+    assert tk.default_config("reduce_sum", 256, 262144, gpu=True)["n_split"] == 1   # 行块数 >= SM 数
+    assert tk.default_config("reduce_sum", 8, 1 << 20, gpu=True)["n_split"] > 1      # 行太少：切分
     assert tk.default_config("reduce_sum", 32768, 2048, gpu=True)["n_split"] == 1
     with pytest.raises(ValueError, match="未知的内核"):
         tk.default_config("mean", 4, 4)

@@ -99,13 +99,17 @@ def time_gpu(calls: Sequence[Callable[[], object]], warmup: int, iters: int,
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for i in range(iters):
-        if flusher is not None:
-            flusher()
-        starts[i].record()
-        calls[i % k]()
-        ends[i].record()
-    torch.cuda.synchronize()
+    for first in range(0, iters, LEAD_BATCH):
+        # 先让GPU空转一段（torch.cuda._sleep），CPU趁机把这一批调用全部排进队列：
+        # 否则包装函数的Python开销比内核还长时，GPU会在开始事件之后等CPU，测到的是主机开销
+        torch.cuda._sleep(LEAD_CYCLES)
+        for i in range(first, min(first + LEAD_BATCH, iters)):
+            if flusher is not None:
+                flusher()
+            starts[i].record()
+            calls[i % k]()
+            ends[i].record()
+        torch.cuda.synchronize()
     return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda-events")
 
 

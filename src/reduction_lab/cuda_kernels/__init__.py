@@ -91,7 +91,7 @@ _UNROLL = 8                    # 生产版内核里每个线程同时在途的�
 
 
 def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: int | None = None,
-               return_report: bool = False, mode: str | None = None):
+               return_report: bool = False, mode: str | None = None, chunks: int | None = None):
     """每行求和：(M, N) float32 -> (M,)。
 
     ``kernel``：``"tree"`` 课程版（一行一个线程块、共享内存树形归约）；``"warp"`` 一个 warp 一行；
@@ -119,7 +119,12 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         rep = launch("reduce_sum.cu", "reduce_sum_rows_warp", grid=_cdiv(M, B // 32), block=B,
                      args=(x, out, x.stride(0), M, N), defines=defines, mode=m)
     else:
-        cols, chunks = _split_plan(M, N, B, _sm_count(x, m))
+        if chunks is None:
+            cols, chunks = _split_plan(M, N, B, _sm_count(x, m))
+        else:
+            quantum = B * _UNROLL
+            cols = _cdiv(_cdiv(N, chunks), quantum) * quantum
+            chunks = _cdiv(N, cols)
         out = (torch.zeros if chunks > 1 else torch.empty)(M, dtype=torch.float32, device=x.device)
         rep = launch("reduce_sum.cu", "reduce_sum_rows_split", grid=(chunks, min(M, 65535)), block=B,
                      args=(x, out, x.stride(0), M, N, cols), defines=defines, mode=m)

@@ -90,7 +90,7 @@ def default_config(kernel: str, M: int, N: int, gpu: bool | None = None) -> dict
     """按 (M, N) 选默认参数。``gpu=None`` 时按当前模式。
 
     gpu：256 个线程，一块 ``threads*16`` 个元素（短行时一块装几行）；行块数不足
-    约两波（SM 数 x 每 SM 8 个 256 线程的块 x 2）时，把一行切成 ``n_split`` 段分给几个块，
+    SM 数时，把一行切成 ``n_split`` 段分给几个块，
     再用同一个内核把 (M, n_split) 的部分和加起来（第二阶段）。
     sim（C 目标，单线程）：一块一行，``block_n`` 不超过 1024，不切分。
     """
@@ -112,7 +112,9 @@ def default_config(kernel: str, M: int, N: int, gpu: bool | None = None) -> dict
     cfg = {"block_m": block_m, "block_n": block_n, "threads": threads}
     if kernel == "reduce_sum":
         row_blocks = -(-M // block_m)
-        want = _sm_count() * max(1, 2048 // threads) * 2
+        # 行块数少于 SM 数时才切分：H200 上一块一行、段内循环的版本在 N = 512 … 262144
+        # 都接近带宽上限，而切分后的第二阶段和更多的块反而更慢
+        want = _sm_count()
         n_split = 1
         if row_blocks < want:
             # 每段至少 4 个块，否则切分得不偿失

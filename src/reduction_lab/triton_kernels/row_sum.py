@@ -91,7 +91,7 @@ def _tiled_config(n_rows: int, n_cols: int):
     if n_cols < 4096:
         return block_m, block_n, 1, (8 if block_n <= 1024 else 4), True
     n_split = 1
-    while n_rows * n_split < 2 * sm_count() and triton.cdiv(n_cols, n_split * 2) >= 4 * block_n:
+    while n_rows * n_split < sm_count() and triton.cdiv(n_cols, n_split * 2) >= 4 * block_n:
         n_split *= 2
     return 1, block_n, n_split, 16, False
 

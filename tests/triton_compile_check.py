@@ -29,6 +29,8 @@ CASES = [
      dict(BLOCK_SIZE=1024), 4),
     (sm.softmax_rows_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, out_row_stride=I, n_rows=I, n_cols=I),
      dict(BLOCK_M=8, BLOCK_N=512), 8),
+    (sm.softmax_persistent_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, out_row_stride=I, n_rows=I,
+                                        n_cols=I), dict(BLOCK_M=8, BLOCK_N=512, NUM_STAGES=2), 8),
     (osm.online_softmax_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, out_row_stride=I, n_cols=I),
      dict(BLOCK_SIZE=1024), 4),
     (osm.split_softmax_kernel, dict(out_ptr=P, in_ptr=P, pmax_ptr=P, psum_ptr=P, count_ptr="*i32",

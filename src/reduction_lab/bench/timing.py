@@ -21,6 +21,10 @@ import torch
 
 from ..runtime import MODE
 
+#: 每批计时调用之前GPU空转的时钟周期数（约50 ms，按2 GHz计），以及每批的调用次数
+LEAD_CYCLES = 100_000_000
+LEAD_BATCH = 25
+
 #: 拿不到L2大小时的默认值（H100/H200：50–60 MB）
 DEFAULT_L2_BYTES = 60 * 1024 * 1024
 

@@ -236,7 +236,7 @@ def test_gpu_full_sum_uses_cuda_graphs():
     for name in ("v1", "v8", "torch"):
         assert e["results"][name]["status"] == "ok"
         assert e["results"][name]["timer"] == "cuda-graph", logs
-    assert e["copy"]["timer"] == "cuda-graph", logs
+    assert e["copy"]["timer"] == "cuda-events", logs   # 拷贝上限不录CUDA图（复制引擎比内核拷贝慢）
 
 
 # ---------------------------------------------------------------- 提交的表格与 JSON 一致

@@ -28,7 +28,7 @@ CASES = [
     (sm.fused_softmax_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, out_row_stride=I, n_cols=I),
      dict(BLOCK_SIZE=1024), 4),
     (sm.softmax_rows_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, out_row_stride=I, n_rows=I, n_cols=I),
-     dict(BLOCK_M=8, BLOCK_N=512), 8),
+     dict(BLOCK_M=8, BLOCK_N=512, EVICT="evict_first"), 8),
     (sm.softmax_persistent_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, out_row_stride=I, n_rows=I,
                                         n_cols=I), dict(BLOCK_M=8, BLOCK_N=512, NUM_STAGES=2), 8),
     (osm.online_softmax_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, out_row_stride=I, n_cols=I),
@@ -48,9 +48,9 @@ CASES = [
      dict(BLOCK_SIZE=1024, FILL=float("-inf")), 4),
     (rs.row_sum_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_cols=I), dict(BLOCK_SIZE=1024), 4),
     (rs.row_sum_persistent_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_rows=I, n_cols=I, n_col_blocks=I),
-     dict(BLOCK_M=8, BLOCK_N=1024, NUM_STAGES=3), 8),
+     dict(BLOCK_M=8, BLOCK_N=1024, NUM_STAGES=3, EVICT=""), 8),
     (rs.row_sum_tiled_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_rows=I, n_cols=I, cols_per_split=I),
-     dict(BLOCK_M=2, BLOCK_N=2048, ATOMIC=True), 8),
+     dict(BLOCK_M=2, BLOCK_N=2048, ATOMIC=True, EVICT="evict_first"), 8),
 ]
 
 for fn, sig, constexprs, warps in CASES:

@@ -35,7 +35,8 @@ def row_sum_kernel(out_ptr, in_ptr, in_row_stride, n_cols, BLOCK_SIZE: tl.conste
 
 @triton.jit
 def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_per_split,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ATOMIC: tl.constexpr):
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ATOMIC: tl.constexpr,
+                         EVICT: tl.constexpr = ""):
     """grid = (cdiv(M, BLOCK_M), n_split)：BLOCK_M 行 x 一段列，段内按 BLOCK_N 循环。
     cols_per_split 是 BLOCK_N 的倍数，各段互不重叠，所以掩码只需和 n_cols 比较——
     这样编译器知道掩码按 4 个元素成组不变，可以用 128 位向量加载。"""
@@ -47,7 +48,7 @@ def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_pe
     for k in range(0, cols_per_split, BLOCK_N):
         cols = col_start + k + tl.arange(0, BLOCK_N)
         mask = row_mask[:, None] & (cols[None, :] < n_cols)
-        acc += tl.load(base + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        acc += tl.load(base + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
     total = tl.sum(acc, axis=1)
     if ATOMIC:
         tl.atomic_add(out_ptr + rows, total, mask=row_mask)
@@ -57,7 +58,8 @@ def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_pe
 
 @triton.jit
 def row_sum_persistent_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, n_col_blocks,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
+                              EVICT: tl.constexpr = ""):
     """常驻（persistent）版本：program p 依次处理第 p, p+P, p+2P, ... 个行块（每块 BLOCK_M 行），
     把「行块 x 列块」展平成一个循环，这样短行时 Triton 也能把下一块的加载与本块的求和重叠。"""
     pid = tl.program_id(0)
@@ -73,7 +75,7 @@ def row_sum_persistent_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, n_
         row_mask = rows < n_rows
         mask = row_mask[:, None] & (cols[None, :] < n_cols)
         ptrs = in_ptr + rows.to(tl.int64)[:, None] * in_row_stride + cols[None, :]
-        acc += tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)
+        acc += tl.load(ptrs, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
         last = cb == n_col_blocks - 1
         if last:
             tl.store(out_ptr + rows, tl.sum(acc, axis=1), mask=row_mask)
@@ -98,7 +100,7 @@ def _tiled_config(n_rows: int, n_cols: int):
 
 def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | None = None,
             block_n: int | None = None, n_split: int | None = None, num_warps: int | None = None,
-            programs_per_sm: int = 2, num_stages: int = 3) -> torch.Tensor:
+            programs_per_sm: int = 2, num_stages: int = 3, eviction_policy: str = "") -> torch.Tensor:
     """每行求和，返回 (M,)，dtype 与 x 相同（内部用 float32 累加）。
 
     ``block_size`` 给定时运行课程版内核（一行一个 program）；否则运行生产版：
@@ -123,13 +125,14 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
         slots = programs_per_sm * sm_count() if sm_count() > 1 else 8
         grid = (min(n_row_blocks, slots),)
         row_sum_persistent_kernel[grid](out, x, x.stride(0), n_rows, n_cols, triton.cdiv(n_cols, bn),
-                                        BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=num_stages, num_warps=nw)
+                                        BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=num_stages,
+                                        EVICT=eviction_policy, num_warps=nw)
         return out.to(x.dtype)
     cols_per_split = triton.cdiv(triton.cdiv(n_cols, ns), bn) * bn
     ns = triton.cdiv(n_cols, cols_per_split)
     out = (torch.zeros if ns > 1 else torch.empty)(n_rows, device=x.device, dtype=torch.float32)
     row_sum_tiled_kernel[(triton.cdiv(n_rows, bm), ns)](
         out, x, x.stride(0), n_rows, n_cols, cols_per_split,
-        BLOCK_M=bm, BLOCK_N=bn, ATOMIC=ns > 1, num_warps=nw,
+        BLOCK_M=bm, BLOCK_N=bn, ATOMIC=ns > 1, EVICT=eviction_policy, num_warps=nw,
     )
     return out.to(x.dtype)

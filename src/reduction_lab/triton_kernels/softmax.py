@@ -61,14 +61,14 @@ def fused_softmax(x: torch.Tensor) -> torch.Tensor:
 
 @triton.jit
 def softmax_rows_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr = ""):
     """一个 program 处理 BLOCK_M 行（短行时让每个 program 有足够的工作量）。"""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     rows64 = rows.to(tl.int64)
     x = tl.load(in_ptr + rows64[:, None] * in_row_stride + cols[None, :], mask=mask,
-                other=-float("inf")).to(tl.float32)
+                other=-float("inf"), eviction_policy=EVICT).to(tl.float32)
     x = tl.where(rows[:, None] < n_rows, x, 0.0)   # 越过末行的整行填 0，避免 -inf - (-inf)
     z = x - tl.max(x, axis=1)[:, None]
     num = tl.exp(z)
@@ -127,7 +127,7 @@ def _rows_config(n_rows: int, n_cols: int):
 
 
 def softmax(x: torch.Tensor, *, block_m: int | None = None, num_warps: int | None = None,
-            chunk: int | None = None) -> torch.Tensor:
+            chunk: int | None = None, eviction_policy: str = "") -> torch.Tensor:
     """按行 softmax（生产版）。默认：N <= SPLIT_THRESHOLD 时一个 program 处理 BLOCK_M 行，
     更长的行分段（online_softmax.split_softmax）。给出 ``block_m`` 强制多行内核，
     给出 ``chunk`` 强制分段内核。"""
@@ -146,6 +146,6 @@ def softmax(x: torch.Tensor, *, block_m: int | None = None, num_warps: int | Non
     nw = num_warps or nw
     softmax_rows_kernel[(triton.cdiv(n_rows, bm),)](
         out, x, x.stride(0), out.stride(0), n_rows, n_cols,
-        BLOCK_M=bm, BLOCK_N=bn, num_warps=nw,
+        BLOCK_M=bm, BLOCK_N=bn, EVICT=eviction_policy, num_warps=nw,
     )
     return out

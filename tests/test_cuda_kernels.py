@@ -380,3 +380,25 @@ def test_gpu_large_shapes():
         _close_sum(ck.full_sum(v, version=version), v)
     y = ck.softmax(_rand((64, 65536), seed=14))
     torch.testing.assert_close(y.double().sum(1), torch.ones(64, dtype=torch.float64, device="cuda"), atol=1e-4, rtol=0)
+
+
+# ---------------------------------------------------------------- 同一个 .cu：CuPy 与模拟器的结果一致
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="要在 GPU 上用 CuPy 运行同一个 .cu，才能与模拟器比较")
+def test_same_cu_same_result_on_gpu_and_in_simulator():
+    """同一份 .cu 源码：GPU 上经 CuPy 运行，与 CPU 上经模拟器运行（CPU 副本），结果相同。
+    输入取小整数：每个部分和都是精确的，求和顺序不同也必须逐位相等。"""
+    g = torch.Generator().manual_seed(11)
+    x = torch.randint(-3, 4, (6, 3000), generator=g).float()
+    for kernel in ("tree", "warp", "split"):
+        on_gpu = ck.reduce_sum(x.cuda(), kernel=kernel).cpu()
+        in_sim = ck.reduce_sum(x, kernel=kernel, mode="sim")
+        assert torch.equal(on_gpu, in_sim), kernel
+    v = torch.randint(-3, 4, (50_000,), generator=g).float()
+    for version in sorted(ck.FULL_SUM_VERSIONS):
+        on_gpu = ck.full_sum(v.cuda(), version=version, block_size=128, max_blocks=16).cpu()
+        in_sim = ck.full_sum(v, version=version, block_size=128, max_blocks=16, mode="sim")
+        assert torch.equal(on_gpu.reshape(()), in_sim.reshape(())), version
+    s = torch.randn(4, 777, generator=g) * 5
+    torch.testing.assert_close(ck.softmax(s.cuda()).cpu(), ck.softmax(s, mode="sim"), atol=1e-6, rtol=1e-5)

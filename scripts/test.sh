@@ -15,53 +15,14 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 T_START=$SECONDS
-EXTRA=test
 log() { printf '[test.sh] %s\n' "$*"; }
 
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then
-    "$@"
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo "$@"
-  else
-    log "需要 root 权限运行：$*（当前用户不是 root，也没有 sudo）"
-    return 1
-  fi
-}
+# shellcheck source=scripts/_venv.sh
+source scripts/_venv.sh
 
 # ---- Python 虚拟环境与依赖 ----
 t0=$SECONDS
-PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
-if [ ! -x .venv/bin/python ]; then
-  log "创建 .venv（$("$PYTHON" --version 2>&1)）"
-  if ! "$PYTHON" -m venv .venv; then
-    log "venv 模块不可用，安装 Debian 包 python3-venv"
-    rm -rf .venv
-    as_root apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
-    "$PYTHON" -m venv .venv
-  fi
-fi
-PY=.venv/bin/python
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-
-TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
-TORCH_INDEX_URL=${TORCH_INDEX_URL:-}
-# 依赖描述没变就不再调用 pip（重复运行时省下几十秒）
-STAMP=.venv/.installed-$EXTRA
-WANT=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)-$TORCH_SPEC-$TORCH_INDEX_URL
-if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
-  # 先装 torch：版本写死，避免解析到更宽的范围而下载别的构建
-  if [ -n "$TORCH_INDEX_URL" ]; then
-    "$PY" -m pip install -q --progress-bar off --index-url "$TORCH_INDEX_URL" "$TORCH_SPEC"
-  else
-    "$PY" -m pip install -q --progress-bar off "$TORCH_SPEC"
-  fi
-  "$PY" -m pip install -q --progress-bar off -c constraints.txt -e ".[$EXTRA]"
-  echo "$WANT" > "$STAMP"
-else
-  log "依赖未变，跳过安装"
-fi
+ensure_venv test
 T_INSTALL=$((SECONDS - t0))
 log "Python 依赖：${T_INSTALL} s"
 

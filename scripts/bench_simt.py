@@ -59,6 +59,18 @@ def main():
     ok = "ok" if float(out[0]) == ref else "MISMATCH"
     print(f"  {'reduce_shfl':<10} 线程块 {256:>5}  {t:7.3f} s  {ok}  原子操作 {rep.atomic_ops}")
 
+    # 课程的 full_sum.cu（版本 1–8，含逐级归约的全部启动），经启动器在模拟器里运行
+    import torch
+
+    from reduction_lab import cuda_kernels as ck
+
+    xt = torch.from_numpy(x)
+    print(f"课程的 full_sum.cu，n=2^{a.log2n}，线程块 {block} 个线程（各级启动合计）")
+    for version in sorted(ck.FULL_SUM_VERSIONS):
+        t, total = best(lambda: ck.full_sum(xt, version=version, block_size=block, mode="sim"), a.repeat)
+        ok = "ok" if float(total) == ref else "MISMATCH"
+        print(f"  版本 {version}  {ck.FULL_SUM_VERSIONS[version][0]:<10} {t:7.3f} s  {ok}")
+
 
 if __name__ == "__main__":
     main()

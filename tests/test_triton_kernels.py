@@ -141,3 +141,18 @@ def test_split_softmax_inside_count_memory_uses_two_launches():
     with pytest.raises(ValueError, match="count_memory"):
         with rl.count_memory():
             split_softmax(x, chunk=128, single_launch=True)
+
+
+def test_split_softmax_refuses_segments_that_cannot_all_be_resident():
+    """一次启动时同一行的各段互相等待：段数多到无法同时驻留时不能一次启动（会死锁）。"""
+    from reduction_lab.triton_kernels.online_softmax import segments_fit
+
+    assert segments_fit(32, 8) and segments_fit(16, 16)          # H200 上默认的长行配置
+    assert not segments_fit(4096, 8)                              # 例如 N = 2^25、chunk = 8192
+    x = _rand(1, 700 * 16)                                        # chunk=16：700 段 x 4 个 warp
+    assert not segments_fit(700, 4)
+    if rl.MODE == "gpu":
+        with pytest.raises(ValueError, match="驻留"):
+            split_softmax(x, chunk=16, num_warps=4, single_launch=True)
+    got = split_softmax(x, chunk=16, num_warps=4)                  # 默认：退回两次启动，结果仍正确
+    torch.testing.assert_close(got.double(), torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from ..checks import check_matrix
 from ..runtime import DEVICE, MODE
-from ._launch import next_pow2, warps_for
+from ._launch import next_pow2, sm_count, warps_for
 
 #: softmax() 在 N 超过它时改用分段内核。
 SPLIT_THRESHOLD = 32768
@@ -148,6 +148,14 @@ def split_softmax_packed_kernel(out_ptr, in_ptr, slot_ptr, in_row_stride, out_ro
     tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+def segments_fit(n_split: int, num_warps: int) -> bool:
+    """一次启动的分段 softmax 里，同一行的各段在互相等待，它们必须同时驻留在 GPU 上。
+    保守地按每个 SM 只驻留 1024 个线程估算：一行的全部段不超过 SM 数 x 1024 个线程的一半
+    （另一半留给排在前面、还没退出的行）。sim 模式按 132 个 SM 估算。"""
+    sms = sm_count() if MODE == "gpu" else 132
+    return n_split * num_warps * 32 <= sms * 1024 // 2
+
+
 def split_softmax(x: torch.Tensor, chunk: int | None = None, num_warps: int | None = None,
                   single_launch: bool | None = None, packed: bool = True) -> torch.Tensor:
     """长行 softmax：每行切成 cdiv(N, chunk) 段，每段一个 program，输入只读一次。
@@ -169,14 +177,20 @@ def split_softmax(x: torch.Tensor, chunk: int | None = None, num_warps: int | No
     from ..memcount import is_counting
 
     interpreted = MODE != "gpu" or is_counting()   # 解释器逐个执行 program
+    warps = num_warps or max(4, chunk // 1024)
+    fits = segments_fit(n_split, warps)
     if single_launch is None:
-        single_launch = not interpreted
+        single_launch = not interpreted and fits
     if single_launch and interpreted:
         raise ValueError("single_launch=True 需要在 GPU 上编译运行：解释器（sim 模式或 count_memory() 之内）"
                          "顺序执行 program，互相等待会死锁 "
                          "(single_launch needs compiled GPU execution: the interpreter runs programs one by one)")
+    if single_launch and not fits:
+        raise ValueError(f"一行 {n_split} 段、每段 {warps} 个 warp：同一行的各段无法保证同时驻留在 GPU 上，"
+                         f"一次启动会死锁；请加大 chunk 或用 single_launch=False "
+                         f"({n_split} segments of {warps} warps cannot be guaranteed co-resident)")
     common = dict(CHUNK=chunk, N_SPLIT=n_split, SPLIT_P2=next_pow2(n_split),
-                  num_warps=num_warps or max(4, chunk // 1024))
+                  num_warps=warps)
     grid = (n_split, n_rows)
     if single_launch and packed:
         slots = torch.full((n_rows, n_split), _SENTINEL_BITS & 0xFFFFFFFF, device=x.device, dtype=torch.int64)

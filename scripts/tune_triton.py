@@ -14,27 +14,18 @@ import json
 
 import reduction_lab as rl
 import torch
+import triton
+
+from reduction_lab.bench import timing
 
 from reduction_lab.triton_kernels.online_softmax import online_softmax, split_softmax
 from reduction_lab.triton_kernels.row_sum import row_sum
 from reduction_lab.triton_kernels.softmax import softmax
 
 
-def bench(fn, iters=30, warmup=5):
-    """CUDA 事件计时：所有次运行连续排进流里，最后同步一次（每次之间不同步，
-    否则 Python 的启动开销会算进内核时间）。返回中位数秒数。"""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for s, e in zip(starts, ends):
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
-    return times[len(times) // 2] * 1e-3
+def bench(fn) -> float:
+    """中位时间（秒），用基准测试框架的 CUDA 事件计时（批前空转，主机开销不计入）。"""
+    return timing.time_gpu([fn], warmup=5, iters=30, flusher=None).median_ms * 1e-3
 
 
 def main():
@@ -88,7 +79,7 @@ def main():
                 rows["softmax"].append({"kind": kind, **kw, "error": str(exc)[:200]})
         rows["softmax_default"] = 2 * nbytes / bench(lambda: softmax(x)) / 1e9
         # row_sum 候选：常驻内核（n_split=1）的块形状、warp 数、每 SM program 数、流水级数
-        bn = min(triton_next(n), 4096)
+        bn = min(triton.next_power_of_2(n), 4096)
         for elems, warps, pps, stages in itertools.product([4096, 8192, 16384], [4, 8, 16], [2, 4, 8], [2, 3]):
             bm = max(1, elems // bn)
             if not (8 <= bm * bn // (32 * warps) <= 64):
@@ -114,17 +105,6 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
-
-
-def triton_cdiv(a, b):
-    return (a + b - 1) // b
-
-
-def triton_next(n):
-    p = 1
-    while p < n:
-        p *= 2
-    return p
 
 
 if __name__ == "__main__":

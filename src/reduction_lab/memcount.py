@@ -68,6 +68,8 @@ import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter as _interp  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
+from .triton_compat import version_tuple, wrap_patch_lang  # noqa: E402
+
 __all__ = [
     "count_memory",
     "MemoryReport",
@@ -264,14 +266,6 @@ def _rjust(s: str, w: int) -> str:
 # 版本与接口检查
 # ---------------------------------------------------------------------------
 
-def _version_tuple(v: str) -> tuple:
-    parts = []
-    for p in v.split("+")[0].split(".")[:2]:
-        digits = "".join(ch for ch in p if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
-
-
 _version_warned = False
 
 
@@ -279,7 +273,7 @@ def _check_triton(compiled: bool) -> None:
     global _version_warned
     ver = getattr(triton, "__version__", "0.0")
     lo, hi = SUPPORTED_TRITON
-    if not (lo <= _version_tuple(ver) <= hi) and not _version_warned:
+    if not (lo <= version_tuple(ver) <= hi) and not _version_warned:
         _version_warned = True
         warnings.warn(
             f"reduction_lab.count_memory 依赖 Triton 解释器的内部接口，只在 triton "
@@ -768,21 +762,6 @@ def _cleanup_compiled() -> None:
 # 公开入口
 # ---------------------------------------------------------------------------
 
-def _scalar_index(self) -> int:
-    return int(np.asarray(self.handle.data).squeeze())
-
-
-def _wrap_patch_lang(orig):
-    """triton 3.6 的解释器用 ``int(数组)`` 实现 ``tensor.__index__``，numpy >= 2.4 对一维数组
-    报错（循环上界是运行时参数时就会遇到）；计数期间换成 3.9 的写法，随补丁作用域一起撤销。"""
-    def _patch_lang(fn):
-        scope = orig(fn)
-        if scope is not None and hasattr(scope, "set_attr"):
-            scope.set_attr(tl.core.tensor, "__index__", _scalar_index)
-        return scope
-    return _patch_lang
-
-
 def _install() -> None:
     compiled = _triton_compiled()
     _check_triton(compiled)
@@ -801,7 +780,7 @@ def _install() -> None:
         _set(b, "create_atomic_cas", _wrap_atomic_cas(b.create_atomic_cas))
     _set(_interp.GridExecutor, "__call__", _wrap_grid_call(_interp.GridExecutor.__call__))
     if hasattr(_interp, "_patch_lang"):
-        _set(_interp, "_patch_lang", _wrap_patch_lang(_interp._patch_lang))
+        _set(_interp, "_patch_lang", wrap_patch_lang(_interp._patch_lang))
     if compiled:
         _set(JITFunction, "run", _compiled_run(JITFunction.run))
 

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Callable
 
 import torch
@@ -46,9 +45,10 @@ def harness_copy_formula() -> str:
 
 
 def _unavailable() -> str | None:
-    need = "cupy" if MODE == "gpu" else "pycparser"
-    if importlib.util.find_spec(need) is None:
-        return f"CUDA C内核在{MODE}模式下需要{need}，当前环境没有安装"
+    from .impls import cuda_missing
+
+    if cuda_missing():
+        return cuda_missing()
     try:
         from ..cuda_kernels import kernel_names
     except ImportError as exc:

@@ -35,16 +35,22 @@ class Impl:
 _API_OPS = {"softmax": "softmax", "row-sum": "reduce_sum"}
 
 
+def cuda_missing() -> str | None:
+    """CUDA C 内核在当前模式下缺的依赖（gpu 模式要 cupy，sim 模式要模拟器用的 pycparser）。"""
+    need = "cupy" if MODE == "gpu" else "pycparser"
+    if importlib.util.find_spec(need) is None:
+        return f"cuda实现在{MODE}模式下需要{need}，当前环境没有安装"
+    return None
+
+
 def _api_check(backend: str, op: str) -> Callable[[], str | None]:
     def check() -> str | None:
         from .. import api
 
         if backend == "tilelang" and importlib.util.find_spec("tilelang") is None:
             return "没有安装tilelang (tilelang is not installed)"
-        if backend == "cuda":
-            need = "cupy" if MODE == "gpu" else "pycparser"
-            if importlib.util.find_spec(need) is None:
-                return f"cuda实现在{MODE}模式下需要{need}，当前环境没有安装"
+        if backend == "cuda" and cuda_missing():
+            return cuda_missing()
         table = getattr(api, "_IMPLS", {})
         if (backend, op) in table:
             module, name = table[(backend, op)]
@@ -156,9 +162,8 @@ def full_sum_versions() -> dict:
 
 
 def _full_sum_check() -> str | None:
-    need = "cupy" if MODE == "gpu" else "pycparser"
-    if importlib.util.find_spec(need) is None:
-        return f"cuda实现在{MODE}模式下需要{need}，当前环境没有安装"
+    if cuda_missing():
+        return cuda_missing()
     try:
         from ..cuda_kernels import FULL_SUM_VERSIONS, full_sum  # noqa: F401
     except ImportError as exc:

@@ -15,6 +15,7 @@ sim 模式用 TileLang 的 ``c`` 目标在 CPU 上编译运行。``M, N`` 是编
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import subprocess
@@ -80,6 +81,7 @@ def _current_target(device: torch.device):
     return {"kind": "cuda", "arch": f"sm_{major}{minor}"}
 
 
+@functools.lru_cache(maxsize=None)
 def _sm_count() -> int:
     if MODE == "gpu":
         return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count

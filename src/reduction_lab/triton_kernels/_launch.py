@@ -34,36 +34,7 @@ def sm_count() -> int:
     return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
 
-def _patch_old_interpreter() -> None:
-    """triton < 3.7 的解释器用 ``int(数组)`` 实现张量的 ``__index__``；numpy >= 2.4 对一维数组
-    不再允许这样转换，于是循环上界是运行时参数的内核（如 row_sum、online_softmax）在 sim 模式下
-    报 "only 0-dimensional arrays can be converted to Python scalars"。这里换成 triton 3.9 的写法。"""
-    import numpy as np
-    from triton.runtime import interpreter
+if MODE == "sim":
+    from ..triton_compat import install_index_fix
 
-    orig = getattr(interpreter, "_patch_lang", None)
-    if orig is None or getattr(orig, "_reduction_lab_patched", False):
-        return
-
-    def _index(self) -> int:
-        return int(np.asarray(self.handle.data).squeeze())
-
-    def _patch_lang(fn):
-        scope = orig(fn)
-        if scope is not None and hasattr(scope, "set_attr"):
-            import triton.language as tl
-
-            scope.set_attr(tl.core.tensor, "__index__", _index)
-        return scope
-
-    _patch_lang._reduction_lab_patched = True
-    interpreter._patch_lang = _patch_lang
-
-
-def _triton_older_than(major: int, minor: int) -> bool:
-    parts = triton.__version__.split(".")
-    return (int(parts[0]), int(parts[1])) < (major, minor)
-
-
-if MODE == "sim" and _triton_older_than(3, 7):
-    _patch_old_interpreter()
+    install_index_fix()

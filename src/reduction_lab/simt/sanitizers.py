@@ -61,9 +61,9 @@ class SharedTracker:
         r[blocks] = -1
         rw[blocks] = -1
 
-    def read(self, flat, tid, epoch, vol, line, report):
-        """记录一次读；发现 RAW 时调用 report(kind, i, other_tid, other_line, same_warp)。"""
-        self.dirty = True
+    def _check_writer(self, flat, tid, epoch, vol, kind, report):
+        """本次访问的字若在上次屏障之后被别的线程写过（同一 warp 内的 volatile 访问、
+        或 __syncwarp 之后的访问除外），报告 kind（RAW 或 WAW）。"""
         w = self.writer[flat]
         haz = ((w >= 0) & (w != tid)) | (w == ATOMIC)
         if haz.any():
@@ -72,7 +72,12 @@ class SharedTracker:
             haz &= ~ok
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])
-                report("RAW", i, int(w[i]), int(self.wline[flat[i]]), bool(same[i]))
+                report(kind, i, int(w[i]), int(self.wline[flat[i]]), bool(same[i]))
+
+    def read(self, flat, tid, epoch, vol, line, report):
+        """记录一次读；发现 RAW 时调用 report(kind, i, other_tid, other_line, same_warp)。"""
+        self.dirty = True
+        self._check_writer(flat, tid, epoch, vol, "RAW", report)
         r = self.reader[flat]
         rw = self.rwarp[flat]
         warp = tid // 32
@@ -87,8 +92,9 @@ class SharedTracker:
                 grp = np.cumsum(~dup) - 1
                 starts = np.flatnonzero(~dup)
                 cnt = np.diff(np.concatenate((starts, [fs.size])))
-                wmin = np.minimum.reduceat(warp[order] if np.ndim(warp) else np.full(fs.size, warp), starts)
-                wmax = np.maximum.reduceat(warp[order] if np.ndim(warp) else np.full(fs.size, warp), starts)
+                ws = warp[order] if np.ndim(warp) else np.full(fs.size, warp)
+                wmin = np.minimum.reduceat(ws, starts)
+                wmax = np.maximum.reduceat(ws, starts)
                 multi = (cnt > 1)[grp]
                 mw = (wmin != wmax)[grp]
                 nr = newr[order]
@@ -109,15 +115,7 @@ class SharedTracker:
     def write(self, flat, tid, epoch, vol, line, report):
         """记录一次写；发现 WAW/WAR 时调用 report。"""
         self.dirty = True
-        w = self.writer[flat]
-        haz = ((w >= 0) & (w != tid)) | (w == ATOMIC)
-        if haz.any():
-            same = ((w // 32) == (tid // 32)) & (w >= 0)
-            ok = same & ((vol & self.wvol[flat]) | (self.wep[flat] != epoch))
-            haz &= ~ok
-            if haz.any():
-                i = int(np.flatnonzero(haz)[0])
-                report("WAW", i, int(w[i]), int(self.wline[flat[i]]), bool(same[i]))
+        self._check_writer(flat, tid, epoch, vol, "WAW", report)
         r = self.reader[flat]
         haz = (r == -2) | ((r >= 0) & (r != tid))
         if haz.any():

@@ -56,3 +56,26 @@ def check_vector(x, name: str = "x", dtypes=FLOAT_DTYPES, device: str | None = N
         raise ValueError(f"{name} 必须连续，得到 stride {tuple(x.stride())} ({name} must be contiguous)")
     if device is not None and x.device.type != device:
         raise ValueError(f"{name} 在 {x.device} 上，当前模式需要 {device} 张量")
+
+
+def check_out(out, shape, dtype, device, name: str = "out") -> None:
+    """检查调用者提供的输出张量：类型、形状、dtype、设备、连续布局，且不与输入重叠由调用者负责。"""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{name} 必须是 torch.Tensor，得到 {type(out).__name__} ({name} must be a torch.Tensor)")
+    shape = tuple(shape)
+    if tuple(out.shape) != shape:
+        raise ValueError(
+            f"{name} 的形状应为 {shape}，得到 {tuple(out.shape)} "
+            f"({name} has shape {tuple(out.shape)}, expected {shape})"
+        )
+    if out.dtype != dtype:
+        want, got = str(dtype).replace("torch.", ""), str(out.dtype).replace("torch.", "")
+        raise TypeError(f"{name} 的 dtype 应为 {want}，得到 {got} ({name} has dtype {got}, expected {want})")
+    dev = torch.device(device)
+    if out.device.type != dev.type or (dev.index is not None and out.device.index != dev.index):
+        raise ValueError(f"{name} 在 {out.device} 上，应在 {device} 上 ({name} is on {out.device}, expected {device})")
+    if not out.is_contiguous():
+        raise ValueError(
+            f"{name} 必须是连续张量，得到 stride {tuple(out.stride())}；用 torch.empty(...) 分配 "
+            f"({name} must be contiguous, got stride {tuple(out.stride())})"
+        )

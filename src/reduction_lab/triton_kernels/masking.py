@@ -20,7 +20,7 @@ from ._launch import next_pow2, warps_for
 @triton.jit
 def softmax_fill_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
                         BLOCK_SIZE: tl.constexpr, FILL: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)          # int64：row * stride 可能超过 2**31
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < n_cols
     # 唯一的区别：被屏蔽的车道读到 FILL

@@ -29,7 +29,7 @@ SPLIT_CHUNK = 8192
 @triton.jit
 def online_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
                           BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)          # int64：row * stride 可能超过 2**31
     in_row = in_ptr + row * in_row_stride
     out_row = out_ptr + row * out_row_stride
     m = -float("inf")                            # 运行最大值

@@ -18,11 +18,14 @@ from ..checks import check_matrix
 from ..runtime import DEVICE
 from ._launch import next_pow2, sm_count, warps_for
 
+#: :func:`row_sum` 接受的 dtype：float64 只用于生产版内核（按 float64 累加）。
+ROW_SUM_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
 
 # --8<-- [start:kernel]
 @triton.jit
 def row_sum_kernel(out_ptr, in_ptr, in_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)             # int64：row * stride 可能超过 2**31
     in_row = in_ptr + row * in_row_stride
     acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)   # 每个车道一个部分和
     for start in range(0, n_cols, BLOCK_SIZE):       # 在 program 内循环遍历整行
@@ -36,7 +39,7 @@ def row_sum_kernel(out_ptr, in_ptr, in_row_stride, n_cols, BLOCK_SIZE: tl.conste
 @triton.jit
 def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_per_split,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ATOMIC: tl.constexpr,
-                         EVICT: tl.constexpr = ""):
+                         EVICT: tl.constexpr = "", ACC: tl.constexpr = tl.float32):
     """grid = (cdiv(M, BLOCK_M), n_split)：BLOCK_M 行 x 一段列，段内按 BLOCK_N 循环。
     cols_per_split 是 BLOCK_N 的倍数，各段互不重叠，所以掩码只需和 n_cols 比较——
     这样编译器知道掩码按 4 个元素成组不变，可以用 128 位向量加载。"""
@@ -44,11 +47,11 @@ def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_pe
     row_mask = rows < n_rows
     col_start = tl.program_id(1) * cols_per_split
     base = in_ptr + rows.to(tl.int64)[:, None] * in_row_stride
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
     for k in range(0, cols_per_split, BLOCK_N):
         cols = col_start + k + tl.arange(0, BLOCK_N)
         mask = row_mask[:, None] & (cols[None, :] < n_cols)
-        acc += tl.load(base + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
+        acc += tl.load(base + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICT).to(ACC)
     total = tl.sum(acc, axis=1)
     if ATOMIC:
         tl.atomic_add(out_ptr + rows, total, mask=row_mask)
@@ -59,14 +62,14 @@ def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_pe
 @triton.jit
 def row_sum_persistent_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, n_col_blocks,
                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
-                              EVICT: tl.constexpr = ""):
+                              EVICT: tl.constexpr = "", ACC: tl.constexpr = tl.float32):
     """常驻（persistent）版本：program p 依次处理第 p, p+P, p+2P, ... 个行块（每块 BLOCK_M 行），
     把「行块 x 列块」展平成一个循环，这样短行时 Triton 也能把下一块的加载与本块的求和重叠。"""
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     n_row_blocks = tl.cdiv(n_rows, BLOCK_M)
     my_blocks = tl.cdiv(n_row_blocks - pid, nprog)
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
     for i in tl.range(0, my_blocks * n_col_blocks, num_stages=NUM_STAGES):
         rb = pid + (i // n_col_blocks) * nprog
         cb = i % n_col_blocks
@@ -75,7 +78,7 @@ def row_sum_persistent_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, n_
         row_mask = rows < n_rows
         mask = row_mask[:, None] & (cols[None, :] < n_cols)
         ptrs = in_ptr + rows.to(tl.int64)[:, None] * in_row_stride + cols[None, :]
-        acc += tl.load(ptrs, mask=mask, other=0.0, eviction_policy=EVICT).to(tl.float32)
+        acc += tl.load(ptrs, mask=mask, other=0.0, eviction_policy=EVICT).to(ACC)
         last = cb == n_col_blocks - 1
         if last:
             tl.store(out_ptr + rows, tl.sum(acc, axis=1), mask=row_mask)
@@ -106,9 +109,14 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
     ``block_size`` 给定时运行课程版内核（一行一个 program）；否则运行生产版：
     默认参数见 ``_tiled_config``；显式给出 ``n_split=1`` 时用常驻内核
     （program 数 = SM 数 x programs_per_sm），``n_split > 1`` 时分段 + 原子加。"""
-    check_matrix(x, "x", device=DEVICE)
+    check_matrix(x, "x", dtypes=ROW_SUM_DTYPES, device=DEVICE)
     n_rows, n_cols = x.shape
+    # float64 输入按 float64 累加（供 gradcheck 用），其余按 float32
+    acc_t, acc_torch = (tl.float64, torch.float64) if x.dtype == torch.float64 else (tl.float32, torch.float32)
     if block_size is not None:
+        if x.dtype == torch.float64:
+            raise TypeError("课程版内核（给出 block_size）按 float32 累加，不接受 float64；去掉 block_size "
+                            "用生产版 (the course kernel accumulates in float32; omit block_size for float64)")
         if block_size < 1 or block_size & (block_size - 1):
             raise ValueError(f"block_size 必须是 2 的幂，得到 {block_size} (block_size must be a power of two)")
         out = torch.empty(n_rows, device=x.device, dtype=torch.float32)
@@ -120,19 +128,19 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
         persistent = n_split == 1
     bm, bn, ns, nw = block_m or bm, block_n or bn, n_split or ns, num_warps or nw
     if persistent:
-        out = torch.empty(n_rows, device=x.device, dtype=torch.float32)
+        out = torch.empty(n_rows, device=x.device, dtype=acc_torch)
         n_row_blocks = triton.cdiv(n_rows, bm)
         slots = programs_per_sm * sm_count() if sm_count() > 1 else 8
         grid = (min(n_row_blocks, slots),)
         row_sum_persistent_kernel[grid](out, x, x.stride(0), n_rows, n_cols, triton.cdiv(n_cols, bn),
                                         BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=num_stages,
-                                        EVICT=eviction_policy, num_warps=nw)
+                                        EVICT=eviction_policy, ACC=acc_t, num_warps=nw)
         return out.to(x.dtype)
     cols_per_split = triton.cdiv(triton.cdiv(n_cols, ns), bn) * bn
     ns = triton.cdiv(n_cols, cols_per_split)
-    out = (torch.zeros if ns > 1 else torch.empty)(n_rows, device=x.device, dtype=torch.float32)
+    out = (torch.zeros if ns > 1 else torch.empty)(n_rows, device=x.device, dtype=acc_torch)
     row_sum_tiled_kernel[(triton.cdiv(n_rows, bm), ns)](
         out, x, x.stride(0), n_rows, n_cols, cols_per_split,
-        BLOCK_M=bm, BLOCK_N=bn, ATOMIC=ns > 1, EVICT=eviction_policy, num_warps=nw,
+        BLOCK_M=bm, BLOCK_N=bn, ATOMIC=ns > 1, EVICT=eviction_policy, ACC=acc_t, num_warps=nw,
     )
     return out.to(x.dtype)

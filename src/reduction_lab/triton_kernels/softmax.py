@@ -19,13 +19,16 @@ from ._launch import next_pow2, warps_for
 
 #: 一个块最多装下的列数；更长的行用 online_softmax / 分段内核。
 MAX_FUSED_COLS = 32768
+#: 生产版 :func:`softmax` 接受的 dtype：float64 按 float64 计算（供 gradcheck 用）。
+SOFTMAX_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 # --8<-- [start:kernel]
 @triton.jit
 def fused_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols,
                          BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)                       # 每个 program 负责一行
+    # 每个 program 负责一行；行号转成 int64：row * stride 超过 2**31 时 int32 会回绕
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)              # BLOCK_SIZE 是 >= n_cols 的 2 的幂
     mask = cols < n_cols                         # 多出来的车道被屏蔽
     # 被屏蔽的车道填 -inf：它不会改变最大值，exp(-inf) = 0 也不会改变分母
@@ -61,14 +64,16 @@ def fused_softmax(x: torch.Tensor) -> torch.Tensor:
 
 @triton.jit
 def softmax_rows_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr = ""):
-    """一个 program 处理 BLOCK_M 行（短行时让每个 program 有足够的工作量）。"""
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVICT: tl.constexpr = "",
+                        ACC: tl.constexpr = tl.float32):
+    """一个 program 处理 BLOCK_M 行（短行时让每个 program 有足够的工作量）。
+    ACC 是计算精度：float64 输入用 tl.float64，其余 tl.float32。"""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     rows64 = rows.to(tl.int64)
     x = tl.load(in_ptr + rows64[:, None] * in_row_stride + cols[None, :], mask=mask,
-                other=-float("inf"), eviction_policy=EVICT).to(tl.float32)
+                other=-float("inf"), eviction_policy=EVICT).to(ACC)
     x = tl.where(rows[:, None] < n_rows, x, 0.0)   # 越过末行的整行填 0，避免 -inf - (-inf)
     z = x - tl.max(x, axis=1)[:, None]
     num = tl.exp(z)
@@ -127,25 +132,35 @@ def _rows_config(n_rows: int, n_cols: int):
 
 
 def softmax(x: torch.Tensor, *, block_m: int | None = None, num_warps: int | None = None,
-            chunk: int | None = None, eviction_policy: str = "") -> torch.Tensor:
+            chunk: int | None = None, eviction_policy: str = "",
+            out: torch.Tensor | None = None) -> torch.Tensor:
     """按行 softmax（生产版）。默认：N <= SPLIT_THRESHOLD 时一个 program 处理 BLOCK_M 行，
     更长的行分段（online_softmax.split_softmax）。给出 ``block_m`` 强制多行内核，
-    给出 ``chunk`` 强制分段内核。"""
-    check_matrix(x, "x", device=DEVICE)
+    给出 ``chunk`` 强制分段内核。``out`` 是调用者提供的连续输出（由调用者检查，见
+    :func:`reduction_lab.checks.check_out`）；分段内核不接受 ``out``。"""
+    check_matrix(x, "x", dtypes=SOFTMAX_DTYPES, device=DEVICE)
     n_rows, n_cols = x.shape
     from .online_softmax import SPLIT_THRESHOLD, split_softmax
 
-    if chunk is not None or (block_m is None and n_cols > SPLIT_THRESHOLD):
-        return split_softmax(x, chunk=chunk, num_warps=num_warps)
+    long_row = chunk is not None or (block_m is None and n_cols > SPLIT_THRESHOLD)
+    if long_row and x.dtype == torch.float64:
+        raise TypeError(f"float64 只支持整行装进一个块的多行内核（N <= {SPLIT_THRESHOLD}，不给 chunk），"
+                        f"得到 N={n_cols}、chunk={chunk!r} (float64 is supported only for "
+                        f"N <= {SPLIT_THRESHOLD} without chunk)")
+    if long_row:
+        res = split_softmax(x, chunk=chunk, num_warps=num_warps)
+        return res if out is None else out.copy_(res)
     if n_cols > MAX_FUSED_COLS:
         raise ValueError(f"多行内核把整行放进一个块，最多 {MAX_FUSED_COLS} 列，得到 N={n_cols} "
                          f"(row does not fit one block)")
-    out = torch.empty_like(x)
+    if out is None:
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)   # 总是连续的，不沿用 x 的步长
     bm, bn, nw = _rows_config(n_rows, n_cols)
     bm = block_m or bm
     nw = num_warps or nw
     softmax_rows_kernel[(triton.cdiv(n_rows, bm),)](
         out, x, x.stride(0), out.stride(0), n_rows, n_cols,
-        BLOCK_M=bm, BLOCK_N=bn, EVICT=eviction_policy, num_warps=nw,
+        BLOCK_M=bm, BLOCK_N=bn, EVICT=eviction_policy, ACC=tl.float64 if x.dtype == torch.float64 else tl.float32,
+        num_warps=nw,
     )
     return out

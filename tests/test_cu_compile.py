@@ -21,7 +21,8 @@ CONFIGS = {
     "reduce_sum.cu": [{"BLOCK_SIZE": 32}, {"BLOCK_SIZE": 256}, {"BLOCK_SIZE": 1024}],
     "full_sum.cu": [{"BLOCK_SIZE": 64}, {"BLOCK_SIZE": 256}, {"BLOCK_SIZE": 1024}],
     "softmax.cu": [{"BLOCK_SIZE": 32}, {"BLOCK_SIZE": 1024}],
-    "bank_conflicts.cu": [{}],
+    "softmax_backward.cu": [{"BLOCK_SIZE": 32}, {"BLOCK_SIZE": 1024}],
+    "bank_conflicts.cu": [{}, {"WIDE_FLOAT4": 1}],
     "tree_demo.cu": [{}],
     "warp_shuffle.cu": [{}],
 }

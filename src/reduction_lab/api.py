@@ -1,9 +1,19 @@
 """统一入口：同一个归约，四种实现。
 
-``reduce_sum(x, dim=1, backend=...)`` 与 ``softmax(x, backend=...)``，``backend`` 取
-``"torch"``（PyTorch 自带的算子，作对照）、``"triton"``、``"cuda"``（CUDA C 源码，GPU 上经
+``reduce_sum(x, dim=1, backend=..., out=None)`` 与 ``softmax(x, dim=-1, backend=..., out=None)``，
+``backend`` 取 ``"torch"``（PyTorch 自带的算子，作对照）、``"triton"``、``"cuda"``（CUDA C 源码，GPU 上经
 CuPy，CPU 上经 :mod:`reduction_lab.simt`）、``"tilelang"``。在哪里运行由模式决定
 （:mod:`reduction_lab.runtime`），与 backend 无关。
+
+* 每个 backend 都可以求导（:mod:`reduction_lab.autograd`）：``x.requires_grad`` 时结果带有
+  autograd 历史，反向在同一个 backend 上运行（TileLang 的 softmax 反向用 Triton 内核）；
+* ``out``：调用者提供的输出，必须是连续张量，形状、dtype、设备与结果一致，且不与 ``x`` 重叠；
+  与 torch 一样，需要求导时不接受 ``out``；
+* 返回的张量总是新分配的连续张量（或者就是 ``out``），不沿用 ``x`` 的步长；
+* 所有参数都在启动任何内核之前检查。
+
+dtype：torch 与 triton 接受 float32、float16、bfloat16、float64（float64 按 float64 计算，
+``torch.autograd.gradcheck`` 用它）；cuda 与 tilelang 的内核只有 float32 版本。
 """
 
 from __future__ import annotations
@@ -12,10 +22,18 @@ import importlib
 
 import torch
 
-from .checks import check_matrix
+from .checks import check_matrix, check_no_overlap, check_out
 from .runtime import DEVICE
 
 BACKENDS = ("torch", "triton", "cuda", "tilelang")
+
+#: 每个 backend 接受的输入 dtype
+DTYPES = {
+    "torch": (torch.float32, torch.float16, torch.bfloat16, torch.float64),
+    "triton": (torch.float32, torch.float16, torch.bfloat16, torch.float64),
+    "cuda": (torch.float32,),
+    "tilelang": (torch.float32,),
+}
 
 # (backend, 操作) -> (模块, 函数名)
 _IMPLS = {
@@ -28,8 +46,8 @@ _IMPLS = {
 }
 
 
-def _check_backend(backend: str) -> None:
-    if backend not in BACKENDS:
+def _check_backend(backend) -> None:
+    if not isinstance(backend, str) or backend not in BACKENDS:
         raise ValueError(f"未知的 backend {backend!r}，可选：{', '.join(BACKENDS)} "
                          f"(unknown backend {backend!r}; choose one of {BACKENDS})")
 
@@ -39,29 +57,63 @@ def _impl(backend: str, op: str):
     return getattr(importlib.import_module(module), name)
 
 
-def _check_dim(x: torch.Tensor, dim: int) -> None:
-    if dim not in (1, -1):
+def _check_dim(x: torch.Tensor, dim) -> None:
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim not in (1, -1):
         raise ValueError(
-            f"只支持沿最后一维（dim=1）归约，得到 dim={dim}；对 dim=0 请先转置并 .contiguous() "
-            f"(only dim=1 is supported; got dim={dim})"
+            f"只支持沿最后一维（dim=1 或 dim=-1）归约，得到 dim={dim!r}；对 dim=0 请先转置并 .contiguous() "
+            f"(only dim=1 / dim=-1 is supported; got dim={dim!r})"
         )
 
 
-def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "triton") -> torch.Tensor:
-    """每行求和：(M, N) -> (M,)。"""
+def _check_args(x, dim, backend, out, op):
+    """所有参数的检查，在任何内核启动之前。返回是否需要求导。"""
     _check_backend(backend)
-    check_matrix(x, "x", device=DEVICE)
+    check_matrix(x, "x", dtypes=DTYPES[backend], device=DEVICE)
     _check_dim(x, dim)
-    if backend == "torch":
-        return x.sum(dim=1)
-    return _impl(backend, "reduce_sum")(x)
+    out_shape = (x.shape[0],) if op == "reduce_sum" else tuple(x.shape)
+    needs_grad = torch.is_grad_enabled() and x.requires_grad
+    if out is not None:
+        check_out(out, out_shape, x.dtype, x.device)
+        if needs_grad or out.requires_grad:
+            raise RuntimeError(
+                "需要求导时不能用 out=（与 torch 相同：写进调用者的张量没有 autograd 历史）；"
+                "去掉 out，或在 torch.no_grad() 下调用，且 out 不能 requires_grad "
+                "(out= does not support automatic differentiation: drop out or call under torch.no_grad())")
+        check_no_overlap(out, x, "out", "x")
+    return needs_grad
 
 
-def softmax(x: torch.Tensor, dim: int = -1, backend: str = "triton") -> torch.Tensor:
-    """按行 softmax：(M, N) -> (M, N)。"""
-    _check_backend(backend)
-    check_matrix(x, "x", device=DEVICE)
-    _check_dim(x, dim)
+def _into(out, result):
+    if out is None or result is out:
+        return result
+    return out.copy_(result)
+
+
+def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "triton", *,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+    """每行求和：(M, N) -> (M,)，dtype 与 x 相同。``out``：调用者提供的 (M,) 连续输出。"""
+    needs_grad = _check_args(x, dim, backend, out, "reduce_sum")
     if backend == "torch":
-        return torch.softmax(x, dim=-1)
-    return _impl(backend, "softmax")(x)
+        return x.sum(dim=1) if out is None else torch.sum(x, dim=1, out=out)
+    if needs_grad:
+        from . import autograd
+
+        return autograd.reduce_sum(x, backend)
+    if backend == "cuda" and out is not None:
+        return _impl(backend, "reduce_sum")(x, out=out)
+    return _into(out, _impl(backend, "reduce_sum")(x))
+
+
+def softmax(x: torch.Tensor, dim: int = -1, backend: str = "triton", *,
+            out: torch.Tensor | None = None) -> torch.Tensor:
+    """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同。``out``：调用者提供的 (M, N) 连续输出。"""
+    needs_grad = _check_args(x, dim, backend, out, "softmax")
+    if backend == "torch":
+        return torch.softmax(x, dim=-1) if out is None else out.copy_(torch.softmax(x, dim=-1))
+    if needs_grad:
+        from . import autograd
+
+        return autograd.softmax(x, backend)
+    if backend in ("triton", "cuda") and out is not None:
+        return _impl(backend, "softmax")(x, out=out)
+    return _into(out, _impl(backend, "softmax")(x))

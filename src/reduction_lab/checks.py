@@ -31,7 +31,7 @@ def check_matrix(x, name: str = "x", dtypes=FLOAT_DTYPES, device: str | None = N
             f"{name} 的 dtype {str(x.dtype).replace('torch.', '')} 不受支持，可用：{names} "
             f"(unsupported dtype {x.dtype})"
         )
-    if x.stride(1) != 1:
+    if x.stride(1) != 1 and x.shape[1] != 1:     # 只有一列时 stride(1) 无关紧要
         raise ValueError(
             f"{name} 的最后一维必须连续（stride(1) == 1），得到 stride {tuple(x.stride())}；"
             f"可以先调用 .contiguous() ({name} must have a contiguous last dimension)"
@@ -79,3 +79,60 @@ def check_out(out, shape, dtype, device, name: str = "out") -> None:
             f"{name} 必须是连续张量，得到 stride {tuple(out.stride())}；用 torch.empty(...) 分配 "
             f"({name} must be contiguous, got stride {tuple(out.stride())})"
         )
+
+
+def _span(t) -> tuple[int, int]:
+    """张量元素覆盖的字节区间 [起点, 终点)。"""
+    start = t.data_ptr()
+    if t.numel() == 0:
+        return start, start
+    last = sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+    return start, start + (last + 1) * t.element_size()
+
+
+def check_no_overlap(out, x, out_name: str = "out", x_name: str = "x") -> None:
+    """``out`` 与 ``x`` 的内存区间不能相交（内核一边读一边写会读到写过的值）。"""
+    if out.device != x.device or out.untyped_storage().data_ptr() != x.untyped_storage().data_ptr():
+        return
+    (a0, a1), (b0, b1) = _span(out), _span(x)
+    if a0 < b1 and b0 < a1:
+        raise ValueError(
+            f"{out_name} 与 {x_name} 的内存重叠（同一块存储，字节区间 [{a0:#x}, {a1:#x}) 与 [{b0:#x}, {b1:#x}) 相交）；"
+            f"请给 {out_name} 分配新的张量 ({out_name} overlaps {x_name} in memory; allocate a separate output)")
+
+
+def check_int(value, name: str, lo: int | None = 1, hi: int | None = None, pow2: bool = False,
+              allow_none: bool = True) -> None:
+    """检查调优参数：整数（不是 bool）、在 [lo, hi] 内、需要时是 2 的幂。"""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} 必须是整数，得到 {type(value).__name__} {value!r} ({name} must be an int)")
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        rng = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+        raise ValueError(f"{name} 必须在 {rng} 之内，得到 {value} ({name} must be in {rng}, got {value})")
+    if pow2 and value & (value - 1):
+        raise ValueError(f"{name} 必须是 2 的幂，得到 {value} ({name} must be a power of two, got {value})")
+
+
+#: Triton 张量最多的元素个数（triton.TRITON_MAX_TENSOR_NUMEL）
+TRITON_MAX_BLOCK = 1 << 20
+_EVICTION = ("", "evict_first", "evict_last")
+
+
+def check_triton_tuning(*, block_size=None, block_m=None, block_n=None, n_split=None, num_warps=None,
+                        programs_per_sm=None, num_stages=None, chunk=None, eviction_policy="") -> None:
+    """Triton 包装函数的调优参数：块大小是 2 的幂、块内元素不超过 2**20、warp 数是 1..32 的 2 的幂、
+    段数 / 级数是正整数、驱逐策略是 Triton 认得的名字。在启动之前调用。"""
+    for name, v in (("block_size", block_size), ("block_m", block_m), ("block_n", block_n), ("chunk", chunk)):
+        check_int(v, name, lo=1, hi=TRITON_MAX_BLOCK, pow2=True)
+    if block_m is not None and block_n is not None and block_m * block_n > TRITON_MAX_BLOCK:
+        raise ValueError(f"block_m * block_n = {block_m * block_n} 超过 Triton 一个块的上限 {TRITON_MAX_BLOCK} "
+                         f"(block_m * block_n exceeds Triton's {TRITON_MAX_BLOCK} elements per block)")
+    check_int(num_warps, "num_warps", lo=1, hi=32, pow2=True)
+    check_int(n_split, "n_split", lo=1)
+    check_int(programs_per_sm, "programs_per_sm", lo=1)
+    check_int(num_stages, "num_stages", lo=1)
+    if eviction_policy not in _EVICTION:
+        raise ValueError(f"eviction_policy 只能是 {', '.join(map(repr, _EVICTION))} 之一，得到 {eviction_policy!r} "
+                         f"(unknown eviction_policy {eviction_policy!r})")

@@ -5,6 +5,7 @@
 
 * :func:`reduce_sum` ——按行求和（reduce_sum.cu）。课程页面：docs/cuda/tree-reduction.md；
 * :func:`softmax` ——按行 softmax（softmax.cu）；
+* :func:`softmax_backward` ——softmax 的反向 dx = y * (dy - sum(y * dy))（softmax_backward.cu）；
 * :func:`full_sum` ——整个数组求和的 8 个版本（full_sum.cu），版本表 :data:`FULL_SUM_VERSIONS`
   从 full_sum.cu 的 ``@version`` 注释解析。课程页面：docs/cuda/seven-versions.md；
 * bank_conflicts.cu、tree_demo.cu、warp_shuffle.cu：教学内核，页面直接用 :func:`launch` 启动。
@@ -26,7 +27,7 @@ from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_s
 
 __all__ = [
     "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
-    "reduce_sum", "softmax", "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report",
+    "reduce_sum", "softmax", "softmax_backward", "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report",
     "NOMINAL_SM_COUNT",
 ]
 
@@ -91,11 +92,13 @@ _UNROLL = 8                    # 生产版内核里每个线程同时在途的�
 
 
 def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: int | None = None,
-               return_report: bool = False, mode: str | None = None, chunks: int | None = None):
+               return_report: bool = False, mode: str | None = None, chunks: int | None = None,
+               out: torch.Tensor | None = None):
     """每行求和：(M, N) float32 -> (M,)。
 
     ``kernel``：``"tree"`` 课程版（一行一个线程块、共享内存树形归约）；``"warp"`` 一个 warp 一行；
     ``"split"`` 长行切段 + atomicAdd；``"auto"``（默认）按 N 在 warp 与 split 之间选择。
+    ``chunks``：split 内核的段数（正整数）；``out``：调用者提供的 (M,) float32 连续输出。
     """
     m = _mode(mode)
     check_matrix(x, "x", dtypes=(torch.float32,), device=_device_for(m))
@@ -108,14 +111,17 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         raise ValueError(f"每行最多 2**31 - 8193 个元素，得到 N={N} (row too long for int indices)")
     if kernel == "auto":
         kernel = "warp" if N <= _WARP_MAX_COLS else "split"
+    if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1):
+        raise ValueError(f"chunks 必须是正整数，得到 {chunks!r} (chunks must be a positive int)")
+    if chunks is not None and kernel != "split":
+        raise ValueError(f"chunks 只用于 kernel='split'，当前 kernel={kernel!r} (chunks applies to the split kernel only)")
     B = _check_block(block_size if block_size is not None else 256, 32)
+    out = _check_out(out, (M,), x)
     defines = {"BLOCK_SIZE": B}
     if kernel == "tree":
-        out = torch.empty(M, dtype=torch.float32, device=x.device)
         rep = launch("reduce_sum.cu", "reduce_sum_rows", grid=M, block=B,
                      args=(x, out, x.stride(0), N), defines=defines, mode=m)
     elif kernel == "warp":
-        out = torch.empty(M, dtype=torch.float32, device=x.device)
         rep = launch("reduce_sum.cu", "reduce_sum_rows_warp", grid=_cdiv(M, B // 32), block=B,
                      args=(x, out, x.stride(0), M, N), defines=defines, mode=m)
     else:
@@ -125,7 +131,8 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
             quantum = B * _UNROLL
             cols = _cdiv(_cdiv(N, chunks), quantum) * quantum
             chunks = _cdiv(N, cols)
-        out = (torch.zeros if chunks > 1 else torch.empty)(M, dtype=torch.float32, device=x.device)
+        if chunks > 1:
+            out.zero_()                                  # 各段用 atomicAdd 累加到 out
         rep = launch("reduce_sum.cu", "reduce_sum_rows_split", grid=(chunks, min(M, 65535)), block=B,
                      args=(x, out, x.stride(0), M, N, cols), defines=defines, mode=m)
     return _finish(out, rep, return_report)
@@ -148,19 +155,47 @@ def _softmax_block(N: int) -> int:
     return min(1024, max(32, _next_pow2(_cdiv(N, 8))))
 
 
+def _check_out(out, shape, x):
+    if out is None:
+        return torch.empty(shape, dtype=torch.float32, device=x.device)   # 总是连续的
+    from ..checks import check_out
+
+    check_out(out, shape, torch.float32, x.device)
+    return out
+
+
 def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
-            return_report: bool = False, mode: str | None = None):
-    """按行 softmax：(M, N) float32 -> (M, N)，一行一个线程块（softmax.cu）。"""
+            return_report: bool = False, mode: str | None = None, out: torch.Tensor | None = None):
+    """按行 softmax：(M, N) float32 -> (M, N)，一行一个线程块（softmax.cu）。``out``：调用者提供的输出。"""
     m = _mode(mode)
     check_matrix(x, "x", dtypes=(torch.float32,), device=_device_for(m))
     if dim not in (1, -1):
         raise ValueError(f"只支持沿最后一维 softmax（dim=-1），得到 dim={dim} (only the last dim is supported)")
     M, N = x.shape
     B = _check_block(block_size if block_size is not None else _softmax_block(N), 32)
-    y = torch.empty((M, N), dtype=torch.float32, device=x.device)
+    y = _check_out(out, (M, N), x)
     rep = launch("softmax.cu", "softmax_rows", grid=M, block=B,
                  args=(x, y, x.stride(0), y.stride(0), N), defines={"BLOCK_SIZE": B}, mode=m)
     return _finish(y, rep, return_report)
+
+
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor, block_size: int | None = None,
+                     return_report: bool = False, mode: str | None = None, out: torch.Tensor | None = None):
+    """softmax 的反向：y = softmax(x)、上游梯度 dy，都是 (M, N) float32，返回 dx (M, N)。
+    一行一个线程块（softmax_backward.cu）：先块内求 sum(y * dy)，再写 dx = y * (dy - sum)。"""
+    m = _mode(mode)
+    check_matrix(y, "y", dtypes=(torch.float32,), device=_device_for(m))
+    check_matrix(dy, "dy", dtypes=(torch.float32,), device=_device_for(m))
+    if y.shape != dy.shape:
+        raise ValueError(f"y 与 dy 的形状必须相同，得到 {tuple(y.shape)} 与 {tuple(dy.shape)} "
+                         f"(y and dy must have the same shape)")
+    M, N = y.shape
+    B = _check_block(block_size if block_size is not None else _softmax_block(N), 32)
+    dx = _check_out(out, (M, N), y)
+    rep = launch("softmax_backward.cu", "softmax_backward_rows", grid=M, block=B,
+                 args=(y, dy, dx, y.stride(0), dy.stride(0), dx.stride(0), N),
+                 defines={"BLOCK_SIZE": B}, mode=m)
+    return _finish(dx, rep, return_report)
 
 
 # ---------------------------------------------------------------- full_sum

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..checks import check_matrix
+from ..checks import check_matrix, check_triton_tuning
 from ..runtime import DEVICE
 from ._launch import next_pow2, sm_count, warps_for
 
@@ -110,6 +110,9 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
     默认参数见 ``_tiled_config``；显式给出 ``n_split=1`` 时用常驻内核
     （program 数 = SM 数 x programs_per_sm），``n_split > 1`` 时分段 + 原子加。"""
     check_matrix(x, "x", dtypes=ROW_SUM_DTYPES, device=DEVICE)
+    check_triton_tuning(block_size=block_size, block_m=block_m, block_n=block_n, n_split=n_split,
+                        num_warps=num_warps, programs_per_sm=programs_per_sm, num_stages=num_stages,
+                        eviction_policy=eviction_policy)
     n_rows, n_cols = x.shape
     # float64 输入按 float64 累加（供 gradcheck 用），其余按 float32
     acc_t, acc_torch = (tl.float64, torch.float64) if x.dtype == torch.float64 else (tl.float32, torch.float32)

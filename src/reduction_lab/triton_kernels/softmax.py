@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..checks import check_matrix
+from ..checks import check_matrix, check_triton_tuning
 from ..runtime import DEVICE
 from ._launch import next_pow2, warps_for
 
@@ -137,8 +137,9 @@ def softmax(x: torch.Tensor, *, block_m: int | None = None, num_warps: int | Non
     """按行 softmax（生产版）。默认：N <= SPLIT_THRESHOLD 时一个 program 处理 BLOCK_M 行，
     更长的行分段（online_softmax.split_softmax）。给出 ``block_m`` 强制多行内核，
     给出 ``chunk`` 强制分段内核。``out`` 是调用者提供的连续输出（由调用者检查，见
-    :func:`reduction_lab.checks.check_out`）；分段内核不接受 ``out``。"""
+    :func:`reduction_lab.checks.check_out`）；分段内核先写进新张量，再拷进 ``out``。"""
     check_matrix(x, "x", dtypes=SOFTMAX_DTYPES, device=DEVICE)
+    check_triton_tuning(block_m=block_m, num_warps=num_warps, chunk=chunk, eviction_policy=eviction_policy)
     n_rows, n_cols = x.shape
     from .online_softmax import SPLIT_THRESHOLD, split_softmax
 

@@ -1,0 +1,147 @@
+"""自动求导：每个 backend 上 softmax 与 reduce_sum 都能 backward，梯度正确；softmax 反向的融合内核
+读 y、dy 各一次，写 dx 一次。"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import reduction_lab as rl
+from reduction_lab.autograd import BACKWARD_KERNELS
+from reduction_lab.triton_kernels.softmax_backward import fused_softmax_backward, softmax_backward
+
+# float64 gradcheck 需要 float64 的前向：torch 与 triton 有；cuda 与 tilelang 的内核只有 float32，
+# 它们在 float32 下做 gradcheck，容差按 float32 的中心差分误差放宽（见 _FP32_GRADCHECK）
+_FP64 = ("torch", "triton")
+# eps=1e-3 的中心差分：前向误差约 1e-7 / 2e-3 = 5e-5，再加截断误差，远小于下面的容差
+_FP32_GRADCHECK = dict(eps=1e-3, atol=5e-3, rtol=1e-2)
+
+
+def _x(shape, dtype, seed=0, scale=2.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g, dtype=torch.float64) * scale).to(device=rl.DEVICE, dtype=dtype)
+
+
+def _gradcheck(fn, x, backend):
+    if backend in _FP64:
+        return torch.autograd.gradcheck(fn, (x,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # gradcheck 提醒输入不是 float64：这里是有意的
+        return torch.autograd.gradcheck(fn, (x,), **_FP32_GRADCHECK)
+
+
+def test_backward_table_names_every_backend():
+    assert sorted(BACKWARD_KERNELS) == sorted(rl.api.BACKENDS)
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (1, 1), (2, 33)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_softmax_gradcheck(backend, shape):
+    dtype = torch.float64 if backend in _FP64 else torch.float32
+    x = _x(shape, dtype).requires_grad_()
+    assert _gradcheck(lambda t: rl.softmax(t, backend=backend), x, backend)
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (2, 1)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_reduce_sum_gradcheck(backend, shape):
+    dtype = torch.float64 if backend in _FP64 else torch.float32
+    x = _x(shape, dtype, seed=1).requires_grad_()
+    assert _gradcheck(lambda t: rl.reduce_sum(t, backend=backend), x, backend)
+
+
+def test_grad_is_not_dropped(backend):
+    """结果带 autograd 历史，backward 之后 x.grad 有值且等于 float64 的解析梯度。"""
+    x = _x((4, 50), torch.float32, seed=2).requires_grad_()
+    w = _x((4, 50), torch.float32, seed=3)
+    y = rl.softmax(x, backend=backend)
+    assert y.requires_grad and y.grad_fn is not None
+    (y * w).sum().backward()
+    xd = x.detach().double().requires_grad_()
+    (torch.softmax(xd, -1) * w.double()).sum().backward()
+    torch.testing.assert_close(x.grad.double(), xd.grad, atol=1e-6, rtol=1e-4)
+
+    x.grad = None
+    s = rl.reduce_sum(x, backend=backend)
+    assert s.grad_fn is not None
+    (s * torch.arange(4.0, device=rl.DEVICE)).sum().backward()
+    torch.testing.assert_close(x.grad, torch.arange(4.0, device=rl.DEVICE)[:, None].expand(4, 50))
+
+
+def test_no_grad_gives_plain_tensor(backend):
+    x = _x((2, 8), torch.float32).requires_grad_()
+    with torch.no_grad():
+        assert rl.softmax(x, backend=backend).grad_fn is None
+        assert rl.reduce_sum(x, backend=backend).grad_fn is None
+
+
+# bf16 / fp16 的梯度与 float64 比：按 dtype 的有效位数给出容差（triton 与 torch 支持这两种 dtype）
+_LOW = {torch.float16: dict(atol=2e-3, rtol=1e-2), torch.bfloat16: dict(atol=1e-2, rtol=5e-2)}
+
+
+@pytest.mark.parametrize("impl", ["triton", "torch"])
+@pytest.mark.parametrize("dtype", list(_LOW), ids=str)
+def test_low_precision_grad_matches_float64(impl, dtype):
+    x64 = _x((5, 300), torch.float64, seed=4)
+    dy64 = _x((5, 300), torch.float64, seed=5, scale=1.0)
+    x = x64.to(dtype).requires_grad_()
+    rl.softmax(x, backend=impl).backward(dy64.to(dtype))
+    ref = x64.to(dtype).double().requires_grad_()       # 同样舍入过的输入，float64 求导
+    torch.softmax(ref, -1).backward(dy64)
+    assert x.grad.dtype == dtype
+    torch.testing.assert_close(x.grad.double(), ref.grad, **_LOW[dtype])
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 5), (4, 1000), (2, 40000)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_backward_kernel_matches_formula(shape):
+    y = torch.softmax(_x(shape, torch.float64, seed=6), -1).to(rl.DEVICE)
+    dy = _x(shape, torch.float64, seed=7, scale=1.0)
+    want = y * (dy - (y * dy).sum(-1, keepdim=True))
+    torch.testing.assert_close(softmax_backward(y, dy), want, atol=1e-12, rtol=1e-10)
+    got32 = softmax_backward(y.float(), dy.float())
+    torch.testing.assert_close(got32.double(), want, atol=1e-6, rtol=1e-4)
+    if shape[1] <= 32768:
+        torch.testing.assert_close(fused_softmax_backward(y, dy), want, atol=1e-12, rtol=1e-10)
+
+
+def test_backward_kernel_strided_inputs():
+    """y、dy 是行距大于行长的视图（以及 autograd 给出的步长为 0 的广播梯度）。"""
+    big = torch.softmax(_x((6, 40), torch.float32, seed=8), -1)
+    y = big[::2, 3:20]
+    y = y / y.sum(-1, keepdim=True)
+    dy = _x((3, 30), torch.float32, seed=9)[:, :17]
+    want = y * (dy - (y * dy).sum(-1, keepdim=True))
+    dx = softmax_backward(y, dy)
+    assert dx.is_contiguous()
+    torch.testing.assert_close(dx, want, atol=1e-6, rtol=1e-5)
+    x = _x((3, 9), torch.float32).requires_grad_()
+    rl.softmax(x).sum().backward()                      # dy 是 expand 出来的，步长 (0, 0)
+    torch.testing.assert_close(x.grad, torch.zeros_like(x), atol=1e-6, rtol=0)
+
+
+def test_backward_io_count():
+    """融合反向：每个元素读一次 y、读一次 dy、写一次 dx。"""
+    M, N = 30, 781
+    x = _x((M, N), torch.float32).requires_grad_()
+    y = rl.softmax(x)
+    dy = _x((M, N), torch.float32, seed=1)
+    with rl.count_memory() as rep:
+        y.backward(dy)
+    assert rep.kernels() == ["softmax_backward_rows_kernel"]
+    assert (rep.elements_loaded, rep.elements_stored) == (2 * M * N, M * N)
+    assert rep[0].loaded_by_arg == {"y_ptr": M * N, "dy_ptr": M * N}
+    with rl.count_memory() as rep:
+        fused_softmax_backward(y.detach(), dy)
+    assert (rep.launches, rep.elements_loaded, rep.elements_stored) == (1, 2 * M * N, M * N)
+
+
+def test_backward_input_errors():
+    y = torch.rand(3, 4, device=rl.DEVICE)
+    with pytest.raises(ValueError, match="形状必须相同"):
+        softmax_backward(y, torch.rand(3, 5, device=rl.DEVICE))
+    with pytest.raises(TypeError, match="dtype 必须相同"):
+        softmax_backward(y, torch.rand(3, 4, device=rl.DEVICE, dtype=torch.float64))
+    with pytest.raises(ValueError, match="stride"):
+        softmax_backward(y, torch.rand(4, 3, device=rl.DEVICE).t())
+    with pytest.raises(ValueError, match="最多 32768 列"):
+        fused_softmax_backward(torch.rand(1, 40000, device=rl.DEVICE), torch.rand(1, 40000, device=rl.DEVICE))

@@ -46,6 +46,13 @@ def cases():
     for k in ("copy_tile", "transpose_conflict", "transpose_padded"):
         out.append((f"{k}(64x64)", "bank_conflicts.cu", k, (2, 2), (32, 8), None,
                     lambda: [np.arange(64 * 64, dtype=np.float32).reshape(64, 64), np.zeros((64, 64), np.float32), 64, 64]))
+    # 宽元素：double（8 字节）在模拟器里运行；float4（16 字节）模拟器不支持，见 _model_float4
+    for stride in (1, 2, 33):
+        out.append((f"shared_stride_wide(double, stride={stride})", "bank_conflicts.cu", "shared_stride_wide", 1, 32,
+                    None, lambda s=stride: [np.zeros(32, np.float32), s]))
+    for stride in (1, 2):
+        out.append((f"shared_stride_wide(float4, stride={stride})", "bank_conflicts.cu", "shared_stride_wide", 1, 32,
+                    {"WIDE_FLOAT4": 1}, lambda s=stride: [np.zeros(32, np.float32), s]))
     out.append(("reduce_sum_rows(32x128)", "reduce_sum.cu", "reduce_sum_rows", 32, 128, {"BLOCK_SIZE": 128},
                 lambda: [np.ones((32, 128), np.float32), np.zeros(32, np.float32), 128, 128]))
     return out
@@ -60,7 +67,18 @@ def run_on_gpu() -> None:
     rl.runtime.require_gpu("ncu_vs_simt run")
     for name, src, kernel, grid, block, defines, make in cases():
         args = [torch.from_numpy(a).cuda() if isinstance(a, np.ndarray) else a for a in make()]
-        launch(src, kernel, grid, block, args, defines=defines)
+        if defines and "WIDE_FLOAT4" in defines:
+            # 启动器用模拟器的前端解析形参表，而模拟器不认 float4：这里直接交给 CuPy
+            import cupy
+
+            from reduction_lab.cuda_kernels.launcher import source_path
+
+            mod = cupy.RawModule(code=source_path(src).read_text(encoding="utf-8"),
+                                 options=("-DWIDE_FLOAT4=1",))
+            out, stride = args
+            mod.get_function(kernel)((grid,), (block,), (cupy.from_dlpack(out), np.int32(stride)))
+        else:
+            launch(src, kernel, grid, block, args, defines=defines)
         torch.cuda.synchronize()
         print("launched", name, flush=True)
 
@@ -80,13 +98,32 @@ def read_ncu(path: str) -> list[dict]:
     return [launches[k] for k in sorted(launches, key=int)]
 
 
+def _model_float4(rep, stride):
+    """shared_stride_wide 的 float4 版本：模拟器不支持向量类型。全局内存访问与 double 版本相同
+    （rep 是 double 版本的报告），共享内存的计数由模拟器用的同一个计数函数按 16 字节重新计算。"""
+    from reduction_lab.simt import counters as C
+
+    n, lane = 32 * 33, np.arange(32)
+    for f in ("requests", "wavefronts", "bank_conflicts"):
+        setattr(rep, f"shared_load_{f}", 0)
+        setattr(rep, f"shared_store_{f}", 0)
+    warp = np.zeros(32, np.int64)
+    for k0 in range(0, n, 32):                       # 顺序写：buf[k] = WIDE(k)
+        C.shared_access(rep, True, warp, (k0 + lane) * 16, 16, lane)
+    C.shared_access(rep, False, warp, ((lane * stride) % n) * 16, 16, lane)
+    return rep
+
+
 def simulate() -> list[dict]:
     from reduction_lab import simt
     from reduction_lab.cuda_kernels.launcher import source_path
 
     rows = []
     for name, src, kernel, grid, block, defines, make in cases():
-        rep = simt.launch(str(source_path(src)), kernel, grid, block, make(), defines=defines)
+        if defines and "WIDE_FLOAT4" in defines:
+            rep = _model_float4(simt.launch(str(source_path(src)), kernel, grid, block, make()), *make()[1:])
+        else:
+            rep = simt.launch(str(source_path(src)), kernel, grid, block, make(), defines=defines)
         rows.append({"case": name, "kernel": kernel, **{attr: int(getattr(rep, attr)) for attr, _ in METRICS}})
     return rows
 

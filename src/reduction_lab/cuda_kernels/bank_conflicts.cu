@@ -5,6 +5,8 @@
 // 一个warp的一次访问里，若有d个线程访问同一存储体的不同地址，就要分d次完成（d路冲突）。
 //
 //   shared_stride       一个warp以步长stride读共享内存：冲突路数 = gcd(stride, 32)
+//   shared_stride_wide  同上，但每个元素8字节（double；定义WIDE_FLOAT4时是16字节的float4）：
+//                       按半个warp / 四分之一个warp分相，理想波前数是2 / 4，冲突 = 波前数 - 理想数
 //   copy_tile           32x32分块复制：按行写、按行读（顺序寻址，无冲突），作时间上的对照
 //   transpose_conflict  32x32分块转置：按行写、按列读，同一列的32个数在同一存储体：32路冲突
 //   transpose_padded    同上，但每行补一个空位（33列）：一列的32个数落在32个不同存储体
@@ -28,6 +30,30 @@ extern "C" __global__ void shared_stride(float *out, int stride)
     out[blockIdx.x * blockDim.x + tid] = buf[idx]; // 步长stride：存储体 (tid * stride) % 32
 }
 // --8<-- [end:shared_stride]
+
+// --8<-- [start:shared_stride_wide]
+// 宽元素：默认double（8字节，占2个存储体）；-DWIDE_FLOAT4 时是float4（16字节，占4个存储体）
+#ifdef WIDE_FLOAT4
+typedef float4 wide_t;
+#define WIDE(v) make_float4((v), (v), (v), (v))
+#define NARROW(e) ((e).x + (e).y + (e).z + (e).w)  // 用到全部4个分量：一条128位的读
+#else
+typedef double wide_t;
+#define WIDE(v) ((double)(v))
+#define NARROW(e) ((float)(e))
+#endif
+
+extern "C" __global__ void shared_stride_wide(float *out, int stride)
+{
+    __shared__ wide_t buf[TILE * (TILE + 1)];
+    int tid = threadIdx.x;
+    for (int k = tid; k < TILE * (TILE + 1); k += blockDim.x)
+        buf[k] = WIDE(k);
+    __syncthreads();
+    int idx = (tid * stride) % (TILE * (TILE + 1));
+    out[blockIdx.x * blockDim.x + tid] = NARROW(buf[idx]);  // 第tid个线程读第idx个宽元素
+}
+// --8<-- [end:shared_stride_wide]
 
 // --8<-- [start:tile_helper]
 // 把输入的一个32x32分块搬进共享内存tile（行距ld个float），再按transpose指定的方向写出。

@@ -5,6 +5,9 @@ vectorised per warp: a *request* is one warp executing one memory instruction
 with at least one active lane; a *sector* is a 32-byte aligned piece of global
 memory; a shared-memory request takes as many *wavefronts* as the largest number
 of distinct 4-byte words that its active lanes touch in one of the 32 banks.
+8- and 16-byte accesses are served per half-warp and quarter-warp (phase): the
+ideal is 1, 2 or 4 wavefronts per request, and bank conflicts are the
+wavefronts beyond that ideal.
 """
 
 from __future__ import annotations
@@ -116,34 +119,48 @@ def global_access(rep, store, gw, byte_addr, nbytes):
 
 
 # --8<-- [start:bank_conflicts]
-def shared_access(rep, store, gw, byte_addr):
-    """记录一条共享内存指令：请求数、波前数与存储体冲突（额外波前）。"""
+def shared_access(rep, store, gw, byte_addr, nbytes=4, lane=None):
+    """记录一条共享内存指令：请求数、波前数与存储体冲突（波前数减去理想波前数）。
+
+    一个线程访问 nbytes 个字节，即 nbytes // 4 个相邻的 4 字节字（至少 1 个）。8 字节和 16 字节
+    的访问一个波前装不下整个 warp（32 x 8 = 256 字节 > 32 个存储体 x 4 字节），硬件按半个 warp
+    （8 字节）或四分之一个 warp（16 字节）分相处理，每相至少一个波前：理想波前数是 1、2、4，
+    存储体冲突只在一相之内发生。lane：活跃线程在 warp 内的编号（0..31），宽访问时用来分相。
+    """
     if gw.size == 0:
         return
+    wpl = max(1, nbytes // 4)                                # 每个线程访问的字数：1、2 或 4
+    grp = gw.astype(np.int64) << 2                           # (线程束, 相)
+    if wpl > 1:
+        grp = grp | (np.asarray(lane, np.int64) // (32 // wpl))
     word = (byte_addr // 4).astype(np.int64)
-    keys = (gw.astype(np.int64) << 20) | word
+    if wpl > 1:
+        word = (word[:, None] + np.arange(wpl, dtype=np.int64)).ravel()
+        grp = np.repeat(grp, wpl)
+    keys = (grp << 20) | word
     d = np.diff(keys)
     if not (d >= 0).all():
         keys = np.sort(keys)
         d = np.diff(keys)
-    keys = keys[np.concatenate(([True], d != 0))]          # 不同的 (线程束, 字)
-    wk = keys >> 20
-    bk = (wk << 5) | (keys & 31)                             # (线程束, 存储体)
+    keys = keys[np.concatenate(([True], d != 0))]          # 不同的 (线程束, 相, 字)
+    gk = keys >> 20
+    bk = (gk << 5) | (keys & 31)                             # (线程束, 相, 存储体)
     bk = np.sort(bk)
     starts = np.concatenate(([True], bk[1:] != bk[:-1]))
     ub = bk[starts]
     cnt = np.diff(np.concatenate((np.flatnonzero(starts), [bk.size])))  # 每个存储体的不同字数
-    uw = ub >> 5
-    wstarts = np.flatnonzero(np.concatenate(([True], uw[1:] != uw[:-1])))
-    waves = np.maximum.reduceat(cnt, wstarts)
-    req = wstarts.size
+    ug = ub >> 5
+    gstarts = np.flatnonzero(np.concatenate(([True], ug[1:] != ug[:-1])))
+    waves = np.maximum.reduceat(cnt, gstarts)                # 每一相的波前数
+    req = warps_in(gw)
+    ideal = gstarts.size                                     # 有活跃线程的相数：满 warp 时是 1、2、4 倍请求数
     total = int(waves.sum())
     if store:
         rep.shared_store_requests += req
         rep.shared_store_wavefronts += total
-        rep.shared_store_bank_conflicts += total - req
+        rep.shared_store_bank_conflicts += total - ideal
     else:
         rep.shared_load_requests += req
         rep.shared_load_wavefronts += total
-        rep.shared_load_bank_conflicts += total - req
+        rep.shared_load_bank_conflicts += total - ideal
 # --8<-- [end:bank_conflicts]

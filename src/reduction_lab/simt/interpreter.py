@@ -878,7 +878,7 @@ class Machine:
         else:
             # 动态共享内存的基址取 0：整体平移不改变存储体冲突的个数
             base = buf.base if buf.base >= 0 else 0
-            C.shared_access(self.rep, store, gw, base + off * size)
+            C.shared_access(self.rep, store, gw, base + off * size, size, self.g(self.lw, lanes))
         return off
 
     def load(self, p, lanes, node):

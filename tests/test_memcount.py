@@ -312,7 +312,7 @@ def test_restored_on_exit_and_on_exception():
         with count_memory():
             _offset_load_kernel[(1,)](torch.empty(16, device=DEV), x, 100, BLOCK=16)
     assert _state() == before
-    assert memcount._STATE.reports == [] and memcount._STATE.launch is None
+    assert memcount._STATE.reports == [] and memcount._current_launch() is None
 
 
 def test_nested_and_serial_use():

@@ -54,6 +54,7 @@ import inspect
 import linecache
 import os
 import sys
+import threading
 import unicodedata
 import warnings
 from dataclasses import dataclass, field
@@ -325,9 +326,9 @@ class _Launch:
 
 class _State:
     def __init__(self) -> None:
-        self.reports: list[MemoryReport] = []
+        self.reports: list[tuple[MemoryReport, int]] = []   # (报告, 打开它的线程)
+        self.lock = threading.RLock()      # 安装 / 卸载、报告列表、每一次被计数的启动
         self.undo: list = []               # (obj, name, had_own, old)，按逆序恢复
-        self.launch: _Launch | None = None
         self.compiled = False
         self.rewritten: list = []          # 编译模式下由本模块触发改写的函数
         self.injected: list = []           # (globals 字典, {名字: 值})：改写时注入的名字
@@ -335,7 +336,20 @@ class _State:
 
 
 _STATE = _State()
+_TLS = threading.local()                   # 每个线程自己的当前启动（_Launch 或 None）
 _MISSING = object()
+
+
+def _current_launch():
+    return getattr(_TLS, "launch", None)
+
+
+def _targets() -> list:
+    """本线程的启动记进哪些报告：本线程打开的；本线程没有打开的（如 autograd 的工作线程），
+    记进所有打开着的报告。"""
+    mine = threading.get_ident()
+    own = [rep for rep, tid in _STATE.reports if tid == mine]
+    return own or [rep for rep, _ in _STATE.reports]
 
 
 def _set(obj, name, value) -> None:
@@ -518,7 +532,7 @@ def _raise_oob(launch: _Launch, addr: np.ndarray, bad: np.ndarray, es: int, op: 
 
 def _wrap_load(orig):
     def create_masked_load(ptrs, mask, *args, **kwargs):
-        launch = _STATE.launch
+        launch = _current_launch()
         if launch is not None:
             n, es = _account(launch, ptrs, mask, "load")
             r = launch.record
@@ -531,7 +545,7 @@ def _wrap_load(orig):
 
 def _wrap_store(orig):
     def create_masked_store(ptrs, value, mask, *args, **kwargs):
-        launch = _STATE.launch
+        launch = _current_launch()
         if launch is not None:
             n, es = _account(launch, ptrs, mask, "store")
             r = launch.record
@@ -543,7 +557,7 @@ def _wrap_store(orig):
 
 
 def _count_atomic(ptr, mask) -> None:
-    launch = _STATE.launch
+    launch = _current_launch()
     if launch is None:
         return
     n, es = _account(launch, ptr, mask, "atomic")
@@ -574,7 +588,7 @@ def _to_int(v) -> int:
 
 def _wrap_grid_dim(orig):
     def set_grid_dim(nx, ny, nz):
-        launch = _STATE.launch
+        launch = _current_launch()
         if launch is not None:
             dims = [_to_int(d) for d in (nx, ny, nz)]
             while len(dims) > 1 and dims[-1] == 1:
@@ -587,7 +601,7 @@ def _wrap_grid_dim(orig):
 
 def _wrap_grid_idx(orig):
     def set_grid_idx(x, y, z):
-        launch = _STATE.launch
+        launch = _current_launch()
         if launch is not None:
             launch.pid = (_to_int(x), _to_int(y), _to_int(z))
             if not hasattr(_interp.InterpreterBuilder, "set_grid_dim"):
@@ -636,29 +650,38 @@ def _to_host(args, kwargs):
 
 def _wrap_grid_call(orig):
     def __call__(self, *args, **kwargs):
-        if not _STATE.reports or _STATE.launch is not None:
+        if not _STATE.reports or _current_launch() is not None:
             return orig(self, *args, **kwargs)
-        hargs, hkwargs, copies = _to_host(args, kwargs)
-        extents: list = []
-        for name, value in _bind(self.fn, hargs, hkwargs):
-            _collect_extents(name, value, extents)
-        record = LaunchRecord(kernel=getattr(self.fn, "__name__", "?"),
-                              arguments={e.name: (e.shape, e.dtype) for e in extents})
-        for rep in _STATE.reports:
-            rep.records.append(record)
-        launch = _Launch(record, extents, any(rep.check_bounds for rep in _STATE.reports))
-        _STATE.launch = launch
-        try:
-            orig(self, *hargs, **hkwargs)
-        except BaseException:
-            if launch.error is not None:
-                raise launch.error from None
-            raise
-        finally:
-            _STATE.launch = None
-        for dev, host in copies:                      # 只在成功时把结果拷回设备
-            dev.copy_(host)
+        # 解释器的 builder 是进程内唯一的对象：被计数的启动一个接一个地执行
+        with _STATE.lock:
+            targets = _targets()
+            if not targets:
+                return orig(self, *args, **kwargs)
+            return _counted_launch(orig, self, targets, args, kwargs)
     return __call__
+
+
+def _counted_launch(orig, self, targets, args, kwargs):
+    hargs, hkwargs, copies = _to_host(args, kwargs)
+    extents: list = []
+    for name, value in _bind(self.fn, hargs, hkwargs):
+        _collect_extents(name, value, extents)
+    record = LaunchRecord(kernel=getattr(self.fn, "__name__", "?"),
+                          arguments={e.name: (e.shape, e.dtype) for e in extents})
+    for rep in targets:
+        rep.records.append(record)
+    launch = _Launch(record, extents, any(rep.check_bounds for rep in targets))
+    _TLS.launch = launch
+    try:
+        orig(self, *hargs, **hkwargs)
+    except BaseException:
+        if launch.error is not None:
+            raise launch.error from None
+        raise
+    finally:
+        _TLS.launch = None
+    for dev, host in copies:                      # 只在成功时把结果拷回设备
+        dev.copy_(host)
 
 
 # ---------------------------------------------------------------------------
@@ -697,6 +720,10 @@ def _jit_fn_get(self, instance, owner=None):
 
 def _compiled_run(orig_run):
     def run(self, *args, grid, warmup, **kwargs):
+        with _STATE.lock:
+            return _run_locked(self, args, grid, warmup, kwargs)
+
+    def _run_locked(self, args, grid, warmup, kwargs):
         if warmup or not _STATE.reports:
             return orig_run(self, *args, grid=grid, warmup=warmup, **kwargs)
         fn = _rewrite(self.fn)
@@ -791,7 +818,7 @@ def _uninstall() -> None:
     finally:
         if _STATE.compiled:
             _cleanup_compiled()
-        _STATE.launch = None
+        _TLS.launch = None
         _STATE.compiled = False
 
 
@@ -800,25 +827,32 @@ def count_memory(*, check_bounds: bool = True) -> Iterator[MemoryReport]:
     """在 ``with`` 块里数清每次 Triton 内核启动的读写，并检查越界。
 
     ``check_bounds=False`` 只计数不检查。可以嵌套：外层报告也包含内层的启动；
-    只要有一层要求检查就检查。离开 ``with`` 块（包括因异常离开）时恢复解释器和
+    只要有一层要求检查就检查。
+
+    线程：每个线程的启动记进本线程打开的报告，几个线程可以同时各自计数；一个没有打开报告的
+    线程（例如 gpu 模式下执行反向的 autograd 工作线程）在计数期间的启动记进所有打开着的报告。
+    Triton 解释器不是线程安全的（builder 是进程内唯一的对象），所以计数期间各线程被计数的
+    启动依次执行；计数之外、sim 模式下几个线程同时运行解释器，本身就不受支持。离开 ``with`` 块（包括因异常离开）时恢复解释器和
     ``triton.language`` 的原状。越界时抛出 :class:`OutOfBoundsError`。
     """
     report = MemoryReport(check_bounds=check_bounds)
-    outermost = not _STATE.reports
-    if outermost:
-        try:
-            _install()
-        except BaseException:
-            _uninstall()
-            raise
-    _STATE.reports.append(report)
+    entry = (report, threading.get_ident())
+    with _STATE.lock:
+        if not _STATE.reports:
+            try:
+                _install()
+            except BaseException:
+                _uninstall()
+                raise
+        _STATE.reports.append(entry)
     try:
         yield report
     finally:
-        if report in _STATE.reports:
-            _STATE.reports.remove(report)
-        if not _STATE.reports:
-            _uninstall()
+        with _STATE.lock:
+            if entry in _STATE.reports:
+                _STATE.reports.remove(entry)
+            if not _STATE.reports:
+                _uninstall()
 
 
 def is_counting() -> bool:

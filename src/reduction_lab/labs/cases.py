@@ -1,0 +1,119 @@
+"""评分用例：评分程序和计时共用同一份（形状、dtype、输入的构造、课程的报错约定）。
+
+形状沿用课程原来的测试：(1, 128) (16, 128) (16, 256) (32, 128)，再加上不规整的形状
+（N 不是 2 的幂、N 比线程数少、只有一行）、整行为负数和数值很大的行。gpu 模式另加大形状。
+``kind == "error"`` 的用例是课程的报错约定：错误的 dim、不支持的 dtype、形状不对的 out、
+转置的输入、一维输入，都必须抛出指明问题的异常。
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..checks import check_matrix, check_out
+from .grading import Case, Hint
+
+SEED_SHAPES = [(1, 128), (16, 128), (16, 256), (32, 128)]
+
+def error_cases(unsupported: torch.dtype = torch.float16) -> list[Case]:
+    """课程的报错约定；``unsupported`` 是这个算子不支持的 dtype。"""
+    name = str(unsupported).replace("torch.", "")
+    return [
+        Case("报错：dim=0", (16, 128), kind="error", bad="dim0", expect=ValueError),
+        Case(f"报错：{name} 输入", (16, 128), unsupported, kind="error", bad="dtype", expect=TypeError),
+        Case("报错：out 形状不对", (16, 128), kind="error", bad="out_shape", expect=ValueError),
+        Case("报错：转置的输入", (16, 128), kind="error", bad="transposed", expect=ValueError),
+        Case("报错：一维输入", (128,), kind="error", bad="1d", expect=ValueError),
+    ]
+
+
+def row_sum_cases(mode: str) -> list[Case]:
+    cases = [Case("课程用例", s) for s in SEED_SHAPES]
+    cases += [
+        Case("N 不是 2 的幂", (3, 1000)),
+        Case("N 比线程数少", (5, 37)),
+        Case("一行一列", (1, 1)),
+        Case("整行为负数", (4, 513), kind="negative"),
+    ]
+    if mode == "gpu":
+        cases += [Case("大形状", (1000, 5000), gpu_only=True), Case("大形状", (4096, 4097), gpu_only=True)]
+    return cases + error_cases(torch.float16)
+
+
+def softmax_cases(mode: str) -> list[Case]:
+    cases = [Case("课程用例", s) for s in SEED_SHAPES]
+    cases += [
+        Case("N 不是 2 的幂", (7, 1000)),
+        Case("N 不是 2 的幂", (3, 781)),
+        Case("一行一列", (1, 1)),
+        Case("整行为负数", (4, 1000), kind="negative"),
+        Case("数值很大", (4, 300), kind="large"),
+        Case("访存计数", (8, 781), kind="memory"),
+    ]
+    if mode == "gpu":
+        cases += [Case("大形状", (1000, 5000), gpu_only=True), Case("bfloat16", (256, 3000), torch.bfloat16,
+                                                                     gpu_only=True)]
+    return cases + error_cases(torch.int32)
+
+
+def device_of(mode: str) -> str:
+    return "cuda" if mode == "gpu" else "cpu"
+
+
+def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
+    """用例的输入：固定种子的正态分布；negative 整行为负（-5 - |z|）；large 乘以 1000。"""
+    g = torch.Generator().manual_seed(seed + sum(case.shape))
+    x = torch.randn(*case.shape, generator=g, dtype=torch.float32)
+    if case.kind == "negative":
+        x = -5.0 - x.abs()
+    elif case.kind == "large":
+        x = x * 1000.0
+    return x.to(device=device_of(mode), dtype=case.dtype)
+
+
+# ---------------------------------------------------------------- 课程的报错约定
+
+def check_rows_input(x, dim, device: str, dtypes=(torch.float32,)) -> None:
+    """实验算子的输入检查：二维、非空、dtype、在正确的设备上、行主序连续，dim 是最后一维。"""
+    check_matrix(x, "x", dtypes=dtypes, device=device)
+    if dim not in (1, -1):
+        raise ValueError(f"只支持沿最后一维（dim=1）归约，得到 dim={dim} (only dim=1 is supported, got {dim})")
+    if x.shape[0] > 1 and x.stride(0) != x.shape[1]:
+        raise ValueError(f"x 的行必须首尾相接（stride(0) == N），得到 stride {tuple(x.stride())}；先 .contiguous() "
+                         f"(rows of x must be contiguous, got stride {tuple(x.stride())})")
+
+
+def check_out_arg(out, shape, x) -> None:
+    check_out(out, shape, torch.float32 if x.dtype == torch.float32 else x.dtype, x.device)
+
+
+def bad_call(op, case: Case, mode: str, out_shape):
+    dev = device_of(mode)
+    x = torch.randn(16, 128, device=dev)
+    if case.bad == "dim0":
+        return op(x, dim=0)
+    if case.bad == "dtype":
+        return op(x.to(case.dtype))
+    if case.bad == "out_shape":
+        # 给一个多一行的 out（行和的 out 应为 (M,)，softmax 的应为 (M, N)）
+        shape = tuple(out_shape(x))
+        return op(x, out=torch.empty((shape[0] + 1,) + shape[1:], device=dev))
+    if case.bad == "transposed":
+        return op(torch.randn(128, 16, device=dev).t())
+    if case.bad == "1d":
+        return op(torch.randn(128, device=dev))
+    raise AssertionError(case.bad)
+
+
+def run_error_case(op, case: Case, mode: str, out_shape=lambda x: x.shape[:1]):
+    """运行一个报错用例；``out_shape(x)`` 是正确的输出形状。"""
+    try:
+        bad_call(op, case, mode, out_shape)
+    except case.expect as exc:
+        return True, None, f"{type(exc).__name__}", None
+    except Exception as exc:  # noqa: BLE001
+        return False, None, type(exc).__name__, Hint(
+            "error-contract", f"{case.name}：应抛出 {case.expect.__name__}，得到 {type(exc).__name__}",
+            detail=str(exc)[:300])
+    return False, None, "没有报错", Hint("error-contract", f"{case.name}：应抛出 {case.expect.__name__}，却没有报错",
+                                       fix="在启动内核之前检查输入（reduction_lab.checks）。")

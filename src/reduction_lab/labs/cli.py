@@ -1,0 +1,64 @@
+"""命令行 ``reduction-lab lab list | start | check``。
+
+退出码：0 通过（start、list 成功）；1 评分没有通过；2 用法错误（实验不存在、目录里没有骨架等）。
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("lab", help="实验：list / start / check",
+                       description="实验：把骨架复制到目录里，完成 TODO，再评分。")
+    lsub = p.add_subparsers(dest="lab_command", required=True)
+    lsub.add_parser("list", help="列出所有实验（每行：名字 标题）")
+    s = lsub.add_parser("start", help="把实验骨架复制到 DIR（默认 ./labs/NAME）")
+    s.add_argument("name")
+    s.add_argument("dir", nargs="?", default=None)
+    s.add_argument("--overwrite", action="store_true", help="覆盖 DIR 里已有的文件")
+    c = lsub.add_parser("check", help="评分 DIR（默认 ./labs/NAME）里的代码")
+    c.add_argument("name")
+    c.add_argument("dir", nargs="?", default=None)
+    c.add_argument("--backend", default=None, help="实验评的后端（cuda 也可以写 nvidia）；默认是实验自己的后端")
+    c.add_argument("--no-bench", action="store_true", help="gpu 模式下不计时")
+
+
+def run(args) -> int:
+    from . import LabError, check, get, list_labs, start
+
+    try:
+        if args.lab_command == "list":
+            for name, title in list_labs():
+                print(f"{name}  {title}")
+            return 0
+        if args.lab_command == "start":
+            lab = get(args.name)
+            from . import core
+
+            dest, copied = core.start(lab, args.dir, args.overwrite)
+            kept = [f for f in sorted(p.name for p in lab.skeleton_dir().iterdir() if p.is_file())
+                    if dest / f not in copied]
+            print(f"实验 {lab.name}（{lab.title}）在 {dest}")
+            for p in copied:
+                print(f"  复制 {p}")
+            for f in kept:
+                print(f"  保留已有的 {dest / f}（--overwrite 覆盖）")
+            print(f"打开 {dest / lab.open_first}，按 TODO(1) 起的步骤完成，然后运行：")
+            where = "" if args.dir is None else f" {args.dir}"
+            print(f"  reduction-lab lab check {lab.name}{where}")
+            return 0
+        result = check(args.name, args.dir, backend=args.backend, bench=False if args.no_bench else None)
+    except LabError as exc:
+        print(f"错误：{exc}", file=sys.stderr)
+        return 2
+    print(result.report())
+    return 0 if result.passed else 1
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="reduction-lab")
+    sub = p.add_subparsers(dest="command", required=True)
+    add_parser(sub)
+    return run(p.parse_args(argv))

@@ -1,0 +1,182 @@
+"""实验的骨架：一个实验是什么（:class:`Lab`），以及 start / check 的流程。
+
+每个实验是 :class:`Lab` 的一个子类（见 :mod:`.registry`），给出：骨架文件、评分用例、
+怎样加载并运行学习者的代码、这个实验特有的诊断，以及 gpu 模式下的计时。
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from .. import runtime
+from . import todo
+from .grading import BenchRow, Case, CaseResult, GradeResult, Hint, LabError, merge_hints, run_cases
+
+SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
+
+#: ``lab check`` 接受的 backend 别名（课程原来的测试用 ``--backend nvidia`` 表示 CUDA C）
+BACKEND_ALIASES = {"nvidia": "cuda"}
+
+
+class Lab:
+    """一个实验。子类覆盖类属性和 ``load`` / ``run_case`` / ``on_error`` 等方法。"""
+
+    name: str = ""
+    title: str = ""
+    lecture: str = ""          # 对应的讲义页面（docs/ 下的路径）
+    notebook: str = ""         # 实验页面（docs/labs/ 下的 .ipynb）
+    files: tuple[str, ...] = ()
+    backend: str = ""
+    open_first: str = ""       # lab start 之后提示打开的文件
+
+    # ---- 骨架
+    def skeleton_dir(self) -> Path:
+        return SKELETON_DIR / self.name
+
+    def skeleton_text(self, file: str) -> str:
+        return (self.skeleton_dir() / file).read_text(encoding="utf-8")
+
+    # ---- 子类实现
+    def cases(self, mode: str) -> list[Case]:
+        raise NotImplementedError
+
+    def load(self, paths: dict[str, Path], mode: str):
+        """加载学习者的代码，返回之后 ``run_case`` 用的对象。失败时抛出异常（交给 ``on_load_error``）。"""
+        raise NotImplementedError
+
+    def run_case(self, impl, case: Case, mode: str):
+        """运行一个用例，返回 (是否通过, 最大误差, 备注, Hint 或 None)。"""
+        raise NotImplementedError
+
+    def on_error(self, case: Case, exc: BaseException, paths: dict[str, Path]) -> Hint:
+        raise NotImplementedError
+
+    def on_load_error(self, exc: BaseException, paths: dict[str, Path]) -> Hint:
+        return self.on_error(None, exc, paths)
+
+    def extra_checks(self, impl, mode: str, paths: dict[str, Path]) -> tuple[list[str], list[Hint]]:
+        """用例之外的检查（例如 gpu 模式下先让模拟器检查一遍），返回 (报告里的说明行, 诊断)。"""
+        return [], []
+
+    def bench(self, impl) -> tuple[str, list[BenchRow]]:
+        """gpu 模式、全部用例通过之后：学习者的内核与 torch、设备拷贝的计时。"""
+        return "", []
+
+
+def resolve_backend(lab: Lab, backend: str | None) -> str:
+    if backend is None:
+        return lab.backend
+    b = BACKEND_ALIASES.get(backend, backend)
+    if b != lab.backend:
+        from .registry import LABS
+
+        others = [l.name for l in LABS.values() if l.backend == b]
+        hint = f"；{b} 的实验是 {', '.join(others)}" if others else ""
+        raise LabError(f"实验 {lab.name} 评的是 {lab.backend} 后端，不能用 --backend {backend}{hint} "
+                       f"(lab {lab.name} grades the {lab.backend} backend)")
+    return b
+
+
+def default_dir(name: str) -> Path:
+    root = os.environ.get("REDUCTION_LAB_LABS")
+    return Path(root) / name if root else Path("labs") / name
+
+
+def start(lab: Lab, directory=None, overwrite: bool = False) -> tuple[Path, list[Path]]:
+    """把骨架复制到 ``directory``（默认 ``./labs/NAME``）。已有的文件不覆盖，除非 ``overwrite``。
+    返回 (目录, 新复制的文件)。"""
+    dest = Path(directory) if directory is not None else default_dir(lab.name)
+    if dest.exists() and not dest.is_dir():
+        raise LabError(f"{dest} 已存在且不是目录 ({dest} exists and is not a directory)")
+    dest.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for src in sorted(lab.skeleton_dir().iterdir()):
+        if not src.is_file() or src.name.startswith((".", "__")):
+            continue
+        target = dest / src.name
+        if target.exists() and not overwrite:
+            continue
+        shutil.copyfile(src, target)
+        copied.append(target)
+    return dest, copied
+
+
+def _learner_paths(lab: Lab, directory) -> dict[str, Path]:
+    d = Path(directory) if directory is not None else default_dir(lab.name)
+    paths = {}
+    for f in lab.files:
+        p = d / f
+        if not p.is_file():
+            raise LabError(f"{d} 里没有 {f}：先运行 reduction-lab lab start {lab.name} {d} "
+                           f"({p} not found; run `reduction-lab lab start {lab.name} {d}` first)")
+        paths[f] = p
+    return paths
+
+
+def _todo_hints(lab: Lab, paths: dict[str, Path]) -> list[Hint]:
+    """每个文件里第一个没动过的 TODO 作为一条诊断，其余的列在它下面。"""
+    hints = []
+    for f, p in paths.items():
+        left = todo.untouched(lab.skeleton_text(f), p.read_text(encoding="utf-8"))
+        if not left:
+            continue
+        t = left[0]
+        rest = "".join(f"、TODO({o.number})（第 {o.line} 行）" for o in left[1:])
+        detail = f"还没动过的步骤：TODO({t.number})（第 {t.line} 行）{rest}" if rest else ""
+        hints.append(Hint("todo", f"TODO({t.number}) 还没有完成", f, t.line, detail=detail,
+                          fix="按这一步的注释写出代码，再评分。"))
+    return hints
+
+
+def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | None = None) -> GradeResult:
+    """评分：运行全部用例，给出成绩表和诊断；gpu 模式下全部通过后计时（``bench=False`` 跳过）。"""
+    backend = resolve_backend(lab, backend)
+    paths = _learner_paths(lab, directory)
+    mode = runtime.MODE
+    result = GradeResult(lab.name, lab.title, list(paths.values()), mode, backend)
+    todos = _todo_hints(lab, paths)
+    try:
+        impl = lab.load(paths, mode)
+    except Exception as exc:  # noqa: BLE001  语法错误、编译错误：诊断后结束
+        result.hints = todos[:1] + [lab.on_load_error(exc, paths)] if todos else [lab.on_load_error(exc, paths)]
+        cases = lab.cases(mode)
+        result.results = [CaseResult(i, c, False, None, "未运行") for i, c in enumerate(cases, 1)]
+        return result
+    extra_lines, extra_hints = lab.extra_checks(impl, mode, paths)
+    result.extra = extra_lines
+    result.results = run_cases(lab.cases(mode), lambda c: lab.run_case(impl, c, mode),
+                               lambda c, e: lab.on_error(c, e, paths))
+    hints = merge_hints(result.results) + extra_hints
+    if hints and todos:
+        # 没完成的步骤是最可能的原因：放在最前面
+        hints = todos + hints
+    result.hints = hints
+    want_bench = (mode == "gpu") if bench is None else bench
+    if want_bench and result.passed and mode == "gpu":
+        result.bench_note, result.bench = lab.bench(impl)
+    return result
+
+
+# ---------------------------------------------------------------- gpu 计时
+
+def time_against(calls: dict[str, callable], nbytes: int, copy_src: torch.Tensor, note: str):
+    """计时：每个实现与同样字节数的设备拷贝（读 B + 写 B）。返回 (方法说明, BenchRow 列表)。"""
+    from ..bench.timing import L2Flusher, l2_bytes, time_gpu
+
+    flusher = L2Flusher(l2_bytes())
+    dst = torch.empty_like(copy_src)
+    copy_t = time_gpu([lambda: dst.copy_(copy_src)], 10, 50, flusher)
+    copy_gbps = 2 * copy_src.numel() * copy_src.element_size() / copy_t.median_ms / 1e6
+    rows = []
+    for name, call in calls.items():
+        t = time_gpu([call], 10, 50, flusher)
+        g = nbytes / t.median_ms / 1e6
+        rows.append(BenchRow(name, t.median_ms, g, g / copy_gbps))
+    rows.append(BenchRow("设备拷贝 copy_", copy_t.median_ms, copy_gbps, 1.0))
+    method = (f"计时（{note}）：CUDA 事件，50 次的中位数，每次之前只读扫过 4 倍 L2 的缓冲区；"
+              f"GB/s 按读入 + 写出的字节数计，拷贝按读 B + 写 B 计。")
+    return method, rows

@@ -1,0 +1,279 @@
+"""评分的公共部分：用例、每个用例的结果、诊断（Hint）、成绩表。
+
+各个实验（:mod:`.registry` 里登记）只负责「怎样运行学习者的内核」和「这个实验特有的诊断」；
+表格的格式、数值比较、哪些行不对、TODO 有没有动过，都在这里统一处理。
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+
+class LabError(Exception):
+    """实验本身用错了（名字不存在、目录里没有骨架文件等），不是学习者代码的错误。"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """一个评分用例。``kind``：random（随机输入）、negative（整行都是负数）、large（大数，
+    不减最大值就会溢出）、memory（访存计数）、error（输入不合法，必须报错）。"""
+
+    name: str
+    shape: tuple
+    dtype: torch.dtype = torch.float32
+    kind: str = "random"
+    gpu_only: bool = False
+    #: kind == "error" 时：构造坏输入的方式与必须出现的异常类型
+    bad: str = ""
+    expect: type | tuple = ()
+
+    @property
+    def label(self) -> str:
+        return "x".join(map(str, self.shape)) if self.shape else "-"
+
+
+@dataclass
+class Hint:
+    """一条诊断：用学习者的话说出哪里错了、在哪一行、怎么改。``key`` 供测试识别诊断的种类。"""
+
+    key: str
+    cause: str
+    file: str | None = None
+    line: int | None = None
+    detail: str = ""
+    fix: str = ""
+    cases: list[int] = field(default_factory=list)
+
+    def where(self) -> str:
+        if self.file and self.line:
+            return f"{self.file}:{self.line}"
+        return self.file or ""
+
+    def render(self, source_lines: dict[str, list[str]] | None = None) -> str:
+        head = self.cause
+        if self.cases:
+            head += f"（用例 {', '.join(map(str, self.cases))}）"
+        out = [f"✗ {head}"]
+        if self.file and self.line:
+            text = ""
+            if source_lines and self.file in source_lines and 0 < self.line <= len(source_lines[self.file]):
+                text = source_lines[self.file][self.line - 1].strip()
+            out.append(f"    {self.file}:{self.line}    {text}".rstrip())
+        for part in (self.detail, self.fix):
+            if part:
+                out.extend("    " + s for s in part.splitlines())
+        return "\n".join(out)
+
+
+@dataclass
+class CaseResult:
+    index: int
+    case: Case
+    ok: bool
+    max_err: float | None = None
+    note: str = ""
+    hint: Hint | None = None
+
+
+@dataclass
+class BenchRow:
+    name: str
+    ms: float
+    gbps: float
+    frac_copy: float
+
+
+@dataclass
+class GradeResult:
+    """一次评分的结果。``str(result)`` 是给学习者看的中文报告。"""
+
+    lab: str
+    title: str
+    files: list[Path]
+    mode: str
+    backend: str
+    results: list[CaseResult] = field(default_factory=list)
+    hints: list[Hint] = field(default_factory=list)
+    bench: list[BenchRow] = field(default_factory=list)
+    bench_note: str = ""
+    extra: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.ok for r in self.results) and not self.hints
+
+    @property
+    def n_passed(self) -> int:
+        return sum(r.ok for r in self.results)
+
+    def hint_keys(self) -> list[str]:
+        return [h.key for h in self.hints]
+
+    def table(self) -> str:
+        rows = [("#", "用例", "形状", "dtype", "结果", "最大误差", "说明")]
+        for r in self.results:
+            err = "—" if r.max_err is None else "NaN" if math.isnan(r.max_err) else f"{r.max_err:.1e}"
+            rows.append((str(r.index), r.case.name, r.case.label, str(r.case.dtype).replace("torch.", ""),
+                         "通过" if r.ok else "失败", err, r.note))
+        return _format_rows(rows)
+
+    def report(self) -> str:
+        names = ", ".join(p.name for p in self.files)
+        lines = [f"实验 {self.lab}（{self.title}）：{names}，模式 {self.mode}，后端 {self.backend}", ""]
+        if self.results:
+            lines += [self.table(), ""]
+        lines += self.extra
+        if self.hints:
+            sources = {}
+            for p in self.files:
+                try:
+                    sources[p.name] = p.read_text(encoding="utf-8").splitlines()
+                except OSError:
+                    pass
+            lines.append("问题：")
+            lines += [h.render(sources) for h in self.hints]
+            lines.append("")
+        if self.bench:
+            lines.append(self.bench_note)
+            rows = [("实现", "时间 (ms)", "GB/s", "占拷贝带宽")]
+            rows += [(b.name, f"{b.ms:.4f}", f"{b.gbps:.0f}", f"{100 * b.frac_copy:.0f}%") for b in self.bench]
+            lines += [_format_rows(rows), ""]
+        total = len(self.results)
+        if self.passed:
+            lines.append(f"结论：全部 {total} 个用例通过。")
+        else:
+            lines.append(f"结论：{self.n_passed}/{total} 个用例通过，还没有完成。")
+        return "\n".join(lines)
+
+    __str__ = report
+
+    def __repr__(self) -> str:  # 在 notebook 里直接显示报告
+        return self.report()
+
+
+def _width(s: str) -> int:
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+
+
+def _format_rows(rows) -> str:
+    widths = [max(_width(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c + " " * (w - _width(c)) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+# ---------------------------------------------------------------- 比较
+
+def tolerance(n: int, dtype: torch.dtype) -> tuple[float, float]:
+    """(atol, rtol)。参考结果用 float64 计算；float32 求和的舍入误差大约随 sqrt(N) 增长。"""
+    base = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
+    return base * max(1.0, math.sqrt(n) / 8), base
+
+
+def compare(got: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float):
+    """返回 (是否一致, 最大绝对误差, 不一致的行号列表)。NaN 处算不一致。"""
+    g = got.detach().to("cpu", torch.float64)
+    r = ref.detach().to("cpu", torch.float64)
+    if g.shape != r.shape:
+        return False, None, []
+    diff = (g - r).abs()
+    bad = ~(diff <= atol + rtol * r.abs())           # NaN 比较为 False，取反后算作不一致
+    if torch.isnan(g).any():
+        max_err = float("nan")
+    elif not torch.isfinite(diff).all():
+        max_err = float("inf")
+    else:
+        max_err = float(diff.max())
+    rows = bad if bad.dim() == 1 else bad.any(dim=1)
+    bad_rows = torch.nonzero(rows).flatten().tolist()
+    return not bad_rows, max_err, bad_rows
+
+
+def rows_text(rows: list[int], limit: int = 8) -> str:
+    s = ", ".join(map(str, rows[:limit]))
+    return s + (f" 等 {len(rows)} 行" if len(rows) > limit else "")
+
+
+# ---------------------------------------------------------------- 源码中的位置
+
+_LINE_RE = re.compile(r"第 (\d+) 行")
+
+
+def error_line(exc: BaseException) -> int | None:
+    """模拟器、memcount 等错误里的源码行号。"""
+    line = getattr(exc, "line", None)
+    if isinstance(line, int):
+        return line
+    if isinstance(line, str):
+        m = re.search(r":(\d+)", line)
+        if m:
+            return int(m.group(1))
+    m = _LINE_RE.search(str(exc))
+    return int(m.group(1)) if m else None
+
+
+def zh_part(message: str) -> str:
+    """双语错误信息的中文部分（" / " 之前）。"""
+    return message.split(" / ")[0].strip()
+
+
+def find_line(text: str, pattern: str, flags=0, lang: str = "c") -> int | None:
+    """源码里第一处匹配 ``pattern``（正则）的行号；先去掉注释（``lang``：c 或 py）。"""
+    rx = re.compile(pattern, flags)
+    marker = "//" if lang == "c" else "#"
+    for i, line in enumerate(text.splitlines(), 1):
+        code = line.split(marker)[0]
+        if rx.search(code):
+            return i
+    return None
+
+
+def traceback_line(exc: BaseException, path: Path) -> int | None:
+    """异常的回溯里落在学习者文件 ``path`` 中的最后一帧的行号。"""
+    tb = exc.__traceback__
+    line = None
+    target = str(path.resolve())
+    while tb is not None:
+        if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == target:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if line is None and isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == path.resolve():
+        line = exc.lineno
+    return line
+
+
+# ---------------------------------------------------------------- 运行一个用例
+
+Runner = Callable[[Case], tuple[bool, float | None, str, Hint | None]]
+
+
+def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseException], Hint]) -> list[CaseResult]:
+    """逐个运行用例；``runner`` 返回 (是否通过, 最大误差, 备注, 诊断)，异常交给 ``on_error`` 诊断。"""
+    out = []
+    for i, case in enumerate(cases, 1):
+        try:
+            ok, err, note, hint = runner(case)
+        except Exception as exc:  # noqa: BLE001  学习者的代码可能抛出任何异常：都要诊断，不能让评分崩溃
+            ok, err, note, hint = False, None, type(exc).__name__, on_error(case, exc)
+        out.append(CaseResult(i, case, ok, err, note, hint))
+    return out
+
+
+def merge_hints(results: list[CaseResult]) -> list[Hint]:
+    """同一个原因（key、文件、行）只报一次，附上它出现在哪些用例里。"""
+    merged: dict[tuple, Hint] = {}
+    for r in results:
+        h = r.hint
+        if h is None:
+            continue
+        k = (h.key, h.file, h.line)
+        if k not in merged:
+            merged[k] = Hint(h.key, h.cause, h.file, h.line, h.detail, h.fix, [])
+        merged[k].cases.append(r.index)
+    return list(merged.values())

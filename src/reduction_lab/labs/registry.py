@@ -1,0 +1,13 @@
+"""实验的登记表：名字 -> 实验。新增一个实验就在这里加一行。"""
+
+from __future__ import annotations
+
+from .core import Lab
+from .reduce_sum_cuda import ReduceSumCuda
+from .softmax_triton import SoftmaxTriton
+
+#: 按讲义的顺序
+LABS: dict[str, Lab] = {lab.name: lab for lab in (
+    SoftmaxTriton(),
+    ReduceSumCuda(),
+)}

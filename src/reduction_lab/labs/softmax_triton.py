@@ -1,0 +1,171 @@
+"""实验 softmax-triton：融合 softmax（一行一个 program，被屏蔽的车道填 -inf）。
+
+讲义：docs/triton/fused-softmax.md、docs/triton/masking.md；实验页：docs/labs/softmax-triton.ipynb。
+sim 模式下每个用例都在 :func:`reduction_lab.count_memory` 里运行（Triton 解释器 + 越界检查）；
+gpu 模式下「访存计数」用例同样在解释器里运行，其余用例在 GPU 上。
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+from . import cases as C
+from .core import Lab, time_against
+from .grading import Case, Hint, compare, error_line, find_line, rows_text, tolerance, traceback_line, zh_part
+
+FILE = "softmax.py"
+_counter = itertools.count()
+
+
+def load_module(path: Path, stem: str):
+    """按路径导入学习者的模块（每次一个新名字，改过的内核不会用到旧的缓存）。"""
+    import reduction_lab  # noqa: F401  先于 triton：sim 模式要打开解释器
+
+    name = f"_reduction_lab_lab_{stem}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _pow2(n: int) -> bool:
+    return n & (n - 1) == 0
+
+
+class SoftmaxTriton(Lab):
+    name = "softmax-triton"
+    title = "Triton：融合softmax与-inf掩码"
+    lecture = "triton/fused-softmax.md"
+    notebook = "labs/softmax-triton.ipynb"
+    files = (FILE,)
+    backend = "triton"
+    open_first = FILE
+
+    def cases(self, mode):
+        return C.softmax_cases(mode)
+
+    def load(self, paths, mode):
+        module = load_module(paths[FILE], "softmax")
+        for attr in ("softmax", "softmax_kernel"):
+            if not hasattr(module, attr):
+                raise AttributeError(f"{FILE} 里没有 {attr}：保留骨架里的名字 ({FILE} has no {attr})")
+        return {"module": module, "op": module.softmax, "path": paths[FILE], "text": paths[FILE].read_text("utf-8")}
+
+    def run_case(self, impl, case: Case, mode):
+        from ..memcount import count_memory
+
+        op = impl["op"]
+        if case.kind == "error":
+            return C.run_error_case(op, case, mode, out_shape=lambda x: x.shape)
+        x = C.make_input(case, mode)
+        out = torch.full(x.shape, float("nan"), dtype=x.dtype, device=x.device)
+        import numpy as np
+
+        if mode == "sim" or case.kind == "memory":
+            # 解释器里运行：越界的读写在发生之前报出；访存计数用例还要数清读写了多少元素
+            with count_memory() as rep, np.errstate(all="ignore"):
+                op(x, out=out)
+        else:
+            op(x, out=out)
+            torch.cuda.synchronize()
+            rep = None
+        ref = torch.softmax(x.double(), dim=1)
+        atol, rtol = tolerance(8, x.dtype)          # 每个输出只依赖一行：误差不随 N 增长
+        ok, err, bad = compare(out, ref, atol, rtol)
+        if not ok:
+            return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(case, x, out, ref, bad, impl)
+        if case.kind == "memory":
+            M, N = x.shape
+            if rep.elements_loaded != M * N or rep.elements_stored != M * N:
+                return False, err, "访存量不对", self.memory_hint(rep, M, N, impl)
+            return True, err, f"读 {rep.elements_loaded}、写 {rep.elements_stored} 个元素", None
+        return True, err, "", None
+
+    def memory_hint(self, rep, M, N, impl) -> Hint:
+        text = impl["text"]
+        detail = (f"count_memory()：读了 {rep.elements_loaded} 个元素、写了 {rep.elements_stored} 个，"
+                  f"应为 MN = {M * N} 与 {M * N}（{rep.launches} 次启动）")
+        if rep.elements_loaded > M * N:
+            loads = [i for i, ln in enumerate(text.splitlines(), 1) if "tl.load" in ln.split("#")[0]]
+            if len(loads) > 1:
+                detail += f"\ntl.load 出现在第 {'、'.join(map(str, loads))} 行"
+            return Hint("memory-loads", "读得比 MN 多：同一行读了不止一次", FILE,
+                        loads[-1] if loads else None, detail,
+                        "只 tl.load 一次，把整行留在寄存器里，求最大值、求和、归一化都用这一份。")
+        if rep.elements_stored > M * N:
+            return Hint("memory-stores", "写得比 MN 多：写了被屏蔽的车道或写了不止一次", FILE,
+                        find_line(text, r"tl\.store", lang="py"), detail, "tl.store 只调用一次，并且带上 mask。")
+        return Hint("memory-count", "读写的元素比 MN 少", FILE, None, detail, "每行的每个元素都要读一次、写一次。")
+
+    def wrong_answer(self, case, x, out, ref, bad, impl) -> Hint:
+        text = impl["text"]
+        got = out.detach().cpu().double()
+        M, N = x.shape
+        r = bad[0]
+        first = f"第 {r} 行：应为 [{_row(ref[r])}]，得到 [{_row(got[r])}]（不对的行：{rows_text(bad)}）"
+        if torch.isnan(got).all():
+            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", FILE,
+                        find_line(text, r"tl\.store", lang="py"), first,
+                        "TODO(5)：tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)。")
+        if case.kind == "large" and not torch.isfinite(got[bad]).all():
+            return Hint("no-max-subtraction", "数值很大的行得到 inf 或 NaN：exp 溢出了", FILE,
+                        find_line(text, r"tl\.exp", lang="py"), first,
+                        "先减去行最大值再取指数：exp(x - max(x)) 的最大值是 1，不会溢出，结果不变。")
+        sums = got[bad].sum(dim=1)
+        line = find_line(text, r"other\s*=\s*0", lang="py") or find_line(text, r"tl\.load", lang="py")
+        if not _pow2(N) and bool((sums < 1 - 1e-3).all()):
+            negative = "；整行为负数时，填进去的 0 比整行都大，成了「最大值」" if case.kind == "negative" else ""
+            return Hint("mask-other", "被屏蔽的车道改变了结果：每行的和小于 1（N 不是 2 的幂时才出现）" + negative,
+                        FILE, line, first + f"\n第 {r} 行的和是 {sums[0].item():.4g}",
+                        "tl.load 的 other 应为 -float(\"inf\")：它不改变最大值，exp(-inf) = 0 也不改变分母；"
+                        "填 0 会让每个多余的车道给分母加上 exp(0 - max)。")
+        return Hint("wrong-softmax", "softmax 的值不对", FILE, None, first,
+                    "对照讲义：减去最大值、取指数、除以和；检查行偏移 row * in_row_stride。")
+
+    def on_error(self, case, exc, paths):
+        from ..memcount import OutOfBoundsError
+
+        path = paths[FILE]
+        text = path.read_text(encoding="utf-8")
+        if isinstance(exc, OutOfBoundsError):
+            pid = "" if exc.pid is None else f"program {tuple(exc.pid)}，"
+            return Hint("out-of-bounds", "越界访问：没有屏蔽的车道越过了张量", FILE, error_line(exc),
+                        detail=pid + zh_part(str(exc)).split("\n")[0][:400],
+                        fix="tl.load 和 tl.store 都要带 mask=cols < n_cols。")
+        if isinstance(exc, SyntaxError):
+            return Hint("syntax-error", f"语法错误：{exc.msg}", FILE, exc.lineno, fix="按 Python 的提示修改这一行。")
+        line = traceback_line(exc, path) or _compile_line(exc, text)
+        return Hint("exception", f"运行时抛出 {type(exc).__name__}", FILE, line, detail=zh_part(str(exc))[:600])
+
+    def bench(self, impl):
+        M, N = 4096, 4096
+        x = torch.randn(M, N, device="cuda")
+        out = torch.empty_like(x)
+        op = impl["op"]
+        calls = {"你的内核": lambda: op(x, out=out), "torch.softmax": lambda: torch.softmax(x, dim=-1, out=out)}
+        return time_against(calls, 2 * x.numel() * 4, x, f"{M}x{N} float32")
+
+
+def _row(t, k: int = 4) -> str:
+    vals = ", ".join(f"{v:.4g}" for v in t[:k].tolist())
+    return vals + (", …" if t.numel() > k else "")
+
+
+def _compile_line(exc: BaseException, text: str) -> int | None:
+    """Triton 编译错误写的是相对内核开头的「at 行:列」：换算成文件里的行号。"""
+    m = re.search(r"at (\d+):(\d+):", str(exc))
+    start = find_line(text, r"def softmax_kernel", lang="py")
+    if m and start:
+        return start + int(m.group(1)) - 1      # 第 1 行是 def 这一行
+    return None

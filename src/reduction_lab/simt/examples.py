@@ -72,13 +72,15 @@ extern "C" __global__ void reduce3(const float* x, float* out, unsigned int n) {
     if (tid == 0) out[blockIdx.x] = sdata[0];
 }
 
+// 原版只靠 volatile、依赖 warp 内齐步执行，Volta 之后是数据竞争：每一步用 __syncwarp() 隔开读和写
 __device__ void warpReduce(volatile float* sdata, unsigned int tid) {
-    sdata[tid] += sdata[tid + 32];
-    sdata[tid] += sdata[tid + 16];
-    sdata[tid] += sdata[tid + 8];
-    sdata[tid] += sdata[tid + 4];
-    sdata[tid] += sdata[tid + 2];
-    sdata[tid] += sdata[tid + 1];
+    float v = sdata[tid];
+    v += sdata[tid + 32]; __syncwarp(); sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 16]; __syncwarp(); sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 8];  __syncwarp(); sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 4];  __syncwarp(); sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 2];  __syncwarp(); sdata[tid] = v; __syncwarp();
+    v += sdata[tid + 1];  __syncwarp(); sdata[tid] = v;
 }
 
 // 5：展开最后一个线程束

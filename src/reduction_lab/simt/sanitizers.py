@@ -4,8 +4,10 @@ Shared-memory race tracking. For every shared word of every block it keeps,
 since the last ``__syncthreads()`` of that block, the last writer thread and
 the reader thread(s), whether those accesses were volatile, and the
 ``__syncwarp()`` epoch of their warp. A hazard between two different threads is
-reported unless both threads are in the same warp and either both accesses
-went through ``volatile`` or a ``__syncwarp()`` of that warp lies between them.
+reported unless both threads are in the same warp and a ``__syncwarp()`` of that
+warp lies between them. ``volatile`` does not excuse a hazard: since Volta
+(independent thread scheduling) the lanes of a warp need not run in lockstep, so
+the classic volatile-only last-warp unrolling is a data race.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import numpy as np
 from .errors import SharedMemoryRaceError
 
 VOLTA_NOTE = (
-    "同一线程束内的线程自 Volta 架构（独立线程调度）起不再保证锁步执行，"
-    "没有 volatile 时编译器还可能把共享内存的值留在寄存器里；请用 volatile 指针或在两次访问之间调用 __syncwarp()。",
-    "Since Volta (independent thread scheduling) the lanes of a warp are not guaranteed to run in lockstep, "
-    "and without volatile the compiler may keep shared values in registers: use a volatile pointer or "
-    "__syncwarp() between the accesses.",
+    "同一线程束内的线程自 Volta 架构（独立线程调度）起不再保证锁步执行，volatile 只阻止编译器把值留在寄存器里，"
+    "并不排定两个线程的先后；请在两次访问之间调用 __syncwarp()，或改用 warp 洗牌（__shfl_down_sync）。",
+    "Since Volta (independent thread scheduling) the lanes of a warp are not guaranteed to run in lockstep; "
+    "volatile only keeps the compiler from caching shared values in registers and does not order two lanes: "
+    "call __syncwarp() between the accesses, or use warp shuffles (__shfl_down_sync).",
 )
 CROSS_WARP_NOTE = (
     "两个线程属于不同的线程束，只有 __syncthreads() 能保证它们的先后顺序。",
@@ -62,13 +64,13 @@ class SharedTracker:
         rw[blocks] = -1
 
     def _check_writer(self, flat, tid, epoch, vol, kind, report):
-        """本次访问的字若在上次屏障之后被别的线程写过（同一 warp 内的 volatile 访问、
-        或 __syncwarp 之后的访问除外），报告 kind（RAW 或 WAW）。"""
+        """本次访问的字若在上次屏障之后被别的线程写过（同一 warp 内、隔着 __syncwarp 的访问除外），
+        报告 kind（RAW 或 WAW）。volatile 不算同步。"""
         w = self.writer[flat]
         haz = ((w >= 0) & (w != tid)) | (w == ATOMIC)
         if haz.any():
             same = ((w // 32) == (tid // 32)) & (w >= 0)
-            ok = same & ((vol & self.wvol[flat]) | (self.wep[flat] != epoch))
+            ok = same & (self.wep[flat] != epoch)
             haz &= ~ok
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])
@@ -121,7 +123,7 @@ class SharedTracker:
         if haz.any():
             rw = self.rwarp[flat]
             same = rw == (tid // 32)
-            ok = same & ((vol & self.rvol[flat]) | (self.rep[flat] != epoch))
+            ok = same & (self.rep[flat] != epoch)
             haz &= ~ok
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])

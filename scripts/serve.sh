@@ -19,6 +19,7 @@ source scripts/_venv.sh
 
 t0=$SECONDS
 ensure_venv docs test      # test.sh 装的依赖包含 docs 的全部依赖
+bash scripts/fetch_web_assets.sh   # 网页字体与 jieba-wasm（npm，版本写死）
 log "安装用时 $((SECONDS - t0)) s"
 
 export NO_MKDOCS_2_WARNING=1

@@ -23,6 +23,7 @@ source scripts/_venv.sh
 # ---- Python 虚拟环境与依赖 ----
 t0=$SECONDS
 ensure_venv test
+bash scripts/fetch_web_assets.sh   # 网页字体与 jieba-wasm（npm，版本写死）
 T_INSTALL=$((SECONDS - t0))
 log "Python 依赖：${T_INSTALL} s"
 

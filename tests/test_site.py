@@ -145,6 +145,7 @@ def test_snippet_embedding_is_checked(tmp_path, broken):
         "docs_dir": str(docs),
         "nav": ["index.md"],
         "plugins": [],
+        "hooks": [],
         "extra_css": [],
         "extra_javascript": [],
     }

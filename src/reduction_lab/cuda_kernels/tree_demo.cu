@@ -3,7 +3,7 @@
 //
 //   tree_trace      顺序寻址的树形归约，每一步之后把整个共享数组写进trace，供页面逐步打印
 //   tree_no_sync    错误示范：循环里去掉__syncthreads()，下一步可能读到别的线程还没写完的值
-//   tree_bad_sync   错误示范：__syncthreads()放进if (tid < s)，只有部分线程到达屏障（死锁）
+//   tree_bad_sync   错误示范：__syncthreads()放进if (tid < s)，只有部分线程到达屏障（未定义行为：可能挂起或碰巧算对）
 
 // --8<-- [start:tree_trace]
 // trace是log2(blockDim.x)行、blockDim.x列的矩阵：第step行是第step步之后的sdata

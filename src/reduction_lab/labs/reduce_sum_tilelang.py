@@ -1,0 +1,108 @@
+"""实验 reduce-sum-tilelang：``T.Serial`` 走过列块，块内 ``T.reduce_sum``。
+
+讲义：docs/tilelang/reduce.md；实验页：docs/labs/reduce-sum-tilelang.ipynb。
+sim 模式经 TileLang 的 C 目标在 CPU 上运行，gpu 模式编译成当前 GPU 架构的 CUDA。
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from . import cases as C
+from .core import Lab, time_against
+from .grading import Case, Hint, compare, find_line, rows_text, tolerance, traceback_line, zh_part
+from .softmax_triton import load_module
+
+FILE = "reduce_sum.py"
+
+
+def _block_n(text: str) -> int:
+    m = re.search(r"block_n\s*:\s*int\s*=\s*(\d+)", text)
+    return int(m.group(1)) if m else 256
+
+
+class ReduceSumTileLang(Lab):
+    name = "reduce-sum-tilelang"
+    title = "TileLang：T.Serial与T.reduce_sum"
+    lecture = "tilelang/reduce.md"
+    notebook = "labs/reduce-sum-tilelang.ipynb"
+    files = (FILE,)
+    backend = "tilelang"
+    open_first = FILE
+
+    def cases(self, mode):
+        return C.row_sum_cases(mode)
+
+    def load(self, paths, mode):
+        module = load_module(paths[FILE], "reduce_sum_tilelang")
+        for attr in ("reduce_sum", "reduce_sum_kernel"):
+            if not hasattr(module, attr):
+                raise AttributeError(f"{FILE} 里没有 {attr}：保留骨架里的名字 ({FILE} has no {attr})")
+        text = paths[FILE].read_text(encoding="utf-8")
+        return {"op": module.reduce_sum, "path": paths[FILE], "text": text, "block_n": _block_n(text)}
+
+    def run_case(self, impl, case: Case, mode):
+        op = impl["op"]
+        if case.kind == "error":
+            return C.run_error_case(op, case, mode)
+        x = C.make_input(case, mode)
+        out = op(x)
+        if mode == "gpu":
+            torch.cuda.synchronize()
+        ref = x.double().sum(dim=1)
+        atol, rtol = tolerance(x.shape[1], torch.float32)
+        ok, err, bad = compare(out, ref, atol, rtol)
+        if ok:
+            return True, err, "", None
+        return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(x, out, ref, bad, impl)
+
+    def wrong_answer(self, x, out, ref, bad, impl) -> Hint:
+        xs = x.detach().cpu().double()
+        got = out.detach().cpu().double().reshape(-1)
+        if got.shape[0] != xs.shape[0]:
+            return Hint("wrong-shape", f"输出形状应为 ({xs.shape[0]},)，得到 {tuple(out.shape)}", FILE,
+                        find_line(impl["text"], r"T\.empty", lang="py"))
+        N = xs.shape[1]
+        bn = impl["block_n"]
+        text = impl["text"]
+        atol, rtol = tolerance(N, torch.float32)
+        r = bad[0]
+        first = f"第 {r} 行：应为 {ref[r].item():.6g}，得到 {got[r].item():.6g}（不对的行：{rows_text(bad)}）"
+
+        def same(candidate):
+            return bool(((got[bad] - candidate[bad]).abs() <= atol + rtol * candidate[bad].abs()).all())
+
+        full = (N // bn) * bn
+        if N % bn and same(xs[:, :full].sum(1)):
+            return Hint("tail-tile", f"最后一个不满的列块（{N % bn} 列）没有算进去", FILE,
+                        find_line(text, r"n_tiles\s*=", lang="py"), first,
+                        "列块数要向上取整：n_tiles = T.ceildiv(N, block_n)；T.copy 会把越过行尾的部分补 0。")
+        if N > bn and same(xs[:, :bn].sum(1)):
+            return Hint("one-tile", "只加了第一个列块", FILE, find_line(text, r"T\.Serial", lang="py"), first,
+                        "for k in T.Serial(n_tiles) 的循环体里按 k 取列块：T.copy(x[bx, k * block_n], tile)。")
+        last = xs[:, (-(-N // bn) - 1) * bn:].sum(1)
+        if N > bn and same(last):
+            return Hint("overwrite", "只剩最后一个列块的和：累加写成了赋值", FILE,
+                        find_line(text, r"acc\[\w*\]\s*=", lang="py"), first, "acc[i] += part[i]，不是 acc[i] = part[i]。")
+        return Hint("wrong-sum", "和不对", FILE, None, first,
+                    "检查列块数、T.copy 的起点 (bx, k * block_n)、每块的 T.reduce_sum 和累加，以及写出 y[bx]。")
+
+    def on_error(self, case, exc, paths):
+        path = paths[FILE]
+        if isinstance(exc, SyntaxError):
+            return Hint("syntax-error", f"语法错误：{exc.msg}", FILE, exc.lineno, fix="按 Python 的提示修改这一行。")
+        line = traceback_line(exc, path)
+        return Hint("exception", f"TileLang 报错 {type(exc).__name__}", FILE, line,
+                    detail=zh_part(str(exc)).strip().splitlines()[-1][:600] if str(exc).strip() else "",
+                    fix="这一行的 TileLang 写法对照讲义「TileLang的归约」。")
+
+    def bench(self, impl):
+        M, N = 4096, 4096
+        x = torch.randn(M, N, device="cuda")
+        op = impl["op"]
+        op(x)
+        out = torch.empty(M, device="cuda")
+        calls = {"你的内核": lambda: op(x), "torch.sum": lambda: torch.sum(x, dim=1, out=out)}
+        return time_against(calls, x.numel() * 4 + M * 4, x, f"{M}x{N} float32")

@@ -16,9 +16,8 @@ from reduction_lab.api import BACKENDS
 _REQUIRES = {"tilelang": "tilelang", "cuda": "pycparser"}
 
 
-def pytest_addoption(parser):
-    parser.addoption("--backend", action="store", default=None, choices=BACKENDS,
-                     help="只对这一种实现运行内核测试（默认：全部）")
+# --backend 由随包安装的 pytest 插件定义（reduction_lab/labs/pytest_plugin.py），这里只使用它
+_ALIASES = {"nvidia": "cuda"}
 
 
 def _available(backend: str):
@@ -31,6 +30,7 @@ def _available(backend: str):
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
         chosen = metafunc.config.getoption("--backend")
+        chosen = _ALIASES.get(chosen, chosen)
         names = [chosen] if chosen else list(BACKENDS)
         params = []
         for name in names:

@@ -51,6 +51,10 @@ _SIMT_HINTS = {
     "OutOfBoundsError": (
         "out-of-bounds", "越界访问",
         "检查循环的边界（j < cols，不是 j <= cols）、行偏移 row * cols 和写出的下标 out[row]。"),
+    "UninitializedReadError": (
+        "uninitialized-read", "读了没有任何线程写过的内存",
+        "写入和读出的下标要一致（同一个行距、同一个分块大小）；先写、同步、再读。\n"
+        "真实 GPU 上读到的是上一次留下的任意值，不是 0，所以这种错误在 GPU 上常常只是偶尔算错。"),
     "LoopLimitError": (
         "endless-loop", "循环停不下来",
         "检查循环变量是否在变（s >>= 1、j += blockDim.x）以及循环条件。"),

@@ -1,0 +1,179 @@
+"""实验：骨架、评分程序与诊断。
+
+* 每个实验的参考解（tests/labs/solutions/，不随包发布）通过全部用例；
+* 没改过的骨架不通过，第一条诊断指向 TODO(1) 的那一行；
+* 常见错误（植入参考解）各自得到专门的诊断，并指向出错的那一行；
+* 命令行 ``reduction-lab lab list/start/check`` 与 ``pytest --lab``。
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import reduction_lab as rl
+from reduction_lab import labs
+from reduction_lab.labs import cli as lab_cli
+from reduction_lab.labs.pytest_plugin import BACKEND_CHOICES
+
+SOLUTIONS = Path(__file__).resolve().parent / "solutions"
+NAMES = list(labs.LABS)
+
+needs_tilelang = pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec("tilelang") is None, reason="reduce-sum-tilelang 需要 tilelang")
+
+
+def _param(name):
+    return pytest.param(name, marks=[needs_tilelang] if "tilelang" in name else [])
+
+
+def _copy_solution(name, tmp_path) -> Path:
+    dest = tmp_path / name
+    labs.start(name, dest)
+    for f in (SOLUTIONS / name).iterdir():
+        shutil.copyfile(f, dest / f.name)
+    return dest
+
+
+def test_registry_matches_files():
+    assert NAMES == ["softmax-triton", "reduce-sum-cuda", "bank-conflicts", "reduce-sum-tilelang"]
+    for name, lab in labs.LABS.items():
+        assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
+        for f in lab.files:
+            assert (lab.skeleton_dir() / f).is_file()
+            assert (SOLUTIONS / name / f).is_file()
+        assert (lab.skeleton_dir() / "README.md").is_file()
+        assert (Path(__file__).resolve().parents[2] / "docs" / lab.lecture).is_file()
+
+
+def test_backend_choices_match_api():
+    assert set(BACKEND_CHOICES) - {"nvidia"} == set(rl.api.BACKENDS)
+
+
+@pytest.mark.parametrize("name", [_param(n) for n in NAMES])
+def test_solution_passes(name, tmp_path):
+    result = labs.check(name, _copy_solution(name, tmp_path), bench=False)
+    assert result.passed, result.report()
+    assert "结论：全部" in result.report()
+
+
+@pytest.mark.parametrize("name", [_param(n) for n in NAMES])
+def test_skeleton_fails_at_first_todo(name, tmp_path):
+    dest = labs.start(name, tmp_path / name)
+    result = labs.check(name, dest, bench=False)
+    assert not result.passed
+    first = result.hints[0]
+    lab = labs.get(name)
+    text = (dest / lab.files[0]).read_text(encoding="utf-8").splitlines()
+    assert first.key == "todo" and first.file == lab.files[0]
+    assert re.match(r"\s*(//|#) TODO\(1\)", text[first.line - 1]), text[first.line - 1]
+    assert f"{lab.files[0]}:{first.line}" in result.report()
+
+
+# (实验, 名字, 参考解里的原文, 改成, 应得的诊断, 诊断所指的行里应有的文字)
+MISTAKES = [
+    ("reduce-sum-cuda", "barrier-in-branch",
+     "        if (tid < s)\n            sdata[tid] += sdata[tid + s];\n        __syncthreads();",
+     "        if (tid < s) {\n            sdata[tid] += sdata[tid + s];\n            __syncthreads();\n        }",
+     "barrier-divergence", "__syncthreads();"),
+    ("reduce-sum-cuda", "missing-barrier", "    sdata[tid] = acc;\n    __syncthreads();", "    sdata[tid] = acc;",
+     "shared-race", "sdata[tid] += sdata[tid + s]"),
+    ("reduce-sum-cuda", "off-by-one", "j < cols;", "j <= cols;", "out-of-bounds", "row_in[j]"),
+    ("reduce-sum-cuda", "no-stride-loop", "j < cols; j += blockDim.x", "j < cols && j < blockDim.x; j += blockDim.x",
+     "no-stride-loop", "acc += row_in[j]"),
+    ("reduce-sum-cuda", "no-tree", "sdata[tid] += sdata[tid + s];", "sdata[tid] += 0.0f;", "no-tree", "sdata[tid] +="),
+    ("reduce-sum-cuda", "no-write", "        out[row] = sdata[0];", "        ;", "not-written", None),
+    ("softmax-triton", "other-zero", 'other=-float("inf")', "other=0.0", "mask-other", "other=0.0"),
+    ("softmax-triton", "unmasked-load", 'cols, mask=mask, other=-float("inf"))', "cols)", "out-of-bounds", "tl.load"),
+    ("softmax-triton", "no-max", "tl.exp(x - tl.max(x, axis=0))", "tl.exp(x)", "no-max-subtraction", "tl.exp"),
+    ("softmax-triton", "load-twice", "    num = tl.exp(x - tl.max(x, axis=0))",
+     '    x2 = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)\n'
+     "    num = tl.exp(x2 - tl.max(x, axis=0))", "memory-loads", "x2 = tl.load"),
+    ("softmax-triton", "syntax", "    y = num / tl.sum(num, axis=0)", "    y = num / tl.sum(num, axis=0", "syntax-error",
+     None),
+    ("bank-conflicts", "strided-index", "const int ld = TILE + 1;", "const int ld = TILE;    ", "bank-conflict",
+     "tile[tx * ld + ty + j]"),
+    ("bank-conflicts", "pitch-mismatch", "tile[tx * ld + ty + j]", "tile[tx * TILE + ty + j]", "uninitialized-read",
+     "tile[tx * TILE + ty + j]"),
+    ("reduce-sum-tilelang", "tail-tile", "n_tiles = T.ceildiv(N, block_n)", "n_tiles = N // block_n", "tail-tile",
+     "n_tiles = N // block_n"),
+    ("reduce-sum-tilelang", "overwrite", "acc[i] += part[i]", "acc[i] = part[i]", "overwrite", "acc[i] = part[i]"),
+]
+
+
+@pytest.mark.parametrize("name,mistake,old,new,key,line_text",
+                         [pytest.param(*m, id=f"{m[0]}-{m[1]}", marks=[needs_tilelang] if "tilelang" in m[0] else [])
+                          for m in MISTAKES])
+def test_planted_mistake_gets_its_hint(name, mistake, old, new, key, line_text, tmp_path):
+    dest = _copy_solution(name, tmp_path)
+    f = dest / labs.get(name).files[0]
+    text = f.read_text(encoding="utf-8")
+    assert old in text, mistake
+    f.write_text(text.replace(old, new, 1), encoding="utf-8")
+    result = labs.check(name, dest, bench=False)
+    assert not result.passed
+    keys = result.hint_keys()
+    assert keys and keys[0] == key, result.report()
+    hint = result.hints[0]
+    if line_text is not None:
+        assert hint.line is not None, result.report()
+        assert line_text in f.read_text(encoding="utf-8").splitlines()[hint.line - 1], result.report()
+        assert f"{hint.file}:{hint.line}" in result.report()
+
+
+def test_cli_list_start_check(tmp_path, capsys):
+    assert lab_cli.main(["lab", "list"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [ln.split()[0] for ln in lines] == NAMES
+    assert all(len(ln.split(maxsplit=1)) == 2 for ln in lines)
+
+    d = tmp_path / "mine"
+    assert lab_cli.main(["lab", "start", "reduce-sum-cuda", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "reduce_sum.cu" in out and f"reduction-lab lab check reduce-sum-cuda {d}" in out
+    (d / "reduce_sum.cu").write_text("// 我的代码\n", encoding="utf-8")
+    assert lab_cli.main(["lab", "start", "reduce-sum-cuda", str(d)]) == 0     # 已有的文件不覆盖
+    assert "保留已有的" in capsys.readouterr().out
+    assert (d / "reduce_sum.cu").read_text(encoding="utf-8") == "// 我的代码\n"
+
+    shutil.copyfile(SOLUTIONS / "reduce-sum-cuda" / "reduce_sum.cu", d / "reduce_sum.cu")
+    assert lab_cli.main(["lab", "check", "reduce-sum-cuda", str(d), "--backend", "nvidia"]) == 0
+    assert "结论：全部" in capsys.readouterr().out
+    assert lab_cli.main(["lab", "check", "reduce-sum-cuda", str(d), "--backend", "triton"]) == 2
+    assert "softmax-triton" in capsys.readouterr().err
+    assert lab_cli.main(["lab", "check", "no-such-lab"]) == 2
+    assert lab_cli.main(["lab", "check", "bank-conflicts", str(tmp_path / "empty")]) == 2
+    assert "lab start bank-conflicts" in capsys.readouterr().err
+
+
+def test_top_level_cli_dispatches_lab(capsys):
+    from reduction_lab.cli import main
+
+    assert main(["lab", "list"]) == 0
+    assert "reduce-sum-cuda" in capsys.readouterr().out
+
+
+def test_default_dir_and_env(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert labs.start("softmax-triton") == Path("labs") / "softmax-triton"
+    assert (tmp_path / "labs" / "softmax-triton" / "softmax.py").is_file()
+    monkeypatch.setenv("REDUCTION_LAB_LABS", str(tmp_path / "root"))
+    assert labs.default_dir("bank-conflicts") == tmp_path / "root" / "bank-conflicts"
+
+
+@pytest.mark.parametrize("target,rc", [("solution", 0), ("skeleton", 1)])
+def test_pytest_lab_option(target, rc, tmp_path):
+    d = _copy_solution("reduce-sum-cuda", tmp_path) if target == "solution" else labs.start(
+        "reduce-sum-cuda", tmp_path / "sk")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--lab", "reduce-sum-cuda",
+                           "--backend", "cuda", "--lab-dir", str(d)], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == rc, proc.stdout + proc.stderr
+    if rc:
+        assert "TODO(1)" in proc.stdout and "reduce_sum.cu:" in proc.stdout
+    else:
+        assert " passed" in proc.stdout and "failed" not in proc.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 SUITE_TITLES = {
@@ -32,6 +33,25 @@ def load(path: str | os.PathLike) -> dict:
     if "suites" not in doc or "meta" not in doc:
         raise ValueError(f"{path}不是reduction-lab bench写出的JSON（缺meta/suites）")
     return doc
+
+
+# 表格与清单里的文字来自JSON（内核说明、标签、错误信息），常含代码片段（2*s*tid、__syncthreads()）：
+# 按Markdown转义，否则*与_被当成强调，|把表格拆成别的列。
+_MD_INLINE = re.compile(r"([\\`*_\[\]>|$])")
+
+
+def md_text(text) -> str:
+    """一段普通文字放进Markdown（表格单元格、清单项）：行内标记字符加反斜杠（<写成&lt;），换行并成空格。"""
+    text = " ".join(str(text).split()).replace("&", "&amp;").replace("<", "&lt;")
+    return _MD_INLINE.sub(r"\\\1", text)
+
+
+def md_code(text) -> str:
+    """一段代码放进Markdown行内代码：反引号栏比内容里最长的一串反引号多一个。"""
+    text = " ".join(str(text).split())
+    ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def _meta_line(rec: dict) -> str:
@@ -64,21 +84,21 @@ def _fmt_gbps(r: dict | None, with_frac: bool = True) -> str:
 def _skipped_lines(rec: dict) -> list[str]:
     out = []
     for name, why in rec.get("skipped", {}).items():
-        out.append(f"- 未测`{name}`：{why}")
+        out.append(f"- 未测{md_code(name)}：{md_text(why)}")
     if rec.get("skipped_shapes"):
         sk = rec["skipped_shapes"]
-        out.append(f"- 未测的形状{', '.join(str(tuple(x)) for x in sk['shapes'])}：{sk['reason']}")
+        out.append(f"- 未测的形状{', '.join(str(tuple(x)) for x in sk['shapes'])}：{md_text(sk['reason'])}")
     errors = []
     for e in rec["shapes"]:
         for name, r in e["results"].items():
             if r.get("status") != "ok":
-                errors.append(f"- `{name}`在形状{tuple(e['shape'])}上出错：{r.get('error', '')}")
+                errors.append(f"- {md_code(name)}在形状{tuple(e['shape'])}上出错：{md_text(r.get('error', ''))}")
     return out + errors
 
 
 def _rows_table(rec: dict) -> list[str]:
     impls = rec["impls"]
-    head = "| N | M | 拷贝GB/s | " + " | ".join(i["label"] + ("" if i["kind"] == "ours" else "（对照）")
+    head = "| N | M | 拷贝GB/s | " + " | ".join(md_text(i["label"]) + ("" if i["kind"] == "ours" else "（对照）")
                                                   for i in impls) + " |"
     sep = "|" + "---:|" * (3 + len(impls))
     lines = [head, sep]
@@ -134,27 +154,27 @@ def _full_sum_table(rec: dict) -> list[str]:
             v = i["name"][1:]
             kernel, what = desc.get(v, [i["label"], ""])
             if r is None or r.get("status") != "ok":
-                lines.append(f"| {v} | `{kernel}` | {what} | 出错 | — | — | — | — |")
+                lines.append(f"| {v} | {md_code(kernel)} | {md_text(what)} | 出错 | — | — | — | — |")
                 continue
             step, cum = sp[i["name"]]
-            lines.append(f"| {v} | `{kernel}` | {what} | {1e3 * r['median_ms']:.1f} | {r['gbps']:.0f} | "
+            lines.append(f"| {v} | {md_code(kernel)} | {md_text(what)} | {1e3 * r['median_ms']:.1f} | {r['gbps']:.0f} | "
                          f"{100 * r['frac_copy']:.0f}% | {'—' if step is None else f'{step:.2f}x'} | "
                          f"{cum:.2f}x |")
         first = next((e["results"].get(i["name"]) for i in versions), None)
         for i in peers:
             r = e["results"].get(i["name"])
             if r is None or r.get("status") != "ok":
-                lines.append(f"| 对照 | {i['label']} | | 出错 | — | — | — | — |")
+                lines.append(f"| 对照 | {md_text(i['label'])} | | 出错 | — | — | — | — |")
                 continue
             cum = (f"{first['median_ms'] / r['median_ms']:.2f}x"
                    if first and first.get("status") == "ok" else "—")
-            lines.append(f"| 对照 | {i['label']} | 库函数 | {1e3 * r['median_ms']:.1f} | {r['gbps']:.0f} | "
+            lines.append(f"| 对照 | {md_text(i['label'])} | 库函数 | {1e3 * r['median_ms']:.1f} | {r['gbps']:.0f} | "
                          f"{100 * r['frac_copy']:.0f}% | — | {cum} |")
         direct = [n for n, r in e["results"].items()
                   if r.get("status") == "ok" and r.get("timer") == "cuda-events"]
         if rec["meta"]["mode"] == "gpu" and direct:
             lines.append("")
-            lines.append(f"其余实现录成CUDA图重放计时；{'、'.join(f'`{n}`' for n in direct)}无法录制CUDA图，"
+            lines.append(f"其余实现录成CUDA图重放计时；{'、'.join(md_code(n) for n in direct)}无法录制CUDA图，"
                          f"直接用CUDA事件计时（含Python的启动开销）。")
         lines.append("")
     return lines
@@ -169,9 +189,9 @@ def _bank_table(rec: dict) -> list[str]:
     for i in rec["impls"]:
         r = e["results"].get(i["name"])
         if r is None or r.get("status") != "ok":
-            lines.append(f"| `{i['kernel']}` | {i['label']} | 出错 | — | — | — |")
+            lines.append(f"| {md_code(i['kernel'])} | {md_text(i['label'])} | 出错 | — | — | — |")
             continue
-        lines.append(f"| `{i['kernel']}` | {i['label']} | {1e3 * r['median_ms']:.1f} | {r['gbps']:.0f} | "
+        lines.append(f"| {md_code(i['kernel'])} | {md_text(i['label'])} | {1e3 * r['median_ms']:.1f} | {r['gbps']:.0f} | "
                      f"{100 * r['frac_copy']:.0f}% | {r['median_ms'] / best:.2f}x |")
     return lines
 

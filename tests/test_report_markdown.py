@@ -1,0 +1,46 @@
+"""生成的表格把JSON里的文字按Markdown转义：用本站的Markdown扩展渲染，看到的与JSON里的字相同。"""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from reduction_lab.bench.report import md_code, md_text
+
+markdown = pytest.importorskip("markdown", reason="需要文档依赖：pip install -e '.[docs]'")
+
+CELLS = [
+    "index = 2*s*tid",
+    "tid % (2*s) == 0",
+    "每块处理2*BLOCK_SIZE个元素",
+    "s <= 32时不再需要__syncthreads()",
+    "a|b",
+    "<tid> & x",
+    "花 $5 与 $6",
+    "[x](y)",
+    "a\\b",
+    "`x` 与 ``y``",
+]
+
+
+def _render_cells(cells: list[str]) -> list[tuple[str, str]]:
+    md = markdown.Markdown(extensions=["tables", "pymdownx.arithmatex", "pymdownx.superfences",
+                                       "pymdownx.inlinehilite", "attr_list", "md_in_html"],
+                           extension_configs={"pymdownx.arithmatex": {"generic": True}})
+    src = "| 文字 | 代码 | 末列 |\n|---|---|---|\n" + "\n".join(
+        f"| {md_text(c)} | {md_code(c)} | 末 |" for c in cells)
+    out = md.convert(src)
+    rows = re.findall(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>末</td>\s*</tr>", out, re.S)
+    assert len(rows) == len(cells), f"表格被拆坏了：\n{src}\n{out}"
+    return rows
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_cells_render_literally(cell):
+    (text_html, code_html), = _render_cells([cell])
+    assert "<em>" not in text_html and "<strong>" not in text_html and "<a " not in text_html, text_html
+    assert html.unescape(text_html) == cell
+    assert re.fullmatch(r"<code>(.*)</code>", code_html, re.S), code_html
+    assert html.unescape(code_html[len("<code>"):-len("</code>")]) == cell

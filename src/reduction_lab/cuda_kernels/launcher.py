@@ -196,11 +196,20 @@ def _pointer_value(value):
     return iface["data"][0]
 
 
-def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey):
+def _gpu_shared_optin() -> int:
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return int(getattr(props, "shared_memory_per_block_optin", 0) or 232448)
+
+
+def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey, max_dyn=None):
     import cupy
 
     kernel = _raw_kernel(str(path), name, dkey)
     index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
+    if max_dyn is not None and max_dyn > 48 * 1024:
+        # 驱动的 opt-in：超过 48 KiB 的动态共享内存要先调大这个属性，否则启动失败
+        with cupy.cuda.Device(index):
+            kernel.max_dynamic_shared_size_bytes = int(max_dyn)
     with cupy.cuda.Device(index):
         stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(index).cuda_stream, index)
         with stream:                                   # 与 torch 的当前流保持顺序
@@ -217,8 +226,13 @@ def _flat_span(a):
     return a
 
 
-def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=None, mode: str | None = None):
-    """启动一个 CUDA C 内核：gpu 模式在 GPU 上，sim 模式在模拟器里。见模块说明。"""
+def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=None, mode: str | None = None,
+           max_dynamic_shared_bytes: int | None = None):
+    """启动一个 CUDA C 内核：gpu 模式在 GPU 上，sim 模式在模拟器里。见模块说明。
+
+    ``shared_bytes`` 超过 48 KiB 时必须给出 ``max_dynamic_shared_bytes``（两种模式规则相同）：
+    gpu 模式下据此设置内核的 cudaFuncAttributeMaxDynamicSharedMemorySize，上限是当前 GPU 架构
+    每个线程块的最大共享内存；sim 模式按 sm_90。"""
     mode = runtime.MODE if mode is None else mode
     if mode not in ("gpu", "sim"):
         raise ValueError(f"mode 只能是 None、'gpu' 或 'sim'，得到 {mode!r}")
@@ -233,8 +247,13 @@ def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=
                          f"(more than 1024 threads per block)")
     if grid[0] > 2**31 - 1 or grid[1] > 65535 or grid[2] > 65535:
         raise ValueError(f"grid {grid} 超出上限 (2**31-1, 65535, 65535) (grid too large)")
-    if not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
-        raise ValueError(f"shared_bytes 必须是非负整数，得到 {shared_bytes!r}")
+    if isinstance(shared_bytes, (bool, np.bool_)) or not isinstance(shared_bytes, (int, np.integer)) or shared_bytes < 0:
+        raise ValueError(f"shared_bytes 必须是非负整数，得到 {shared_bytes!r} (shared_bytes must be a non-negative int)")
+    from ..simt.api import shared_limits
+
+    # 与模拟器同样的规则、同样的信息；gpu 模式的上限取当前 GPU 的 sharedMemPerBlockOptin
+    arch = _gpu_shared_optin() if mode == "gpu" else "sm_90"
+    shared_limits(int(shared_bytes), max_dynamic_shared_bytes, arch)
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args 必须是元组或列表，得到 {type(args).__name__} (args must be a tuple or list)")
     if len(args) != len(sig):
@@ -257,9 +276,9 @@ def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=
                 raise ValueError(f"{name} 的张量不在同一块 GPU 上：{device} 与 {a.device} (tensors on different GPUs)")
         packed.append(np.uint64(_pointer_value(a)))     # 指针按 64 位地址传入
     if mode == "gpu":
-        return _gpu_launch(path, name, grid, block, packed, device, shared_bytes, dkey)
+        return _gpu_launch(path, name, grid, block, packed, device, shared_bytes, dkey, max_dynamic_shared_bytes)
 
     from .. import simt
 
     return simt.launch(str(path), name, grid, block, packed, shared_bytes=int(shared_bytes),
-                       defines=dict(dkey) or None)
+                       defines=dict(dkey) or None, max_dynamic_shared_bytes=max_dynamic_shared_bytes)

@@ -5,11 +5,12 @@ numpy, with an out-of-bounds check, a barrier-divergence check, a shared-memory
 race check and exact memory counters. Pure Python (numpy, pycparser, pcpp).
 """
 
-from .api import MAX_LOOP_ITERATIONS, MAX_THREADS, kernel_signature, launch
+from .api import MAX_LANE_STEPS, MAX_LOOP_ITERATIONS, MAX_THREADS, kernel_signature, launch
 from .counters import Report
 from .errors import (
-    BarrierDivergenceError, LaunchError, LoopLimitError, OutOfBoundsError,
-    SharedMemoryRaceError, SimtError, SimtRuntimeError, UnsupportedError, WarpSyncError,
+    BarrierDivergenceError, CompileError, LaunchError, LoopLimitError, OutOfBoundsError,
+    SharedMemoryRaceError, SimtError, SimtRuntimeError, UninitializedReadError, UnsupportedError,
+    WarpSyncError,
 )
 from .frontend import parse
 
@@ -17,5 +18,6 @@ __all__ = [
     "launch", "kernel_signature", "parse", "Report",
     "SimtError", "UnsupportedError", "OutOfBoundsError", "BarrierDivergenceError",
     "SharedMemoryRaceError", "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "LaunchError",
-    "MAX_THREADS", "MAX_LOOP_ITERATIONS",
+    "UninitializedReadError", "CompileError",
+    "MAX_THREADS", "MAX_LOOP_ITERATIONS", "MAX_LANE_STEPS",
 ]

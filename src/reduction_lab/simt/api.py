@@ -24,19 +24,77 @@ from .interpreter import Machine, Val
 from .memory import Buffer, array_arg, scalar_arg
 
 MAX_THREADS = 1 << 24
-MAX_LOOP_ITERATIONS = 100_000
+#: 每个循环的迭代上限：默认不限，由整次启动的工作预算 :data:`MAX_LANE_STEPS` 兜底
+MAX_LOOP_ITERATIONS = None
+#: 一次启动的工作预算，单位「线程步」：每个循环每迭代一次，计活跃线程数（至少
+#: ``interpreter.MIN_STEPS_PER_ITERATION``）。2**28 个线程步在这台 CPU 上约为几十秒的上限；
+#: 课程里最大的模拟（64 x 65536 的 softmax）用约 1.3e7 个
+MAX_LANE_STEPS = 1 << 28
+#: 动态共享内存不需要额外申请就能用的上限（cudaFuncAttributeMaxDynamicSharedMemorySize 的默认值）
+DEFAULT_DYNAMIC_SHARED = 48 * 1024
+#: 各架构每个线程块最多可申请的共享内存（字节，静态 + 动态，CUDA 编程指南的计算能力表）
+ARCH_SHARED_PER_BLOCK = {
+    "sm_70": 98304, "sm_75": 65536, "sm_80": 166912, "sm_86": 101376, "sm_87": 166912,
+    "sm_89": 101376, "sm_90": 232448, "sm_100": 232448, "sm_120": 101376,
+}
+
+
+def _is_int(x):
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def _dims(v, what):
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+    if _is_int(v):
         v = (int(v),)
-    try:
-        v = tuple(int(x) for x in v)
-    except TypeError:
-        raise TypeError(f"{what} 应为整数或不超过 3 个整数的元组 / {what} must be an int or a tuple of up to 3 ints") from None
+    if not isinstance(v, (tuple, list)) or not all(_is_int(x) for x in v):
+        raise TypeError(f"{what} 应为整数或不超过 3 个整数的元组，得到 {v!r} / "
+                        f"{what} must be an int or a tuple of up to 3 ints, got {v!r}")
+    v = tuple(int(x) for x in v)
     if not 1 <= len(v) <= 3 or any(x < 1 for x in v):
         raise LaunchError(f"{what}={v} 不合法：需要 1 到 3 个正整数 / invalid {what}: {v}")
     return v + (1,) * (3 - len(v))
+
+
+def _check_count(v, what, allow_none=True):
+    if v is None and allow_none:
+        return
+    if not _is_int(v) or v < 1:
+        raise TypeError(f"{what} 应为正整数{'或 None' if allow_none else ''}，得到 {v!r} / "
+                        f"{what} must be a positive int{' or None' if allow_none else ''}, got {v!r}")
+
+
+def shared_limits(shared_bytes, max_dynamic_shared_bytes=None, arch="sm_90"):
+    """检查动态共享内存的申请，规则与驱动相同：超过 48 KiB 必须先申请
+    （``max_dynamic_shared_bytes``，即 cudaFuncAttributeMaxDynamicSharedMemorySize），申请值不能超过
+    所选架构每个线程块的上限。返回该上限（静态 + 动态共享内存之和不能超过它）。
+    ``arch`` 是架构名（如 "sm_90"），或直接给出上限的字节数（GPU 上取自设备属性）。"""
+    if _is_int(arch):
+        limit = int(arch)
+    elif arch in ARCH_SHARED_PER_BLOCK:
+        limit = ARCH_SHARED_PER_BLOCK[arch]
+    else:
+        raise LaunchError(f"未知的架构 {arch!r}，可选：{', '.join(ARCH_SHARED_PER_BLOCK)} / unknown arch {arch!r}")
+    if not _is_int(shared_bytes) or shared_bytes < 0:
+        raise TypeError(f"shared_bytes 应为非负整数，得到 {shared_bytes!r} / shared_bytes must be a non-negative int")
+    if max_dynamic_shared_bytes is not None:
+        if not _is_int(max_dynamic_shared_bytes) or max_dynamic_shared_bytes < 0:
+            raise TypeError(f"max_dynamic_shared_bytes 应为非负整数，得到 {max_dynamic_shared_bytes!r} / "
+                            f"max_dynamic_shared_bytes must be a non-negative int")
+        if max_dynamic_shared_bytes > limit:
+            raise LaunchError(f"max_dynamic_shared_bytes={max_dynamic_shared_bytes} 超过 {arch} 每个线程块的上限 {limit} 字节 / "
+                              f"max_dynamic_shared_bytes exceeds the {limit}-byte per-block maximum of {arch}")
+    allowed = DEFAULT_DYNAMIC_SHARED if max_dynamic_shared_bytes is None else max(max_dynamic_shared_bytes,
+                                                                                 DEFAULT_DYNAMIC_SHARED)
+    if shared_bytes > allowed:
+        if max_dynamic_shared_bytes is None:
+            raise LaunchError(
+                f"shared_bytes={shared_bytes} 超过 {DEFAULT_DYNAMIC_SHARED} 字节（48 KiB）：驱动会拒绝这次启动，"
+                f"除非先把内核的 cudaFuncAttributeMaxDynamicSharedMemorySize 调大；请传 max_dynamic_shared_bytes"
+                f"（最多 {limit}，{arch}） / dynamic shared memory above 48 KiB needs the opt-in: "
+                f"pass max_dynamic_shared_bytes (at most {limit} on {arch})")
+        raise LaunchError(f"shared_bytes={shared_bytes} 超过申请的 max_dynamic_shared_bytes={max_dynamic_shared_bytes} / "
+                          f"shared_bytes exceeds max_dynamic_shared_bytes")
+    return limit
 
 
 def kernel_signature(source, name, defines=None):
@@ -46,13 +104,30 @@ def kernel_signature(source, name, defines=None):
 
 
 def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
-           racecheck=True, max_loop_iterations=MAX_LOOP_ITERATIONS):
+           racecheck=True, initcheck=True, max_loop_iterations=MAX_LOOP_ITERATIONS,
+           max_lane_steps=MAX_LANE_STEPS, max_dynamic_shared_bytes=None, arch="sm_90"):
     """在 CPU 上模拟一次内核启动，把结果写回传入的数组，返回 Report。
 
     source：C 源码文本或 .cu 文件路径；name：__global__ 函数名；grid/block：整数或
     最多 3 维的元组；args：与内核参数一一对应；shared_bytes：动态共享内存字节数；
-    defines：{宏名: 值}，相当于 ``#define 宏名 值``。racecheck=False 关闭共享内存竞争检查。
+    defines：{宏名: 值}，相当于 ``#define 宏名 值``。racecheck=False 关闭共享内存竞争检查，
+    initcheck=False 关闭未初始化读取的检查（:class:`UninitializedReadError`）。
+
+    工作预算：``max_lane_steps``（默认 :data:`MAX_LANE_STEPS`）限制整次启动的「活跃线程 x 循环迭代」，
+    死循环与自旋等待在几秒内报 :class:`LoopLimitError`，信息里有循环所在的行；``max_loop_iterations``
+    另外限制每个循环的迭代次数（默认不限）。共享内存：``shared_bytes`` 超过 48 KiB 时必须传
+    ``max_dynamic_shared_bytes``（驱动的 opt-in 属性），上限按 ``arch`` 取（默认 sm_90：227 KiB）。
     """
+    if not isinstance(racecheck, bool) or not isinstance(initcheck, bool):
+        raise TypeError(f"racecheck 与 initcheck 应为 bool，得到 {racecheck!r}、{initcheck!r} / "
+                        f"racecheck and initcheck must be bool")
+    _check_count(max_loop_iterations, "max_loop_iterations")
+    _check_count(max_lane_steps, "max_lane_steps")
+    shared_limit = shared_limits(shared_bytes, max_dynamic_shared_bytes, arch)
+    if not isinstance(name, str):
+        raise TypeError(f"name 应为内核名字符串，得到 {type(name).__name__} / name must be a str")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args 应为元组或列表，得到 {type(args).__name__} / args must be a tuple or list")
     prog = parse(source, defines)
     f = prog.kernel(name)
     grid = _dims(grid, "grid")
@@ -68,8 +143,6 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             f"一次模拟最多 {MAX_THREADS} 个线程，得到 {nthreads} / at most {MAX_THREADS} simulated threads, got {nthreads}"
         )
     shared_bytes = int(shared_bytes)
-    if shared_bytes < 0 or shared_bytes > 232448:
-        raise LaunchError(f"shared_bytes={shared_bytes} 不合法（0 到 227 KiB）/ invalid shared_bytes")
     args = list(args)
     if len(args) != len(f.params):
         raise TypeError(
@@ -88,7 +161,8 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             vals.append(Val(t, np.int64(0), buf))
         else:
             vals.append(Val(t, scalar_arg(a, pname, t)))
-    m = Machine(prog, name, grid, block, shared_bytes, rep, racecheck, max_loop_iterations)
+    m = Machine(prog, name, grid, block, shared_bytes, rep, racecheck, max_loop_iterations,
+                max_lane_steps=max_lane_steps, initcheck=initcheck, shared_limit=shared_limit)
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):
         m.run(f, vals)

@@ -182,11 +182,16 @@ def cast(x, t):
     if t is BOOL:
         r = a != 0
     elif a.dtype.kind == "f" and dt.kind in "iu":
-        # 浮点转整数：向零截断（超出范围在 C 中未定义）
+        # 浮点转整数：向零截断。超出范围在 C 里是未定义行为；这里按 GPU 的 cvt.rzi 指令：
+        # 饱和到目标类型的范围（负数转无符号得 0），NaN 转成 0
+        info = np.iinfo(dt)
         with np.errstate(invalid="ignore", over="ignore"):
-            r = np.trunc(a)
-            r = r.astype(np.uint64 if (dt.kind == "u" and dt.itemsize == 8) else np.int64)
-            r = r.astype(dt)
+            f = a.astype(np.float64)
+            nan = np.isnan(f)
+            big = f >= float(info.max)
+            small = f <= float(info.min)
+            r = np.trunc(np.where(nan | big | small, 0.0, f)).astype(dt)
+            r = np.where(big, dt.type(info.max), np.where(small, dt.type(info.min), r)).astype(dt)
     else:
         r = a.astype(dt)
     return r[()] if r.ndim == 0 else r

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 
 class SimtError(Exception):
-    """模拟器所有错误的基类 / base class of every simulator error."""
+    """模拟器所有错误的基类 / base class of every simulator error.
+
+    运行时发现的错误带有属性（不知道时为 None）：``kernel``（内核名）、``line``（源码行号，int）、
+    ``block`` 与 ``thread``（出错线程的 blockIdx / threadIdx，字符串 "(x,y,z)"）。
+    """
+
+    kernel = None
+    line = None
+    block = None
+    thread = None
 
 
 class UnsupportedError(SimtError):
@@ -32,7 +41,8 @@ class WarpSyncError(SimtError):
 
 
 class LoopLimitError(SimtError):
-    """循环超过迭代上限，疑似死循环 / a loop exceeded the iteration limit."""
+    """一次启动的工作量超过预算（按「活跃线程 x 循环迭代」计），疑似死循环或自旋等待；信息里有
+    循环所在的行 / a loop used up the launch's work budget (lane-steps): endless loop or spin-wait."""
 
 
 class SimtRuntimeError(SimtError):
@@ -41,3 +51,13 @@ class SimtRuntimeError(SimtError):
 
 class LaunchError(SimtError, ValueError):
     """启动配置或参数不合法 / invalid launch configuration or arguments."""
+
+
+class UninitializedReadError(SimtError):
+    """读了没有任何线程写过的共享内存或局部数组（compute-sanitizer initcheck 的对应物）/
+    read of shared or local memory that no thread has written."""
+
+
+class CompileError(SimtError):
+    """nvcc 会拒绝的源码（例如通过 const 指针写、__shared__ 变量带初始值、静态共享内存超过 48 KiB）/
+    source that nvcc rejects."""

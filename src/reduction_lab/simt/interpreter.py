@@ -17,8 +17,8 @@ from pycparser import c_ast
 from . import counters as C
 from . import ctype as T
 from .errors import (
-    BarrierDivergenceError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
-    UnsupportedError, WarpSyncError,
+    BarrierDivergenceError, CompileError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
+    UninitializedReadError, UnsupportedError, WarpSyncError,
 )
 from .frontend import BUILTIN_FUNCS, parse_constant
 from .memory import Buffer
@@ -113,11 +113,18 @@ BUILTIN_FUNCS.update(
 
 _BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 
+#: 循环每迭代一次至少计这么多「线程步」：解释器每次迭代有固定开销，只剩一个线程在自旋时
+#: 预算也要在几秒内用完
+MIN_STEPS_PER_ITERATION = 1024
+#: 静态共享内存的上限（nvcc / ptxas：每个内核 48 KiB）
+STATIC_SHARED_LIMIT = 48 * 1024
+
 
 class Machine:
     """一次启动的执行状态 / state of one launch."""
 
-    def __init__(self, prog, kernel, grid, block, shared_bytes, report, racecheck, max_iter):
+    def __init__(self, prog, kernel, grid, block, shared_bytes, report, racecheck, max_iter,
+                 max_lane_steps=None, initcheck=True, shared_limit=232448):
         self.prog = prog
         self.kernel = kernel
         self.grid = grid
@@ -128,7 +135,11 @@ class Machine:
         self.wpb = (self.tpb + 31) // 32
         self.rep = report
         self.racecheck = racecheck
-        self.max_iter = max_iter
+        self.max_iter = max_iter                  # 每个循环的迭代上限（None：不限）
+        self.max_steps = max_lane_steps           # 整次启动的工作预算：线程步（None：不限）
+        self.steps = 0
+        self.initcheck = initcheck
+        self.shared_limit = shared_limit          # 静态 + 动态共享内存的上限（所选架构每块的最大值）
         self.shared_bytes = shared_bytes
         self.ALL = Lanes(None, self.L)
         L = self.L
@@ -142,6 +153,7 @@ class Machine:
         self.shared = {}        # 声明节点 id -> Buffer
         self.shared_off = 0     # 静态共享内存的字节偏移
         self.dyn_raw = None
+        self.dyn_init = None    # 动态共享内存每个字节是否写过
         self.locals = {}
         self.epoch = np.zeros(self.nblocks * self.wpb, np.int32)
         self.depth = 0
@@ -224,20 +236,28 @@ class Machine:
 
     def unsupported(self, what, node):
         ln = self.line(node)
-        return UnsupportedError(
+        err = UnsupportedError(
             f"内核 {self.kernel} 第 {ln} 行：不支持 {what} / kernel {self.kernel}, line {ln}: unsupported: {what}"
         )
+        err.kernel = self.kernel
+        err.line = ln if isinstance(ln, int) else None
+        return err
 
     def fail(self, cls, zh, en, node, lane=None):
         ln = self.line(node)
         loc = ""
+        b = t = None
         if lane is not None:
             b, t = self.where(lane)
             loc = f"，线程块 {b}，线程 {t}"
             loc_en = f", block {b}, thread {t}"
         else:
             loc_en = ""
-        return cls(f"内核 {self.kernel} 第 {ln} 行{loc}：{zh} / kernel {self.kernel}, line {ln}{loc_en}: {en}")
+        err = cls(f"内核 {self.kernel} 第 {ln} 行{loc}：{zh} / kernel {self.kernel}, line {ln}{loc_en}: {en}")
+        err.kernel = self.kernel
+        err.line = ln if isinstance(ln, int) else None
+        err.block, err.thread = b, t
+        return err
 
     # ------------------------------------------------------------ 运行
     def run(self, func, args):
@@ -288,6 +308,8 @@ class Machine:
                 n = T.elems_of(t)
                 sc = T.scalar_of(t)
                 buf = Buffer("local", node.name, np.zeros(self.L * n, sc.dtype), sc, n, vol=t.vol)
+                if self.initcheck:
+                    buf.init = np.zeros(self.L * n, bool)
                 self.locals[key] = buf
             var = Var(t, None, buf, mem=True)
             fr.scopes[-1][node.name] = var
@@ -317,6 +339,9 @@ class Machine:
         key = id(node)
         buf = self.shared.get(key)
         if buf is None:
+            if node.init is not None:
+                raise self.fail(CompileError, f"__shared__ 变量 {node.name} 不能带初始值（nvcc 报错）；请在内核里由线程写入，再 __syncthreads()",
+                                f"initializer not allowed for __shared__ variable {node.name} (nvcc rejects it)", node)
             t = self.prog.resolve(node.type, node)
             vol = False
             if not isinstance(t, T.CType):
@@ -334,6 +359,10 @@ class Machine:
                 data = self.dyn_raw.view(sc.dtype)
                 # 动态共享内存排在静态共享内存之后
                 buf = Buffer("shared", node.name, data, sc, per, vol=t.vol, base=-1)
+                if self.initcheck:
+                    if self.dyn_init is None:
+                        self.dyn_init = np.zeros(self.nblocks * self.shared_bytes, bool)
+                    buf.init, buf.init_w = self.dyn_init, sc.size      # 按字节记录：几个 extern 数组共用
             else:
                 if "extern" in (node.storage or []):
                     raise self.unsupported("extern __shared__ 必须是没有长度的数组", node)
@@ -343,11 +372,20 @@ class Machine:
                 self.shared_off = (self.shared_off + align - 1) // align * align
                 base = self.shared_off
                 self.shared_off += n * sc.size
-                if self.shared_off + self.shared_bytes > 232448:
-                    raise self.fail(UnsupportedError, f"共享内存超过 227 KiB（{self.shared_off + self.shared_bytes} 字节）",
-                                    "shared memory exceeds 227 KiB", node)
+                if self.shared_off > STATIC_SHARED_LIMIT:
+                    raise self.fail(CompileError, f"静态共享内存共 {self.shared_off} 字节，超过 nvcc 的上限 {STATIC_SHARED_LIMIT} 字节（48 KiB）；"
+                                    "更大的共享内存要用 extern __shared__ 动态分配",
+                                    f"static shared memory of {self.shared_off} bytes exceeds the {STATIC_SHARED_LIMIT}-byte (48 KiB) limit "
+                                    "of nvcc; use dynamic (extern __shared__) memory", node)
+                if self.shared_off + self.shared_bytes > self.shared_limit:
+                    raise self.fail(CompileError, f"静态 {self.shared_off} 字节 + 动态 {self.shared_bytes} 字节共享内存，"
+                                    f"超过每个线程块的上限 {self.shared_limit} 字节",
+                                    f"static {self.shared_off} + dynamic {self.shared_bytes} bytes of shared memory exceed "
+                                    f"the per-block maximum of {self.shared_limit} bytes", node)
                 buf = Buffer("shared", node.name, np.zeros(self.nblocks * n, sc.dtype), sc, n,
                              vol=(t.vol if t.is_array else vol), base=base)
+                if self.initcheck:
+                    buf.init = np.zeros(self.nblocks * n, bool)
             if self.racecheck:
                 if self.nblocks * buf.per > (1 << 26):
                     raise self.fail(
@@ -390,7 +428,18 @@ class Machine:
                         break
                 first = False
                 it += 1
-                if it > self.max_iter:
+                self.steps += max(cur.n, MIN_STEPS_PER_ITERATION)
+                if self.max_steps is not None and self.steps > self.max_steps:
+                    raise self.fail(
+                        LoopLimitError,
+                        f"这次启动的工作量超过预算 {self.max_steps:,} 个线程步（线程步 = 活跃线程数 x 循环迭代次数，"
+                        f"每次迭代至少计 {MIN_STEPS_PER_ITERATION}）：这个循环已迭代 {it:,} 次，还有 {cur.n:,} 个线程没有退出"
+                        f"（死循环或自旋等待？确实需要更多时请传入更大的 max_lane_steps）",
+                        f"the launch exceeded its work budget of {self.max_steps:,} lane-steps (active threads x loop "
+                        f"iterations): this loop ran {it:,} iterations with {cur.n:,} threads still inside "
+                        f"(endless loop or spin-wait? pass a larger max_lane_steps if intended)", node,
+                        lane=self.ids(cur)[0])
+                if self.max_iter is not None and it > self.max_iter:
                     raise self.fail(
                         LoopLimitError, f"循环超过 {self.max_iter} 次迭代仍未结束（死循环？确实需要更多次时请传入更大的 max_loop_iterations）",
                         f"loop did not finish after {self.max_iter} iterations (infinite loop? pass a larger max_loop_iterations if intended)", node,
@@ -594,8 +643,19 @@ class Machine:
                 raise self.unsupported(f"浮点数的移位 {op}", node)
             t = T.promote(a.t)
             x = T.cast(a.v, t)
-            y = T.cast(b.v, t)
+            # 移位位数为负或不小于位宽在 C 里是未定义行为；这里按 GPU 的 shl / shr 指令：
+            # 位数按无符号数钳到位宽，左移与无符号右移得 0，有符号右移得全符号位（0 或 -1）
+            cnt = np.asarray(b.v).astype(np.int64)
+            over = (cnt < 0) | (cnt >= t.bits)
+            y = T.cast(np.where(over, 0, cnt), t)
             r = np.left_shift(x, y) if op == "<<" else np.right_shift(x, y)
+            if np.any(over):
+                if op == "<<" or t.kind == "u":
+                    fill = np.zeros_like(r)
+                else:
+                    fill = np.where(np.asarray(x) < 0, t.dtype.type(-1), t.dtype.type(0))
+                r = np.where(over, fill, r).astype(t.dtype)
+                r = r[()] if r.ndim == 0 else r
             return Val(t, r)
         if op in ("<", ">", "<=", ">=", "==", "!="):
             t = T.common(a.t, b.t)
@@ -890,6 +950,8 @@ class Machine:
         flat = self._flat(buf, p.v, lanes)
         if buf.tracker is not None:
             self.race(buf, flat, lanes, node, p.t.vol, False)
+        if buf.init is not None:
+            self.check_init(buf, flat, lanes, node)
         v = buf.data[flat]
         el = p.t.base
         if buf.elem.dtype != el.dtype:
@@ -901,6 +963,8 @@ class Machine:
             return
         self.check_bounds(p, lanes, node, "写")
         buf = p.buf
+        if p.t.const:
+            raise self.const_write(buf, node)
         if not buf.data.flags.writeable:
             raise self.fail(SimtRuntimeError, f"写入只读数组 {buf.name}（传入的数组不可写）",
                             f"write to read-only array {buf.name}", node, lane=self.ids(lanes)[0])
@@ -915,6 +979,50 @@ class Machine:
             buf.data[flat] = v
         else:
             buf.data[flat] = v
+        if buf.init is not None:
+            self.mark_init(buf, flat)
+
+    def const_write(self, buf, node):
+        return self.fail(CompileError, f"通过 const 指针写入 {buf.name}（nvcc 报错：表达式必须是可修改的左值）",
+                         f"write through a pointer to const ({buf.name}): nvcc rejects it "
+                         "(expression must be a modifiable lvalue)", node)
+
+    def _init_cells(self, buf, flat):
+        w = buf.init_w
+        if w == 1:
+            return np.asarray(flat)
+        return (np.asarray(flat)[..., None] * w + np.arange(w)).reshape(-1)
+
+    def mark_init(self, buf, flat):
+        buf.init[self._init_cells(buf, flat)] = True
+
+    def check_init(self, buf, flat, lanes, node):
+        """compute-sanitizer initcheck 的对应物：共享 / 局部内存读之前必须有线程写过。"""
+        cells = self._init_cells(buf, flat)
+        ok = buf.init[cells]
+        if ok.all():
+            return
+        if buf.init_w > 1:
+            ok = ok.reshape(-1, buf.init_w).all(axis=1)
+        okv = np.broadcast_to(ok, (lanes.n,))
+        i = int(np.flatnonzero(~okv)[0])
+        fl = int(np.broadcast_to(flat, (lanes.n,))[i])
+        lane = self.ids(lanes)[i]
+        if buf.kind == "shared":
+            word = fl - int(self.blk[lane]) * buf.per
+            space, space_en, who = "共享", "shared", "这个线程块里没有任何线程写过它"
+        else:
+            word = fl - int(lane) * buf.per
+            space, space_en, who = "局部", "local", "这个线程没有写过它"
+        name = buf.name if buf.scalar else f"{buf.name}[{word}]"
+        nbad = int(np.count_nonzero(~okv))
+        raise self.fail(
+            UninitializedReadError,
+            f"读了未初始化的{space}内存 {name}：{who}（共 {nbad} 个线程读到未初始化的值）；"
+            f"真实 GPU 上读到的是上一次留下的任意值，不是 0",
+            f"read of uninitialized {space_en} memory {name}: no thread has written it "
+            f"({nbad} thread(s) read uninitialized values); on a GPU this is garbage, not 0",
+            node, lane=lane)
 
     def race(self, buf, flat, lanes, node, vol, write):
         flat = np.broadcast_to(flat, (lanes.n,)) if np.ndim(flat) == 0 else flat
@@ -936,7 +1044,9 @@ class Machine:
             else:
                 other_s = "（多个）/ (several)"
             msg, cls = race_message(kind, self.kernel, line, buf.name, word, b, t, other_s, other_line, same_warp)
-            raise cls(msg)
+            err = cls(msg)
+            err.kernel, err.line, err.block, err.thread = self.kernel, line or None, b, t
+            raise err
 
         if write == "atomic":
             buf.tracker.atomic(flat, tid, ep, line, report)
@@ -1185,7 +1295,11 @@ class Machine:
             raise self.unsupported(f"atomic{op} 用于浮点数（CUDA 只提供整数版本）", node)
         self.check_bounds(p, lanes, node, "原子")
         buf = p.buf
+        if p.t.const:
+            raise self.const_write(buf, node)
         flat = np.broadcast_to(self._flat(buf, p.v, lanes), (lanes.n,))
+        if buf.init is not None:
+            self.check_init(buf, flat, lanes, node)
         val = np.broadcast_to(T.cast(v.v, el), (lanes.n,))
         self.rep.atomic_ops += lanes.n
         if buf.tracker is not None:

@@ -28,6 +28,8 @@ class Buffer:
         self.tracker = None       # 共享内存的竞争记录（SharedTracker）
         self.scalar = False       # 共享标量（__shared__ float x;）
         self.t = None             # 声明的类型
+        self.init = None          # 共享 / 局部内存：每个单元是否被写过（None：不检查）
+        self.init_w = 1           # 每个元素占 init 里的几个单元（动态共享内存按字节记录）
 
 
 def array_arg(a, pname, t):

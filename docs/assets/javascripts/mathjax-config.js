@@ -3,14 +3,15 @@
 // 只处理这些元素，页面其他地方（代码块等）里的反斜杠与美元符号一律不动。
 window.MathJax = {
   tex: {
-    inlineMath: [["\\(", "\\)"]],
-    displayMath: [["\\[", "\\]"]],
+    // $...$ 与 $$...$$ 只出现在实验页（notebook 的 Markdown 单元，类名 jp-MarkdownOutput）里
+    inlineMath: [["\\(", "\\)"], ["$", "$"]],
+    displayMath: [["\\[", "\\]"], ["$$", "$$"]],
     processEscapes: true,
     processEnvironments: true,
   },
   options: {
     ignoreHtmlClass: ".*|",
-    processHtmlClass: "arithmatex",
+    processHtmlClass: "arithmatex|jp-MarkdownOutput",
   },
 };
 

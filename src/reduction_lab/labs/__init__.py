@@ -18,7 +18,7 @@ from .core import SKELETON_DIR, default_dir
 from .grading import Case, CaseResult, GradeResult, Hint, LabError
 from .registry import LABS
 
-__all__ = ["LABS", "get", "list_labs", "start", "check", "skeleton_path", "default_dir",
+__all__ = ["LABS", "get", "list_labs", "start", "check", "op", "skeleton_path", "default_dir",
            "Case", "CaseResult", "GradeResult", "Hint", "LabError", "SKELETON_DIR"]
 
 
@@ -52,3 +52,13 @@ def check(name: str, directory=None, backend: str | None = None, bench: bool | N
     from . import core
 
     return core.check(get(name), directory, backend, bench)
+
+
+def op(name: str, directory=None):
+    """加载 ``directory`` 里学习者的代码，返回可以直接调用的算子（例如 ``reduce_sum(x)``），
+    供对比与计时。代码有错时抛出原来的异常（评分请用 :func:`check`）。"""
+    from .. import runtime
+    from .core import _learner_paths
+
+    lab = get(name)
+    return lab.load(_learner_paths(lab, directory), runtime.MODE)["op"]

@@ -60,7 +60,9 @@ class BankConflicts(Lab):
         if got != ["constfloat*", "float*", "int", "int"]:
             raise TypeError(f"{KERNEL} 的参数应为 (const float *in, float *out, int rows, int cols)，"
                             f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
-        return {"path": paths[FILE], "text": paths[FILE].read_text(encoding="utf-8")}
+        path = paths[FILE]
+        return {"path": path, "text": path.read_text(encoding="utf-8"),
+                "op": lambda x: transpose(path, x, mode)[0]}
 
     def run_case(self, impl, case: Case, mode):
         path = impl["path"]

@@ -1,6 +1,6 @@
 """实验 reduce-sum-cuda：一行一个线程块的共享内存树形归约（CUDA C）。
 
-讲义：docs/cuda/tree-reduction.md；实验页：docs/labs/reduce-sum-cuda.ipynb。
+讲义：docs/cuda/tree-reduction.md；实验页：docs/labs/reduce-sum.ipynb。
 学习者的内核经 :func:`reduction_lab.cuda_kernels.launch` 启动：sim 模式在模拟器里，
 gpu 模式在 GPU 上（之前先在模拟器里跑一个小用例，找出 GPU 不会报出的错误）。
 """
@@ -92,7 +92,7 @@ class ReduceSumCuda(Lab):
     name = "reduce-sum-cuda"
     title = "CUDA C：按行求和（共享内存树形归约）"
     lecture = "cuda/tree-reduction.md"
-    notebook = "labs/reduce-sum-cuda.ipynb"
+    notebook = "labs/reduce-sum.ipynb"
     files = (FILE,)
     backend = "cuda"
     open_first = FILE

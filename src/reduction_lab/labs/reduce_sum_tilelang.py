@@ -1,6 +1,6 @@
 """实验 reduce-sum-tilelang：``T.Serial`` 走过列块，块内 ``T.reduce_sum``。
 
-讲义：docs/tilelang/reduce.md；实验页：docs/labs/reduce-sum-tilelang.ipynb。
+讲义：docs/tilelang/reduce.md；实验页：docs/labs/reduce-sum.ipynb。
 sim 模式经 TileLang 的 C 目标在 CPU 上运行，gpu 模式编译成当前 GPU 架构的 CUDA。
 """
 
@@ -27,7 +27,7 @@ class ReduceSumTileLang(Lab):
     name = "reduce-sum-tilelang"
     title = "TileLang：T.Serial与T.reduce_sum"
     lecture = "tilelang/reduce.md"
-    notebook = "labs/reduce-sum-tilelang.ipynb"
+    notebook = "labs/reduce-sum.ipynb"
     files = (FILE,)
     backend = "tilelang"
     open_first = FILE

@@ -11,7 +11,6 @@
 #     name: python3
 # ---
 
-
 # %% [markdown]
 # # 实验：消除存储体冲突（CUDA C）
 #
@@ -46,7 +45,7 @@ print("模式：", rl.MODE, "；打开", lab_dir / "transpose.cu")
 # $\text{ld} = 33$时落在32个不同的存储体，一个波前。计数器报告的冲突 = 波前数 − 理想波前数。
 
 # %% [markdown]
-# ## 参考：PyTorch的转置
+# ## PyTorch参考实现：转置
 #
 # 评分要求输出与`x.T`逐位相等（转置不做任何算术）。
 

@@ -11,7 +11,6 @@
 #     name: python3
 # ---
 
-
 # %% [markdown]
 # # 实验：融合softmax与-inf掩码（Triton）
 #

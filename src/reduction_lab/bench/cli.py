@@ -77,7 +77,81 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _writable_file(path: Path, what: str) -> None:
+    """在开始测量之前确认能写出这个文件：已存在的不能是目录，最近的已存在上级目录可写。"""
+    if path.is_dir():
+        raise BenchError(f"{what} {path} 是一个目录，需要文件路径({what} is a directory)")
+    _writable_dir(path.parent, what)
+
+
+def _writable_dir(path: Path, what: str) -> None:
+    p = path.resolve()
+    while not p.exists():
+        p = p.parent
+    if not p.is_dir():
+        raise BenchError(f"{what}的上级{p}不是目录({what}: {p} is not a directory)")
+    if not os.access(p, os.W_OK | os.X_OK):
+        raise BenchError(f"{what}：没有写{p}的权限({what}: {p} is not writable)")
+
+
+def _load_results(path: Path) -> dict:
+    """读取已有的结果文件；坏文件给出清楚的错误（不是traceback）。"""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"{path}不是合法的JSON（第{exc.lineno}行第{exc.colno}列：{exc.msg}）"
+                         f"({path} is not valid JSON)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchError(f"读不了{path}：{exc}(cannot read {path})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("suites"), dict) or not isinstance(doc.get("meta"), dict):
+        raise BenchError(f"{path}不是reduction-lab bench写出的结果文件（缺少meta/suites）"
+                         f"({path} is not a reduction-lab results file)")
+    return doc
+
+
+def _validate(args) -> dict | None:
+    """在任何测量之前检查所有参数；返回--merge要合并进去的旧文档（没有则None）。"""
+    if args.iters is not None and args.iters < 1:
+        raise BenchError(f"--iters必须>= 1，得到{args.iters}")
+    if args.warmup is not None and args.warmup < 0:
+        raise BenchError(f"--warmup必须>= 0，得到{args.warmup}")
+    if args.budget is not None and not (args.budget > 0 and args.budget != float("inf")):
+        raise BenchError(f"--budget必须是正的有限秒数，得到{args.budget}")
+    for name, values in (("--n", args.n), ("--full-sum-n", args.full_sum_n)):
+        if values is not None and any(v <= 0 for v in values):
+            raise BenchError(f"{name}的每一项都必须是正整数，得到{values}")
+    if args.total_elems is not None and args.total_elems <= 0:
+        raise BenchError(f"--total-elems必须是正整数，得到{args.total_elems}")
+    if args.impl is not None and not args.impl:
+        raise BenchError("--impl是空列表：至少给出一个实现(--impl is empty)")
+    if os.sep in args.prefix or (os.altsep and os.altsep in args.prefix) or args.prefix in ("", ".", ".."):
+        raise BenchError(f"--prefix只能是文件名前缀，不能含路径，得到{args.prefix!r}")
+    if args.merge and not args.json_path:
+        raise BenchError("--merge需要和--json一起用(--merge needs --json)")
+    old = None
+    if args.json_path:
+        path = Path(args.json_path)
+        _writable_file(path, "--json")
+        if args.merge and path.exists():
+            old = _load_results(path)
+    if args.report_dir:
+        _writable_dir(Path(args.report_dir), "--report-dir")
+        if Path(args.report_dir).exists() and not Path(args.report_dir).is_dir():
+            raise BenchError(f"--report-dir {args.report_dir}不是目录")
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise BenchError("--report-dir要画图，需要matplotlib：pip install 'reduction_lab[bench]'") from None
+    return old
+
+
 def _cmd_bench(args, argv) -> int:
+    try:
+        old = _validate(args)
+    except BenchError as exc:
+        print(f"错误：{exc}", file=sys.stderr)
+        return 2
     import reduction_lab  # noqa: F401先于triton导入：sim模式要打开解释器
     from . import harness
 
@@ -96,6 +170,7 @@ def _cmd_bench(args, argv) -> int:
 
     from .report import render_table, write_report
 
+    measured = doc["suites"]                   # 这次运行测的套件（--merge 之后 doc 还含旧的）
     for suite in doc["suites"]:
         print()
         print(f"== {suite} ==")
@@ -103,10 +178,9 @@ def _cmd_bench(args, argv) -> int:
 
     if args.json_path:
         path = Path(args.json_path)
-        if args.merge and path.exists():
-            with open(path, encoding="utf-8") as f:
-                old = json.load(f)
-            old.setdefault("suites", {}).update(doc["suites"])
+        if old is not None:
+            measured = dict(doc["suites"])
+            old["suites"].update(doc["suites"])
             old["meta"] = doc["meta"]
             doc = old
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,7 +195,7 @@ def _cmd_bench(args, argv) -> int:
             print(f"已写入{p}")
     if doc["meta"]["mode"] != "gpu":
         print(harness.SIM_BANNER)
-    errors = [(s, e["shape"], n) for s, rec in doc["suites"].items() for e in rec["shapes"]
+    errors = [(s, e["shape"], n) for s, rec in measured.items() for e in rec["shapes"]
               for n, r in e["results"].items() if r.get("status") != "ok"]
     if errors:
         print(f"有{len(errors)}个（实现, 形状）运行出错，见上表", file=sys.stderr)
@@ -130,14 +204,24 @@ def _cmd_bench(args, argv) -> int:
 
 
 def _cmd_report(args) -> int:
-    from .report import load, render_table, stem, write_report
+    from .report import render_table, stem, write_report
 
     try:
-        doc = load(args.json_path)
-    except (OSError, ValueError) as exc:
+        doc = _load_results(Path(args.json_path))
+        out = Path(args.out) if args.out else Path(args.json_path).parent
+        if not args.check:
+            _writable_dir(out, "--out")
+        return _report(args, doc, out, render_table, stem, write_report)
+    except BenchError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path(args.json_path).parent
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        print(f"错误：{args.json_path}的内容不完整或格式不对（{type(exc).__name__}: {exc}）"
+              f"({args.json_path} is malformed)", file=sys.stderr)
+        return 2
+
+
+def _report(args, doc, out, render_table, stem, write_report) -> int:
     if args.check:
         bad = []
         for suite in doc["suites"]:

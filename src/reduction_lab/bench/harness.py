@@ -252,6 +252,11 @@ def _select(suite: str, names: Iterable[str] | None) -> list[Impl]:
 def _defaults(suite: str, ns, total, quick, iters, warmup, log):
     """按模式补全形状和次数；sim模式下把过大的形状缩小并说明。"""
     sim = MODE != "gpu"
+    bad = [n for n in (ns or []) if not isinstance(n, int) or isinstance(n, bool) or n <= 0]
+    if bad:
+        raise BenchError(f"{suite}的长度必须是正整数，得到{bad}(lengths must be positive integers)")
+    if total is not None and (not isinstance(total, int) or total <= 0):
+        raise BenchError(f"元素总数必须是正整数，得到{total!r}(total elements must be a positive integer)")
     if suite == "full-sum":
         if ns is None:
             ns = SIM_FULL_SUM_NS if sim else FULL_SUM_NS
@@ -271,6 +276,9 @@ def _defaults(suite: str, ns, total, quick, iters, warmup, log):
         if len(kept) < len(ns):
             log(f"N > 元素总数{total}的形状被跳过：{[n for n in ns if n > total]}")
         shapes = row_shapes(kept, total)
+    if not shapes:
+        raise BenchError(f"{suite}没有可测的形状：所有N都大于元素总数{total}"
+                         f"(nothing to measure: every N exceeds the total of {total} elements)")
     if warmup is None:
         warmup = 1 if sim else (3 if quick else 10)
     if iters is None:

@@ -5,6 +5,7 @@
 用法：python tests/triton_compile_check.py  -> 每个内核打印一行 "ok 名字 寄存器数"
 """
 
+import inspect
 import os
 import sys
 import types
@@ -51,9 +52,15 @@ CASES = [
      dict(BLOCK_M=8, BLOCK_N=1024, NUM_STAGES=3, EVICT=""), 8),
     (rs.row_sum_tiled_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_rows=I, n_cols=I, cols_per_split=I),
      dict(BLOCK_M=2, BLOCK_N=2048, ATOMIC=True, EVICT="evict_first"), 8),
+    (rs.row_sum_tiled_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_rows=I, n_cols=I, cols_per_split=I),
+     dict(BLOCK_M=2, BLOCK_N=2048, ATOMIC=False, PARTIAL=True), 8),
 ]
 
 for fn, sig, constexprs, warps in CASES:
+    # 有默认值的 constexpr 参数（如 ACC=tl.float32）ASTSource 不会自己补上
+    for name, prm in inspect.signature(fn.fn).parameters.items():
+        if name not in sig and name not in constexprs and prm.default is not inspect.Parameter.empty:
+            constexprs = {**constexprs, name: prm.default}
     signature = dict(sig)
     signature.update({k: "constexpr" for k in constexprs})
     k = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),

@@ -39,10 +39,13 @@ def row_sum_kernel(out_ptr, in_ptr, in_row_stride, n_cols, BLOCK_SIZE: tl.conste
 @triton.jit
 def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_per_split,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ATOMIC: tl.constexpr,
-                         EVICT: tl.constexpr = "", ACC: tl.constexpr = tl.float32):
+                         EVICT: tl.constexpr = "", ACC: tl.constexpr = tl.float32,
+                         PARTIAL: tl.constexpr = False):
     """grid = (cdiv(M, BLOCK_M), n_split)：BLOCK_M 行 x 一段列，段内按 BLOCK_N 循环。
     cols_per_split 是 BLOCK_N 的倍数，各段互不重叠，所以掩码只需和 n_cols 比较——
-    这样编译器知道掩码按 4 个元素成组不变，可以用 128 位向量加载。"""
+    这样编译器知道掩码按 4 个元素成组不变，可以用 128 位向量加载。
+    ATOMIC：各段原子加到 out[row]（顺序不定）；PARTIAL：各段写 out[row, 段号]（out 是 M x n_split），
+    之后按固定顺序再加一次（docs/numerics.md）。"""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_mask = rows < n_rows
     col_start = tl.program_id(1) * cols_per_split
@@ -55,6 +58,8 @@ def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_pe
     total = tl.sum(acc, axis=1)
     if ATOMIC:
         tl.atomic_add(out_ptr + rows, total, mask=row_mask)
+    elif PARTIAL:
+        tl.store(out_ptr + rows.to(tl.int64) * tl.num_programs(1) + tl.program_id(1), total, mask=row_mask)
     else:
         tl.store(out_ptr + rows, total, mask=row_mask)
 
@@ -103,12 +108,17 @@ def _tiled_config(n_rows: int, n_cols: int):
 
 def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | None = None,
             block_n: int | None = None, n_split: int | None = None, num_warps: int | None = None,
-            programs_per_sm: int = 2, num_stages: int = 3, eviction_policy: str = "") -> torch.Tensor:
+            programs_per_sm: int = 2, num_stages: int = 3, eviction_policy: str = "",
+            deterministic: bool = False) -> torch.Tensor:
     """每行求和，返回 (M,)，dtype 与 x 相同（内部用 float32 累加）。
 
     ``block_size`` 给定时运行课程版内核（一行一个 program）；否则运行生产版：
     默认参数见 ``_tiled_config``；显式给出 ``n_split=1`` 时用常驻内核
-    （program 数 = SM 数 x programs_per_sm），``n_split > 1`` 时分段 + 原子加。"""
+    （program 数 = SM 数 x programs_per_sm），``n_split > 1`` 时分段 + 原子加。
+    ``deterministic=True``：分段时不用原子加，各段写出部分和（M x 段数），第二次启动按固定
+    顺序相加，同样的输入每次得到逐位相同的结果（docs/numerics.md）。"""
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic 必须是 bool，得到 {deterministic!r}")
     check_matrix(x, "x", dtypes=ROW_SUM_DTYPES, device=DEVICE)
     check_triton_tuning(block_size=block_size, block_m=block_m, block_n=block_n, n_split=n_split,
                         num_warps=num_warps, programs_per_sm=programs_per_sm, num_stages=num_stages,
@@ -141,6 +151,21 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
         return out.to(x.dtype)
     cols_per_split = triton.cdiv(triton.cdiv(n_cols, ns), bn) * bn
     ns = triton.cdiv(n_cols, cols_per_split)
+    if ns > 1 and deterministic:
+        # 第一次启动：每段一个部分和，写进 part[row, 段号]；第二次：每行的 ns 个部分和按固定顺序相加
+        part = torch.empty((n_rows, ns), device=x.device, dtype=acc_torch)
+        row_sum_tiled_kernel[(triton.cdiv(n_rows, bm), ns)](
+            part, x, x.stride(0), n_rows, n_cols, cols_per_split,
+            BLOCK_M=bm, BLOCK_N=bn, ATOMIC=False, EVICT=eviction_policy, ACC=acc_t, PARTIAL=True, num_warps=nw,
+        )
+        bn2 = next_pow2(ns)
+        bm2 = max(1, min(4096 // bn2, next_pow2(n_rows)))
+        out = torch.empty(n_rows, device=x.device, dtype=acc_torch)
+        row_sum_tiled_kernel[(triton.cdiv(n_rows, bm2), 1)](
+            out, part, part.stride(0), n_rows, ns, bn2,
+            BLOCK_M=bm2, BLOCK_N=bn2, ATOMIC=False, ACC=acc_t, num_warps=4,
+        )
+        return out.to(x.dtype)
     out = (torch.zeros if ns > 1 else torch.empty)(n_rows, device=x.device, dtype=acc_torch)
     row_sum_tiled_kernel[(triton.cdiv(n_rows, bm), ns)](
         out, x, x.stride(0), n_rows, n_cols, cols_per_split,

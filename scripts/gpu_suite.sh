@@ -9,7 +9,7 @@
 #   SUITE=bench BENCH_SUITES="softmax row-sum" bash scripts/gpu_suite.sh
 #
 # 环境变量：
-#   SUITE          all | tests | docs | bench，或逗号分隔的组合（默认 all）
+#   SUITE          all | tests | docs | labs | bench，或逗号分隔的组合（默认 all）
 #   BENCH_SUITES   空格分隔的基准套件：softmax row-sum full-sum bank-conflicts（默认全部）
 #   BENCH_ARGS     传给 reduction-lab bench 的其他参数，如 "--quick" 或 "--iters 50"
 #   BENCH_TIMEOUT  每个基准套件的硬时限（秒，默认 300；超时的套件不写结果）
@@ -121,7 +121,7 @@ PYEOF
 if want tests; then
   header "pytest tests（gpu 模式，-n $JOBS）"
   t0=$(date +%s)
-  $PY -m pytest -n "$JOBS" tests -q -rs -p no:cacheprovider --junitxml="$OUT/junit-tests.xml" \
+  $PY -m pytest -n "$JOBS" tests -q -rs -p no:cacheprovider -p reduction_lab.labs.pytest_plugin --junitxml="$OUT/junit-tests.xml" \
     2>&1 | tee "$TMPD/tests.txt"
   rc=${PIPESTATUS[0]}
   [ "$rc" -ne 0 ] && STATUS=1
@@ -132,11 +132,33 @@ fi
 if want docs; then
   header "pytest --codeblocks docs（gpu 模式，-n $JOBS）"
   t0=$(date +%s)
-  $PY -m pytest --codeblocks docs -q -rs -n "$JOBS" -p no:cacheprovider --junitxml="$OUT/junit-docs.xml" \
+  $PY -m pytest --codeblocks docs -q -rs -n "$JOBS" -p no:cacheprovider -p reduction_lab.labs.pytest_plugin --junitxml="$OUT/junit-docs.xml" \
     2>&1 | tee "$TMPD/docs.txt"
   rc=${PIPESTATUS[0]}
   [ "$rc" -ne 0 ] && STATUS=1
   SUMMARY+=("docs: $(pytest_line "$TMPD/docs.txt") (exit $rc, $(( $(date +%s) - t0 )) s)")
+fi
+
+# ---------------------------------------------------------------- 实验：参考解在 gpu 模式下评分（含计时）
+if want labs; then
+  header "实验：reduction-lab lab check（参考解，gpu 模式）"
+  t0=$(date +%s)
+  LABS_DIR="$TMPD/labs"
+  $PY - "$LABS_DIR" <<'PYEOF'
+import shutil, sys
+from pathlib import Path
+from reduction_lab import labs
+root = Path(sys.argv[1])
+for name in labs.LABS:
+    dest = labs.start(name, root / name)
+    for f in (Path("tests/labs/solutions") / name).iterdir():
+        shutil.copyfile(f, dest / f.name)
+PYEOF
+  ok=0; bad=0
+  for name in $($PY -m reduction_lab.cli lab list | cut -d' ' -f1); do
+    if $PY -m reduction_lab.cli lab check "$name" "$LABS_DIR/$name"; then ok=$((ok + 1)); else bad=$((bad + 1)); STATUS=1; fi
+  done
+  SUMMARY+=("labs: $ok 个通过，$bad 个没有通过 ($(( $(date +%s) - t0 )) s)")
 fi
 
 # ---------------------------------------------------------------- 基准扫描

@@ -170,7 +170,8 @@ def test_default_dir_and_env(tmp_path, monkeypatch):
 def test_pytest_lab_option(target, rc, tmp_path):
     d = _copy_solution("reduce-sum-cuda", tmp_path) if target == "solution" else labs.start(
         "reduce-sum-cuda", tmp_path / "sk")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--lab", "reduce-sum-cuda",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "reduction_lab.labs.pytest_plugin",
+                           "-q", "--lab", "reduce-sum-cuda",
                            "--backend", "cuda", "--lab-dir", str(d)], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == rc, proc.stdout + proc.stderr
     if rc:

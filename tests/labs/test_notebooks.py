@@ -11,6 +11,10 @@ import pytest
 from notebook_run import DOCS_LABS, ROOT, execute_notebook, notebook_sources
 
 SOURCES = notebook_sources()
+pytestmark = pytest.mark.skipif(
+    __import__("importlib.util").util.find_spec("nbclient") is None
+    or __import__("importlib.util").util.find_spec("jupytext") is None,
+    reason="读写与执行 notebook 需要 jupytext、nbclient 与 ipykernel（pip install -e \".[docs]\"）")
 # 课程原来的实验的结构：每个 notebook 都要有这些小节
 SECTIONS = ["学习目标", "概念", "参考实现", "骨架", "陷阱", "验证", "对比", "扩展", "检查清单"]
 

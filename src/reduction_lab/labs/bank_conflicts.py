@@ -11,7 +11,7 @@ import torch
 
 from .core import Lab, time_against
 from .grading import Case, Hint, find_line
-from .reduce_sum_cuda import compile_hint, simt_hint
+from .reduce_sum_cuda import compile_hint, sim_precheck, simt_hint
 
 FILE = "transpose.cu"
 KERNEL = "transpose_kernel"
@@ -99,6 +99,10 @@ class BankConflicts(Lab):
             FILE, line, f"额外的波前：读 {rep.shared_load_bank_conflicts}，写 {rep.shared_store_bank_conflicts}（应为 0）",
             "一个 warp 的 32 个线程读同一列时，地址相差 ld 个字；ld = 32 时它们都在同一个存储体。"
             "行距改成 33（分块声明成 TILE * (TILE + 1)），写入和读出都用它。")
+
+    def extra_checks(self, impl, mode, paths):
+        x = torch.randn(33, 70, generator=torch.Generator().manual_seed(1))
+        return sim_precheck(self, mode, paths, lambda: transpose(impl["path"], x, "sim"), "33x70")
 
     def _speedup(self, impl):
         from ..cuda_kernels import launch

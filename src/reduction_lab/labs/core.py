@@ -18,6 +18,9 @@ from .grading import BenchRow, Case, CaseResult, GradeResult, Hint, LabError, me
 
 SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 
+#: 模拟器检查发现这些错误时，gpu 模式不再在 GPU 上运行用例（屏障发散、死循环可能让 GPU 挂起）
+BLOCKING = {"barrier-divergence", "endless-loop"}
+
 #: ``lab check`` 接受的 backend 别名（课程原来的测试用 ``--backend nvidia`` 表示 CUDA C）
 BACKEND_ALIASES = {"nvidia": "cuda"}
 
@@ -148,11 +151,17 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
         return result
     extra_lines, extra_hints = lab.extra_checks(impl, mode, paths)
     result.extra = extra_lines
-    result.results = run_cases(lab.cases(mode), lambda c: lab.run_case(impl, c, mode),
-                               lambda c, e: lab.on_error(c, e, paths))
-    hints = merge_hints(result.results) + extra_hints
+    cases = lab.cases(mode)
+    blocking = [h for h in extra_hints if h.key in BLOCKING]
+    if blocking:
+        # 模拟器发现的错误在 GPU 上可能让内核挂起：不在 GPU 上运行
+        result.results = [CaseResult(i, c, False, None, "未运行：" + blocking[0].cause) for i, c in enumerate(cases, 1)]
+    else:
+        result.results = run_cases(cases, lambda c: lab.run_case(impl, c, mode),
+                                   lambda c, e: lab.on_error(c, e, paths))
+    # 顺序：没完成的 TODO（最可能的原因）、模拟器检查（GPU 不会报出的根源）、各用例的诊断
+    hints = extra_hints + merge_hints(result.results)
     if hints and todos:
-        # 没完成的步骤是最可能的原因：放在最前面
         hints = todos + hints
     result.hints = hints
     want_bench = (mode == "gpu") if bench is None else bench

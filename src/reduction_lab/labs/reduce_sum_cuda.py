@@ -88,6 +88,23 @@ def compile_hint(exc: BaseException, file: str) -> Hint | None:
     return None
 
 
+def sim_precheck(lab, mode, paths, run, label):
+    """gpu 模式：先在模拟器（或 Triton 解释器）里跑一个小用例。GPU 不报告屏障发散、
+    共享内存竞争、越界读与未初始化的读，这里找出它们。sim 模式下用例本身就在模拟器里运行。"""
+    if mode != "gpu":
+        return [], []
+    import numpy as np
+
+    try:
+        with np.errstate(all="ignore"):
+            run()
+    except Exception as exc:  # noqa: BLE001
+        h = lab.on_error(None, exc, paths)
+        h.cause = f"模拟器检查（{label}）：" + h.cause
+        return [f"模拟器检查（{label}）：发现问题，见下。", ""], [h]
+    return [f"模拟器检查（{label}）：没有发现屏障发散、数据竞争、越界或未初始化的读。", ""], []
+
+
 class ReduceSumCuda(Lab):
     name = "reduce-sum-cuda"
     title = "CUDA C：按行求和（共享内存树形归约）"
@@ -176,18 +193,8 @@ class ReduceSumCuda(Lab):
                     detail=zh_part(str(exc))[:800])
 
     def extra_checks(self, impl, mode, paths):
-        if mode != "gpu":
-            return [], []
-        # GPU 不报告屏障发散、共享内存竞争与越界读：先在模拟器里跑一个小用例
         x = torch.randn(3, 300, generator=torch.Generator().manual_seed(1))
-        op = make_op(impl["path"], "sim")
-        try:
-            op(x)
-        except Exception as exc:  # noqa: BLE001
-            h = self.on_error(None, exc, paths)
-            h.cause = "模拟器检查（3x300）：" + h.cause
-            return ["模拟器检查（3x300）：发现问题，见下。", ""], [h]
-        return ["模拟器检查（3x300）：没有屏障发散、共享内存竞争或越界。", ""], []
+        return sim_precheck(self, mode, paths, lambda: make_op(impl["path"], "sim")(x), "3x300")
 
     def bench(self, impl):
         M, N = 4096, 4096

@@ -148,6 +148,17 @@ class SoftmaxTriton(Lab):
         line = traceback_line(exc, path) or _compile_line(exc, text)
         return Hint("exception", f"运行时抛出 {type(exc).__name__}", FILE, line, detail=zh_part(str(exc))[:600])
 
+    def extra_checks(self, impl, mode, paths):
+        from ..memcount import count_memory
+        from .reduce_sum_cuda import sim_precheck
+
+        def run():
+            x = torch.randn(3, 781, device="cuda")
+            with count_memory():                      # 解释器在 CPU 副本上运行，越界在发生之前报出
+                impl["op"](x)
+
+        return sim_precheck(self, mode, paths, run, "Triton 解释器，3x781")
+
     def bench(self, impl):
         M, N = 4096, 4096
         x = torch.randn(M, N, device="cuda")

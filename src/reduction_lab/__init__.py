@@ -40,10 +40,13 @@ _LAZY = {
     "MemoryReport": "reduction_lab.memcount",
     "LaunchRecord": "reduction_lab.memcount",
     "UntestedTritonWarning": "reduction_lab.memcount",
+    # 随包发布的实测数据（docs/data/*.json）
+    "data_path": "reduction_lab.datafiles",
+    "load_data": "reduction_lab.datafiles",
 }
 
 _SUBMODULES = {"simt", "cuda_kernels", "tilelang_kernels", "bench", "triton_kernels", "reference",
-               "memcount", "api", "checks", "runtime"}
+               "memcount", "api", "checks", "runtime", "autograd", "datafiles"}
 
 __all__ = ["MODE", "DEVICE", "ModeError", *sorted(_LAZY)]
 

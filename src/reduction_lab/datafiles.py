@@ -1,0 +1,35 @@
+"""随包发布的实测数据（docs/data/*.json）：页面代码块从这里读，安装成普通（非 editable）的包之后也能读到。
+
+``src/reduction_lab/data`` 是指向 ``docs/data`` 的符号链接，构建 wheel 时其中的 JSON 文件作为
+包数据复制进包里（pyproject.toml 的 ``[tool.setuptools.package-data]``）。
+
+    import reduction_lab as rl
+    doc = rl.load_data("h200.json")          # 与 json.loads(rl.data_path("h200.json").read_text()) 相同
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["data_path", "load_data", "DATA_FILES"]
+
+#: 随包发布的数据文件
+DATA_FILES = ("h200.json", "ncu_vs_simt.json")
+
+
+def data_path(name: str) -> Path:
+    """数据文件的路径（只接受 :data:`DATA_FILES` 里的名字）。"""
+    if name not in DATA_FILES:
+        raise ValueError(f"没有随包发布的数据文件 {name!r}；可选：{', '.join(DATA_FILES)} "
+                         f"(no packaged data file {name!r})")
+    p = Path(str(resources.files("reduction_lab") / "data" / name))
+    if not p.is_file():
+        raise FileNotFoundError(f"找不到数据文件 {p}：安装的包不完整 (packaged data file {p} is missing)")
+    return p
+
+
+def load_data(name: str):
+    """读取并解析一个随包发布的 JSON 数据文件。"""
+    return json.loads(data_path(name).read_text(encoding="utf-8"))

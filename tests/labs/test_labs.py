@@ -178,3 +178,22 @@ def test_pytest_lab_option(target, rc, tmp_path):
         assert "TODO(1)" in proc.stdout and "reduce_sum.cu:" in proc.stdout
     else:
         assert " passed" in proc.stdout and "failed" not in proc.stdout
+
+
+CUDA_FILES = [(name, kind) for name, lab in labs.LABS.items() if lab.files[0].endswith(".cu")
+              for kind in ("skeleton", "solution")]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="PATH 上没有 nvcc：无法检查 CUDA 骨架能否编译")
+@pytest.mark.parametrize("name,kind", CUDA_FILES, ids=[f"{n}-{k}" for n, k in CUDA_FILES])
+def test_cuda_files_compile_with_nvcc(name, kind, tmp_path):
+    """骨架（没有完成也要能编译）与参考解都能被 nvcc 编译；NVRTC 看到的源码（整数类型换成 typedef）行数不变。"""
+    from reduction_lab.cuda_kernels.launcher import nvrtc_source
+
+    lab = labs.get(name)
+    src = lab.skeleton_dir() / lab.files[0] if kind == "skeleton" else SOLUTIONS / name / lab.files[0]
+    text = src.read_text(encoding="utf-8")
+    assert len(nvrtc_source(text).splitlines()) == len(text.splitlines())
+    proc = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(src), "-o", str(tmp_path / "k.ptx")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

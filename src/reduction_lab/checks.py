@@ -11,10 +11,23 @@ import torch
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+def _check_layout(x, name: str) -> None:
+    """内核按 data_ptr 与步长读原始内存：只接受普通（strided）张量，且没有延迟的取负 / 共轭标记。"""
+    if getattr(x, "is_nested", False):
+        raise TypeError(f"{name} 是嵌套张量（nested tensor），不受支持 ({name} is a nested tensor: unsupported)")
+    if x.layout != torch.strided:
+        raise TypeError(f"{name} 的布局是 {x.layout}，只支持普通的 torch.strided 张量；稀疏张量请先 .to_dense() "
+                        f"({name} has layout {x.layout}; only torch.strided is supported)")
+    if x.is_neg() or x.is_conj():
+        raise ValueError(f"{name} 带有延迟的取负 / 共轭标记（内核读到的是原始内存）；请先 .resolve_neg() / .resolve_conj() "
+                         f"({name} has a lazy negation/conjugation bit; resolve it first)")
+
+
 def check_matrix(x, name: str = "x", dtypes=FLOAT_DTYPES, device: str | None = None) -> None:
     """检查 ``x`` 是二维、非空、最后一维连续、dtype 受支持的 torch 张量。"""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} 必须是 torch.Tensor，得到 {type(x).__name__} ({name} must be a torch.Tensor)")
+    _check_layout(x, name)
     if x.dim() != 2:
         raise ValueError(
             f"{name} 必须是二维张量 (M, N)，得到形状 {tuple(x.shape)} "
@@ -45,23 +58,27 @@ def check_matrix(x, name: str = "x", dtypes=FLOAT_DTYPES, device: str | None = N
 
 def check_vector(x, name: str = "x", dtypes=FLOAT_DTYPES, device: str | None = None) -> None:
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} 必须是 torch.Tensor，得到 {type(x).__name__}")
+        raise TypeError(f"{name} 必须是 torch.Tensor，得到 {type(x).__name__} ({name} must be a torch.Tensor)")
+    _check_layout(x, name)
     if x.dim() != 1:
         raise ValueError(f"{name} 必须是一维张量，得到形状 {tuple(x.shape)} ({name} must be 1-D)")
     if x.numel() == 0:
         raise ValueError(f"{name} 是空张量 ({name} is empty)")
     if x.dtype not in dtypes:
-        raise TypeError(f"{name} 的 dtype {x.dtype} 不受支持 (unsupported dtype)")
+        names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise TypeError(f"{name} 的 dtype {str(x.dtype).replace('torch.', '')} 不受支持，可用：{names} "
+                        f"(unsupported dtype {x.dtype})")
     if x.stride(0) != 1:
         raise ValueError(f"{name} 必须连续，得到 stride {tuple(x.stride())} ({name} must be contiguous)")
     if device is not None and x.device.type != device:
-        raise ValueError(f"{name} 在 {x.device} 上，当前模式需要 {device} 张量")
+        raise ValueError(f"{name} 在 {x.device} 上，当前模式需要 {device} 张量 ({name} is on {x.device}, expected {device})")
 
 
 def check_out(out, shape, dtype, device, name: str = "out") -> None:
     """检查调用者提供的输出张量：类型、形状、dtype、设备、连续布局，且不与输入重叠由调用者负责。"""
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"{name} 必须是 torch.Tensor，得到 {type(out).__name__} ({name} must be a torch.Tensor)")
+    _check_layout(out, name)
     shape = tuple(shape)
     if tuple(out.shape) != shape:
         raise ValueError(

@@ -835,6 +835,8 @@ def count_memory(*, check_bounds: bool = True) -> Iterator[MemoryReport]:
     启动依次执行；计数之外、sim 模式下几个线程同时运行解释器，本身就不受支持。离开 ``with`` 块（包括因异常离开）时恢复解释器和
     ``triton.language`` 的原状。越界时抛出 :class:`OutOfBoundsError`。
     """
+    if not isinstance(check_bounds, bool):
+        raise TypeError(f"check_bounds 必须是 bool，得到 {check_bounds!r} (check_bounds must be a bool)")
     report = MemoryReport(check_bounds=check_bounds)
     entry = (report, threading.get_ident())
     with _STATE.lock:

@@ -44,7 +44,7 @@ def last_report():
 
 def _mode(mode):
     if mode not in (None, "sim", "gpu"):
-        raise ValueError(f"mode 只能是 None、'sim' 或 'gpu'，得到 {mode!r}")
+        raise ValueError(f"mode 只能是 None、'sim' 或 'gpu'，得到 {mode!r} (mode must be None, 'sim' or 'gpu')")
     return runtime.MODE if mode is None else mode
 
 
@@ -78,6 +78,11 @@ def _check_block(block_size: int, lo: int) -> int:
     return block_size
 
 
+def _check_flags(return_report):
+    if not isinstance(return_report, bool):
+        raise TypeError(f"return_report 必须是 bool，得到 {return_report!r} (return_report must be a bool)")
+
+
 def _finish(out, reports, return_report):
     global _last_report
     _last_report = reports
@@ -101,11 +106,13 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     ``chunks``：split 内核的段数（正整数）；``out``：调用者提供的 (M,) float32 连续输出。
     """
     m = _mode(mode)
+    _check_flags(return_report)
     check_matrix(x, "x", dtypes=(torch.float32,), device=_device_for(m))
     if dim not in (1, -1):
         raise ValueError(f"只支持沿最后一维（dim=1）归约，得到 dim={dim} (only dim=1 is supported)")
     if kernel not in _REDUCE_KERNELS:
-        raise ValueError(f"kernel 只能是 {', '.join(_REDUCE_KERNELS)} 之一，得到 {kernel!r}")
+        raise ValueError(f"kernel 只能是 {', '.join(_REDUCE_KERNELS)} 之一，得到 {kernel!r} "
+                         f"(kernel must be one of {_REDUCE_KERNELS})")
     M, N = x.shape
     if N > 2**31 - 1 - 8 * 1024:
         raise ValueError(f"每行最多 2**31 - 8193 个元素，得到 N={N} (row too long for int indices)")
@@ -168,6 +175,7 @@ def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
             return_report: bool = False, mode: str | None = None, out: torch.Tensor | None = None):
     """按行 softmax：(M, N) float32 -> (M, N)，一行一个线程块（softmax.cu）。``out``：调用者提供的输出。"""
     m = _mode(mode)
+    _check_flags(return_report)
     check_matrix(x, "x", dtypes=(torch.float32,), device=_device_for(m))
     if dim not in (1, -1):
         raise ValueError(f"只支持沿最后一维 softmax（dim=-1），得到 dim={dim} (only the last dim is supported)")
@@ -184,6 +192,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, block_size: int | None =
     """softmax 的反向：y = softmax(x)、上游梯度 dy，都是 (M, N) float32，返回 dx (M, N)。
     一行一个线程块（softmax_backward.cu）：先块内求 sum(y * dy)，再写 dx = y * (dy - sum)。"""
     m = _mode(mode)
+    _check_flags(return_report)
     check_matrix(y, "y", dtypes=(torch.float32,), device=_device_for(m))
     check_matrix(dy, "dy", dtypes=(torch.float32,), device=_device_for(m))
     if y.shape != dy.shape:
@@ -218,12 +227,14 @@ FULL_SUM_VERSIONS, _FULL_SUM_LOADS = _parse_versions()
 
 def full_sum_plan(n: int, version: int, block_size: int = 256, max_blocks: int | None = None) -> list[tuple[int, int]]:
     """各级启动的 (输入长度, 线程块数)，直到只剩一个数。版本 7、8 的线程块数不超过 ``max_blocks``。"""
-    if version not in FULL_SUM_VERSIONS:
+    if isinstance(version, bool) or not isinstance(version, int) or version not in FULL_SUM_VERSIONS:
         raise ValueError(f"version 只能是 {', '.join(map(str, FULL_SUM_VERSIONS))}，得到 {version!r} "
                          f"(unknown full_sum version)")
+    if max_blocks is not None and (isinstance(max_blocks, bool) or not isinstance(max_blocks, int) or max_blocks < 1):
+        raise ValueError(f"max_blocks 必须是正整数，得到 {max_blocks!r} (max_blocks must be a positive int)")
     load = _FULL_SUM_LOADS[version]
-    if load == "grid" and (max_blocks is None or max_blocks < 1):
-        raise ValueError("版本 7、8 需要 max_blocks >= 1")
+    if load == "grid" and max_blocks is None:
+        raise ValueError("版本 7、8 需要 max_blocks >= 1 (versions 7 and 8 need max_blocks >= 1)")
     plan = []
     while True:
         if load == "1":
@@ -248,6 +259,7 @@ def full_sum(x: torch.Tensor, version: int = 8, block_size: int = 256, max_block
     ``return_report=True`` 时返回 (结果, 各级报告的列表)。
     """
     m = _mode(mode)
+    _check_flags(return_report)
     check_vector(x, "x", dtypes=(torch.float32,), device=_device_for(m))
     if x.numel() > 2**31 - 1:
         raise ValueError(f"最多 2**31 - 1 个元素，得到 {x.numel()} (too many elements for unsigned int indices)")

@@ -57,7 +57,7 @@ def _next_pow2(n: int) -> int:
 
 
 def _is_pow2(n) -> bool:
-    return isinstance(n, int) and n > 0 and (n & (n - 1)) == 0
+    return isinstance(n, int) and not isinstance(n, bool) and n > 0 and (n & (n - 1)) == 0
 
 
 def _kernels():
@@ -151,11 +151,15 @@ def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict) -> dict:
         # 非 2 的幂的归约宽度在上游有丢车道的报告（tile-ai/tilelang#2542），这里只收 2 的幂
         if not _is_pow2(cfg[name]):
             raise ValueError(f"{name} 必须是 2 的正整数次幂，得到 {cfg[name]!r} ({name} must be a power of two)")
-    if not (isinstance(cfg["threads"], int) and cfg["threads"] % 32 == 0 and 32 <= cfg["threads"] <= 1024):
+    if not (isinstance(cfg["threads"], int) and not isinstance(cfg["threads"], bool)
+            and cfg["threads"] % 32 == 0 and 32 <= cfg["threads"] <= 1024):
         raise ValueError(f"threads 必须是 32 的倍数且在 32..1024 之间，得到 {cfg['threads']!r} "
                          f"(threads must be a multiple of 32 in 32..1024)")
-    if "n_split" in cfg and not (isinstance(cfg["n_split"], int) and cfg["n_split"] >= 1):
+    if "n_split" in cfg and not (isinstance(cfg["n_split"], int) and not isinstance(cfg["n_split"], bool)
+                                 and cfg["n_split"] >= 1):
         raise ValueError(f"n_split 必须是正整数，得到 {cfg['n_split']!r} (n_split must be a positive int)")
+    if "defer_reduce" in cfg and not isinstance(cfg["defer_reduce"], bool):
+        raise TypeError(f"defer_reduce 必须是 bool，得到 {cfg['defer_reduce']!r} (defer_reduce must be a bool)")
     return cfg
 
 

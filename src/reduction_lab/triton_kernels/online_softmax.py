@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..checks import check_matrix
+from ..checks import check_matrix, check_triton_tuning
 from ..runtime import DEVICE, MODE
 from ._launch import next_pow2, sm_count, warps_for
 
@@ -57,10 +57,11 @@ def online_softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols
 def online_softmax(x: torch.Tensor, block_size: int = 1024) -> torch.Tensor:
     """按行 softmax，一行一个 program，在行内按 block_size 分块循环（课程版）。"""
     check_matrix(x, "x", device=DEVICE)
-    if block_size < 1 or block_size & (block_size - 1):
-        raise ValueError(f"block_size 必须是 2 的幂，得到 {block_size} (block_size must be a power of two)")
+    check_triton_tuning(block_size=block_size)
+    if block_size is None:
+        raise TypeError("block_size 必须是整数，得到 None (block_size must be an int)")
     n_rows, n_cols = x.shape
-    out = torch.empty_like(x)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)     # 总是连续的
     online_softmax_kernel[(n_rows,)](
         out, x, x.stride(0), out.stride(0), n_cols,
         BLOCK_SIZE=block_size, num_warps=warps_for(block_size),
@@ -165,13 +166,17 @@ def split_softmax(x: torch.Tensor, chunk: int | None = None, num_warps: int | No
     默认 chunk：N <= 131072 时 8192（8 个 warp），更长时 16384（16 个 warp），
     在 H200 上扫描得到（scripts/tune_triton.py）。"""
     check_matrix(x, "x", device=DEVICE)
+    check_triton_tuning(chunk=chunk, num_warps=num_warps)
+    for name, v in (("single_launch", single_launch), ("packed", packed)):
+        if v is not None and not isinstance(v, bool):
+            raise TypeError(f"{name} 必须是 bool 或 None，得到 {v!r} ({name} must be a bool)")
     if chunk is None:
         chunk = SPLIT_CHUNK if x.shape[1] <= 131072 else 2 * SPLIT_CHUNK
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"chunk 必须是 2 的幂，得到 {chunk} (chunk must be a power of two)")
     n_rows, n_cols = x.shape
     n_split = triton.cdiv(n_cols, chunk)
-    out = torch.empty_like(x)
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)     # 总是连续的
     pmax = torch.empty((n_rows, n_split), device=x.device, dtype=torch.float32)
     psum = torch.empty((n_rows, n_split), device=x.device, dtype=torch.float32)
     from ..memcount import is_counting

@@ -140,6 +140,7 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
     if block_m or block_n or num_warps or n_split:
         persistent = n_split == 1
     bm, bn, ns, nw = block_m or bm, block_n or bn, n_split or ns, num_warps or nw
+    check_triton_tuning(block_m=bm, block_n=bn)       # 块内元素不超过 Triton 的上限
     if persistent:
         out = torch.empty(n_rows, device=x.device, dtype=acc_torch)
         n_row_blocks = triton.cdiv(n_rows, bm)

@@ -107,11 +107,14 @@ def softmax_persistent(x: torch.Tensor, block_m: int | None = None, num_warps: i
                        programs_per_sm: int = 4, num_stages: int = 2) -> torch.Tensor:
     """常驻版本的多行 softmax（N <= MAX_FUSED_COLS）。"""
     check_matrix(x, "x", device=DEVICE)
+    check_triton_tuning(block_m=block_m, num_warps=num_warps, programs_per_sm=programs_per_sm,
+                        num_stages=num_stages)
     n_rows, n_cols = x.shape
     if n_cols > MAX_FUSED_COLS:
         raise ValueError(f"常驻内核把整行放进一个块，最多 {MAX_FUSED_COLS} 列，得到 N={n_cols}")
     bm, bn, nw = _rows_config(n_rows, n_cols)
     bm, nw = block_m or bm, num_warps or nw
+    check_triton_tuning(block_m=bm, block_n=bn)
     out = torch.empty_like(x)
     from ._launch import sm_count
 
@@ -159,6 +162,7 @@ def softmax(x: torch.Tensor, *, block_m: int | None = None, num_warps: int | Non
     bm, bn, nw = _rows_config(n_rows, n_cols)
     bm = block_m or bm
     nw = num_warps or nw
+    check_triton_tuning(block_m=bm, block_n=bn)       # 块内元素不超过 Triton 的上限
     softmax_rows_kernel[(triton.cdiv(n_rows, bm),)](
         out, x, x.stride(0), out.stride(0), n_rows, n_cols,
         BLOCK_M=bm, BLOCK_N=bn, EVICT=eviction_policy, ACC=tl.float64 if x.dtype == torch.float64 else tl.float32,

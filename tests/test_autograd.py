@@ -145,3 +145,18 @@ def test_backward_input_errors():
         softmax_backward(y, torch.rand(4, 3, device=rl.DEVICE).t())
     with pytest.raises(ValueError, match="最多 32768 列"):
         fused_softmax_backward(torch.rand(1, 40000, device=rl.DEVICE), torch.rand(1, 40000, device=rl.DEVICE))
+
+
+def test_second_derivative_of_softmax_is_refused_not_zero(backend):
+    if backend == "torch":
+        pytest.skip("torch 自己的 softmax 有二阶导数；这里测的是本包的 autograd.Function")
+    x = _x((2, 6), torch.float32).requires_grad_()
+    y = rl.softmax(x, backend=backend)
+    (g,) = torch.autograd.grad((y * y).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|differentiate twice"):
+        g.sum().backward()
+    # reduce_sum 的反向是广播：二阶导数存在（为 0）
+    s = rl.reduce_sum(x, backend=backend)
+    (g,) = torch.autograd.grad((s * s).sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    torch.testing.assert_close(h, torch.full_like(x, 12.0))

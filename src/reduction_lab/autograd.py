@@ -18,11 +18,14 @@ reduce_sum 的反向只是把每行的 dy 广播到整行：返回的是一个�
 如果需要普通的连续张量（比如原地修改它），请调用 ``.contiguous()``。
 
 softmax 的反向只需要前向的输出 y，不需要 x：前向保存 y，反向读 y 与 dy 各一次、写 dx 一次。
+softmax 只能求一阶导数（``create_graph=True`` 之后再求导会报错）；reduce_sum 的反向是 torch 的广播，
+可以求高阶导数。
 """
 
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 
 __all__ = ["SoftmaxFunction", "ReduceSumFunction", "softmax", "reduce_sum", "BACKWARD_KERNELS"]
 
@@ -85,6 +88,7 @@ class SoftmaxFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable          # 反向内核不记录 autograd 历史：二阶导数会明确报错，而不是悄悄为 0
     def backward(ctx, dy):
         (y,) = ctx.saved_tensors
         return _softmax_backward(y, dy, ctx.backend), None, None

@@ -160,3 +160,21 @@ def test_second_derivative_of_softmax_is_refused_not_zero(backend):
     (g,) = torch.autograd.grad((s * s).sum(), x, create_graph=True)
     (h,) = torch.autograd.grad(g.sum(), x)
     torch.testing.assert_close(h, torch.full_like(x, 12.0))
+
+
+@pytest.mark.parametrize("impl,kernels", [("triton", ["softmax_backward_rows_kernel"]),
+                                          ("tilelang", ["softmax_backward_rows_kernel"]),
+                                          ("cuda", [])])
+def test_backward_runs_the_documented_kernel(impl, kernels):
+    """BACKWARD_KERNELS 写的是实话：triton 与 tilelang 的反向启动 Triton 融合内核，cuda 的反向是
+    CUDA C 内核（不经过 Triton，所以 count_memory 数不到它），reduce_sum 的反向不启动任何内核。"""
+    if impl == "tilelang":
+        pytest.importorskip("tilelang", reason="tilelang backend 需要 tilelang")
+    x = _x((3, 40), torch.float32).requires_grad_()
+    y = rl.softmax(x, backend=impl)
+    s = rl.reduce_sum(x, backend=impl)
+    with rl.count_memory() as rep:
+        y.backward(torch.ones_like(y) * 0.5, retain_graph=True)
+        s.backward(torch.ones_like(s))
+    assert rep.kernels() == kernels
+    assert ("triton" in BACKWARD_KERNELS[impl]) == bool(kernels)

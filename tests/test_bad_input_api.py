@@ -75,6 +75,13 @@ def test_empty(backend, op, shape):
         _call(op, torch.ones(shape, device=rl.DEVICE), backend=backend)
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_too_many_columns(backend, op):
+    x = torch.ones(1, 1, device=rl.DEVICE).expand(2, 2**31)        # 广播视图：不占内存
+    with pytest.raises(ValueError, match=r"超过上限.*32 位.*columns"):
+        _call(op, x, backend=backend)
+
+
 # ---------------------------------------------------------------- dtype
 
 @pytest.mark.parametrize("op", OPS)

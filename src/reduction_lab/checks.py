@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: 每行最多的元素数：列下标（含块内的余量）按 32 位整数计算
+MAX_COLS = 2**31 - 2**21
 
 
 def _check_layout(x, name: str) -> None:
@@ -44,6 +46,10 @@ def check_matrix(x, name: str = "x", dtypes=FLOAT_DTYPES, device: str | None = N
             f"{name} 的 dtype {str(x.dtype).replace('torch.', '')} 不受支持，可用：{names} "
             f"(unsupported dtype {x.dtype})"
         )
+    if x.shape[1] > MAX_COLS:
+        raise ValueError(
+            f"{name} 每行 {x.shape[1]} 个元素，超过上限 {MAX_COLS}（内核的列下标是 32 位整数） "
+            f"({name} has {x.shape[1]} columns; at most {MAX_COLS} are supported: column indices are 32-bit)")
     if x.stride(1) != 1 and x.shape[1] != 1:     # 只有一列时 stride(1) 无关紧要
         raise ValueError(
             f"{name} 的最后一维必须连续（stride(1) == 1），得到 stride {tuple(x.stride())}；"

@@ -180,6 +180,13 @@ def test_out_overlapping_input(backend):
         rl.softmax(x, backend=backend, out=x)
     with pytest.raises(ValueError, match=r"内存重叠"):
         rl.reduce_sum(x, backend=backend, out=buf[30:34])
+    if rl.DEVICE == "cpu":                           # 两个存储对象指向同一块内存
+        import numpy as np
+
+        a = np.zeros(64, np.float32)
+        with pytest.raises(ValueError, match=r"内存重叠"):
+            rl.softmax(torch.from_numpy(a[:32]).view(4, 8), backend=backend,
+                       out=torch.from_numpy(a[16:48]).view(4, 8))
 
 
 def test_out_with_autograd_is_refused(backend):

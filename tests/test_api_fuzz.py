@@ -21,7 +21,7 @@ def _case(rng: random.Random, backend: str):
     m = rng.choice([1, 2, 3, 5, 8])
     n = rng.choice([1, 2, 7, 31, 64, 100, 257, 1000])
     dtype = rng.choice(DTYPES[backend])
-    layout = rng.choice(["contiguous", "row-gap", "col-offset", "broadcast"] if backend != "tilelang"
+    layout = rng.choice(["contiguous", "row-gap", "col-offset", "broadcast", "overlap"] if backend != "tilelang"
                         else ["contiguous"])
     g = torch.Generator().manual_seed(rng.randrange(2**31))
     scale = rng.choice([0.1, 1.0, 30.0])
@@ -31,8 +31,10 @@ def _case(rng: random.Random, backend: str):
         x = (torch.randn(2 * m, n + 3, generator=g) * scale)[::2, :n]
     elif layout == "col-offset":                   # 起点不在存储开头
         x = (torch.randn(m, n + 5, generator=g) * scale)[:, 5:]
-    else:                                          # 行距为 0：同一行重复 m 次
+    elif layout == "broadcast":                    # 行距为 0：同一行重复 m 次
         x = (torch.randn(1, n, generator=g) * scale).expand(m, n)
+    else:                                          # 相邻的行互相重叠（行距是行长的一半）
+        x = (torch.randn(m * n, generator=g) * scale).as_strided((m, n), (max(1, n // 2), 1))
     return x.to(dtype=dtype, device=rl.DEVICE), layout
 
 

@@ -178,3 +178,17 @@ def test_backward_runs_the_documented_kernel(impl, kernels):
         s.backward(torch.ones_like(s))
     assert rep.kernels() == kernels
     assert ("triton" in BACKWARD_KERNELS[impl]) == bool(kernels)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(rl.MODE != "gpu", reason="要在 GPU 上经 CuPy 运行 softmax_backward.cu，才能与模拟器比较")
+def test_cuda_backward_same_on_gpu_and_in_simulator():
+    """同一份 softmax_backward.cu：GPU 上经 CuPy，与 CPU 上经模拟器，结果一致（GPU 会把乘加合成 FMA，
+    所以按 float32 的舍入误差比较，不要求逐位相等）。"""
+    from reduction_lab import cuda_kernels as ck
+
+    y = torch.softmax(_x((5, 3000), torch.float32, seed=12).cpu(), -1)
+    dy = _x((5, 3000), torch.float32, seed=13).cpu()
+    on_gpu = ck.softmax_backward(y.cuda(), dy.cuda()).cpu()
+    in_sim = ck.softmax_backward(y, dy, mode="sim")
+    torch.testing.assert_close(on_gpu, in_sim, atol=1e-7, rtol=1e-5)

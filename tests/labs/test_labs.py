@@ -41,7 +41,7 @@ def _copy_solution(name, tmp_path) -> Path:
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "reduce-sum-cuda", "bank-conflicts", "reduce-sum-tilelang"]
+    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "bank-conflicts", "reduce-sum-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
         for f in lab.files:
@@ -96,6 +96,16 @@ MISTAKES = [
      "    num = tl.exp(x2 - tl.max(x, axis=0))", "memory-loads", "x2 = tl.load"),
     ("softmax-triton", "syntax", "    y = num / tl.sum(num, axis=0)", "    y = num / tl.sum(num, axis=0", "syntax-error",
      None),
+    ("online-softmax", "no-rescale", "d = d * tl.exp(m - m_ref) + ", "d = d + ", "no-rescale", "d = d +"),
+    ("online-softmax", "three-passes",
+     "        m_new = tl.maximum(m, tl.max(x, axis=0))\n        m_ref = tl.where(m_new == -float(\"inf\"), 0.0, m_new)\n"
+     "        d = d * tl.exp(m - m_ref) + tl.sum(tl.exp(x - m_ref), axis=0)\n        m = m_new\n",
+     "        m = tl.maximum(m, tl.max(x, axis=0))\n"
+     "    for start in range(0, n_cols, BLOCK_SIZE):\n        cols = start + tl.arange(0, BLOCK_SIZE)\n"
+     "        x = tl.load(in_row + cols, mask=cols < n_cols, other=-float(\"inf\")).to(tl.float32)\n"
+     "        d = d + tl.sum(tl.exp(x - m), axis=0)\n", "memory-loads", "tl.load"),
+    ("online-softmax", "other-zero", 'mask=cols < n_cols, other=-float("inf"))', "mask=cols < n_cols, other=0.0)",
+     "mask-other", "other=0.0"),
     ("bank-conflicts", "strided-index", "const int ld = TILE + 1;", "const int ld = TILE;    ", "bank-conflict",
      "tile[tx * ld + ty + j]"),
     ("bank-conflicts", "pitch-mismatch", "tile[tx * ld + ty + j]", "tile[tx * TILE + ty + j]", "uninitialized-read",

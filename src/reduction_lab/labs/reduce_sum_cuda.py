@@ -58,6 +58,8 @@ _SIMT_HINTS = {
     "LoopLimitError": (
         "endless-loop", "循环停不下来",
         "检查循环变量是否在变（s >>= 1、j += blockDim.x）以及循环条件。"),
+    "CompileError": (
+        "compile-error", "nvcc 会拒绝这段代码", "按报错修改这一行（例如不能写 const 指针指向的内存、__shared__ 变量不能带初始值）。"),
     "UnsupportedError": (
         "unsupported", "模拟器不支持这一行的写法",
         "换成讲义里用到的写法；模拟器支持的子集见「CUDA C模拟器」一页。"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .bank_conflicts import BankConflicts
 from .core import Lab
+from .online_softmax import OnlineSoftmax
 from .reduce_sum_cuda import ReduceSumCuda
 from .reduce_sum_tilelang import ReduceSumTileLang
 from .softmax_triton import SoftmaxTriton
@@ -11,6 +12,7 @@ from .softmax_triton import SoftmaxTriton
 #: 按讲义的顺序
 LABS: dict[str, Lab] = {lab.name: lab for lab in (
     SoftmaxTriton(),
+    OnlineSoftmax(),
     ReduceSumCuda(),
     BankConflicts(),
     ReduceSumTileLang(),

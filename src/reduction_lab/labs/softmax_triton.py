@@ -51,16 +51,20 @@ class SoftmaxTriton(Lab):
     files = (FILE,)
     backend = "triton"
     open_first = FILE
+    file = FILE
+    kernel = "softmax_kernel"
+    #: 每个输入元素读几遍（融合 softmax 读一遍；在线 softmax 两遍：先求 (m, d)，再归一化）
+    passes = 1
 
     def cases(self, mode):
         return C.softmax_cases(mode)
 
     def load(self, paths, mode):
-        module = load_module(paths[FILE], "softmax")
-        for attr in ("softmax", "softmax_kernel"):
+        module = load_module(paths[self.file], self.name.replace("-", "_"))
+        for attr in ("softmax", self.kernel):
             if not hasattr(module, attr):
-                raise AttributeError(f"{FILE} 里没有 {attr}：保留骨架里的名字 ({FILE} has no {attr})")
-        return {"module": module, "op": module.softmax, "path": paths[FILE], "text": paths[FILE].read_text("utf-8")}
+                raise AttributeError(f"{self.file} 里没有 {attr}：保留骨架里的名字 ({self.file} has no {attr})")
+        return {"module": module, "op": module.softmax, "path": paths[self.file], "text": paths[self.file].read_text("utf-8")}
 
     def run_case(self, impl, case: Case, mode):
         from ..memcount import count_memory
@@ -87,26 +91,31 @@ class SoftmaxTriton(Lab):
             return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(case, x, out, ref, bad, impl)
         if case.kind == "memory":
             M, N = x.shape
-            if rep.elements_loaded != M * N or rep.elements_stored != M * N:
+            if rep.elements_loaded != self.passes * M * N or rep.elements_stored != M * N:
                 return False, err, "访存量不对", self.memory_hint(rep, M, N, impl)
             return True, err, f"读 {rep.elements_loaded}、写 {rep.elements_stored} 个元素", None
         return True, err, "", None
 
     def memory_hint(self, rep, M, N, impl) -> Hint:
         text = impl["text"]
+        want = self.passes * M * N
+        reads = "MN" if self.passes == 1 else f"{self.passes}MN"
         detail = (f"count_memory()：读了 {rep.elements_loaded} 个元素、写了 {rep.elements_stored} 个，"
-                  f"应为 MN = {M * N} 与 {M * N}（{rep.launches} 次启动）")
-        if rep.elements_loaded > M * N:
+                  f"应为 {reads} = {want} 与 MN = {M * N}（{rep.launches} 次启动）")
+        if rep.elements_loaded > want:
             loads = [i for i, ln in enumerate(text.splitlines(), 1) if "tl.load" in ln.split("#")[0]]
             if len(loads) > 1:
                 detail += f"\ntl.load 出现在第 {'、'.join(map(str, loads))} 行"
-            return Hint("memory-loads", "读得比 MN 多：同一行读了不止一次", FILE,
-                        loads[-1] if loads else None, detail,
-                        "只 tl.load 一次，把整行留在寄存器里，求最大值、求和、归一化都用这一份。")
+            fix = ("只 tl.load 一次，把整行留在寄存器里，求最大值、求和、归一化都用这一份。" if self.passes == 1 else
+                   "第 1 遍同时更新最大值 m 和指数和 d（旧的 d 乘以 exp(m_旧 - m_新) 重新缩放），"
+                   "第 2 遍归一化：一共只读两遍。")
+            return Hint("memory-loads", f"读得比 {reads} 多：每行读了 {rep.elements_loaded / (M * N):.0f} 遍",
+                        self.file, loads[-1] if loads else None, detail, fix)
         if rep.elements_stored > M * N:
-            return Hint("memory-stores", "写得比 MN 多：写了被屏蔽的车道或写了不止一次", FILE,
+            return Hint("memory-stores", "写得比 MN 多：写了被屏蔽的车道或写了不止一次", self.file,
                         find_line(text, r"tl\.store", lang="py"), detail, "tl.store 只调用一次，并且带上 mask。")
-        return Hint("memory-count", "读写的元素比 MN 少", FILE, None, detail, "每行的每个元素都要读一次、写一次。")
+        return Hint("memory-count", f"读写的元素比 {reads} / MN 少", self.file, None, detail,
+                    "每行的每个元素都要读到、写到。")
 
     def wrong_answer(self, case, x, out, ref, bad, impl) -> Hint:
         text = impl["text"]
@@ -115,11 +124,11 @@ class SoftmaxTriton(Lab):
         r = bad[0]
         first = f"第 {r} 行：应为 [{_row(ref[r])}]，得到 [{_row(got[r])}]（不对的行：{rows_text(bad)}）"
         if torch.isnan(got).all():
-            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", FILE,
+            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", self.file,
                         find_line(text, r"tl\.store", lang="py"), first,
-                        "TODO(5)：tl.store(out_ptr + row * out_row_stride + cols, y, mask=mask)。")
+                        "把结果 tl.store 回输出：tl.store(指针, y.to(out_ptr.dtype.element_ty), mask=mask)。")
         if case.kind == "large" and not torch.isfinite(got[bad]).all():
-            return Hint("no-max-subtraction", "数值很大的行得到 inf 或 NaN：exp 溢出了", FILE,
+            return Hint("no-max-subtraction", "数值很大的行得到 inf 或 NaN：exp 溢出了", self.file,
                         find_line(text, r"tl\.exp", lang="py"), first,
                         "先减去行最大值再取指数：exp(x - max(x)) 的最大值是 1，不会溢出，结果不变。")
         sums = got[bad].sum(dim=1)
@@ -127,26 +136,26 @@ class SoftmaxTriton(Lab):
         if not _pow2(N) and bool((sums < 1 - 1e-3).all()):
             negative = "；整行为负数时，填进去的 0 比整行都大，成了「最大值」" if case.kind == "negative" else ""
             return Hint("mask-other", "被屏蔽的车道改变了结果：每行的和小于 1（N 不是 2 的幂时才出现）" + negative,
-                        FILE, line, first + f"\n第 {r} 行的和是 {sums[0].item():.4g}",
+                        self.file, line, first + f"\n第 {r} 行的和是 {sums[0].item():.4g}",
                         "tl.load 的 other 应为 -float(\"inf\")：它不改变最大值，exp(-inf) = 0 也不改变分母；"
                         "填 0 会让每个多余的车道给分母加上 exp(0 - max)。")
-        return Hint("wrong-softmax", "softmax 的值不对", FILE, None, first,
+        return Hint("wrong-softmax", "softmax 的值不对", self.file, None, first,
                     "对照讲义：减去最大值、取指数、除以和；检查行偏移 row * in_row_stride。")
 
     def on_error(self, case, exc, paths):
         from ..memcount import OutOfBoundsError
 
-        path = paths[FILE]
+        path = paths[self.file]
         text = path.read_text(encoding="utf-8")
         if isinstance(exc, OutOfBoundsError):
             pid = "" if exc.pid is None else f"program {tuple(exc.pid)}，"
-            return Hint("out-of-bounds", "越界访问：没有屏蔽的车道越过了张量", FILE, error_line(exc),
+            return Hint("out-of-bounds", "越界访问：没有屏蔽的车道越过了张量", self.file, error_line(exc),
                         detail=pid + zh_part(str(exc)).split("\n")[0][:400],
                         fix="tl.load 和 tl.store 都要带 mask=cols < n_cols。")
         if isinstance(exc, SyntaxError):
-            return Hint("syntax-error", f"语法错误：{exc.msg}", FILE, exc.lineno, fix="按 Python 的提示修改这一行。")
+            return Hint("syntax-error", f"语法错误：{exc.msg}", self.file, exc.lineno, fix="按 Python 的提示修改这一行。")
         line = traceback_line(exc, path) or _compile_line(exc, text)
-        return Hint("exception", f"运行时抛出 {type(exc).__name__}", FILE, line, detail=zh_part(str(exc))[:600])
+        return Hint("exception", f"运行时抛出 {type(exc).__name__}", self.file, line, detail=zh_part(str(exc))[:600])
 
     def extra_checks(self, impl, mode, paths):
         from ..memcount import count_memory

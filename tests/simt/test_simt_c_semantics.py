@@ -220,3 +220,13 @@ def test_cuda_launcher_applies_the_same_shared_rules(tmp_path):
         cuda_launch(cu, "k", 1, 32, (o,), shared_bytes=True)
     cuda_launch(cu, "k", 1, 32, (o,), shared_bytes=64 * 1024, max_dynamic_shared_bytes=64 * 1024)
     assert o.item() == 1.0
+
+
+def test_static_shared_limit_counts_declarations_not_executed():
+    """nvcc 按声明算静态共享内存：没有执行到的分支、被调用的 __device__ 函数里的数组也算。"""
+    src = ("__device__ float helper(int i) {\n  __shared__ float big[8192];\n  big[i] = 1; return big[i];\n}\n"
+           "__global__ void k(float* o, int flag) {\n  __shared__ float a[6144];\n  a[0] = 1;\n"
+           "  if (flag) o[0] = helper(0);\n  o[1] = a[0];\n}")
+    with pytest.raises(simt.CompileError, match=r"57344 字节.*big.*48 KiB") as ei:
+        simt.launch(src, "k", 1, 1, (_z(2), 0))
+    assert ei.value.line == 2

@@ -120,6 +120,15 @@ MIN_STEPS_PER_ITERATION = 1024
 STATIC_SHARED_LIMIT = 48 * 1024
 
 
+def _walk(node):
+    """AST 的所有子孙节点（先序）。"""
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(reversed([c for _, c in n.children()]))   # 按源码顺序
+
+
 class Machine:
     """一次启动的执行状态 / state of one launch."""
 
@@ -260,7 +269,41 @@ class Machine:
         return err
 
     # ------------------------------------------------------------ 运行
+    def static_shared_check(self, func):
+        """像 nvcc 一样在启动前把内核（及它调用的 __device__ 函数、文件作用域）声明的全部静态
+        __shared__ 数组加起来，不管它们在这次运行里有没有被用到。"""
+        decls, seen, todo = list(self.prog.shared_decls), set(), [func]
+        while todo:
+            f = todo.pop()
+            if f.name in seen:
+                continue
+            seen.add(f.name)
+            for n in _walk(f.node.body):
+                if isinstance(n, c_ast.Decl) and "_Thread_local" in (n.storage or []) \
+                        and "extern" not in (n.storage or []):
+                    decls.append(n)
+                elif isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) \
+                        and n.name.name in self.prog.functions:
+                    todo.append(self.prog.functions[n.name.name])
+        total = 0
+        for d in decls:
+            t = self.prog.resolve(d.type, d)
+            if not isinstance(t, T.CType):
+                t = t.t
+            if t.is_array and t.n is None:
+                continue
+            sc = T.scalar_of(t)
+            align = max(sc.size, 4)
+            total = (total + align - 1) // align * align + (T.elems_of(t) if t.is_array else 1) * sc.size
+            if total > STATIC_SHARED_LIMIT:
+                raise self.fail(CompileError, f"静态共享内存共 {total} 字节（算到 {d.name} 为止，包括这次没有执行到的声明），"
+                                f"超过 nvcc 的上限 {STATIC_SHARED_LIMIT} 字节（48 KiB）；更大的共享内存要用 extern __shared__ 动态分配",
+                                f"static shared memory of {total} bytes (up to {d.name}, counting declarations not executed) "
+                                f"exceeds the {STATIC_SHARED_LIMIT}-byte (48 KiB) limit of nvcc; use dynamic (extern __shared__) memory",
+                                d)
+
     def run(self, func, args):
+        self.static_shared_check(func)
         fr = Frame(func)
         lanes = self.ALL
         for (name, t, _), a in zip(func.params, args):

@@ -70,6 +70,17 @@ _SIMT_HINTS = {
 
 
 def simt_hint(exc: BaseException, file: str) -> Hint | None:
+    msg = str(exc)
+    if type(exc).__name__ == "UnsupportedError":
+        import re
+
+        m = re.search(r"未声明的标识符 (\w+)", msg)
+        if m:
+            return Hint("undeclared", f"用到了没有声明的变量 {m.group(1)}", file, error_line(exc),
+                        detail=zh_part(msg), fix=f"先声明 {m.group(1)}（或检查拼写）。")
+        if "无法解析" in msg:
+            return Hint("syntax-error", "语法错误：这一行（或上一行的结尾）无法解析", file, error_line(exc),
+                        detail=zh_part(msg), fix="常见原因：上一行少了分号、括号没有配对。")
     for cls in type(exc).__mro__:
         if cls.__name__ in _SIMT_HINTS:
             key, cause, fix = _SIMT_HINTS[cls.__name__]
@@ -83,7 +94,7 @@ def compile_hint(exc: BaseException, file: str) -> Hint | None:
     import re
 
     text = str(exc)
-    m = re.search(rf"{re.escape(file)}\((\d+)\): (?:error|错误)[^\n]*", text)
+    m = re.search(rf"{re.escape(file)}\((\d+)\): (?:catastrophic )?(?:error|错误)[^\n]*", text)
     if m:
         return Hint("compile-error", "编译错误", file, int(m.group(1)), detail=m.group(0),
                     fix="按编译器的提示修改这一行。")

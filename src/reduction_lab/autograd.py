@@ -11,7 +11,7 @@ backend     softmax 的反向 dx = y * (dy - sum(y * dy))   reduce_sum 的反向
 torch       torch 自己的 softmax 反向                     torch 自己的 sum 反向
 triton      Triton 融合内核（softmax_backward.py）        广播：dy[:, None].expand(M, N)，不启动内核
 cuda        CUDA C 内核（softmax_backward.cu）            同上
-tilelang    Triton 融合内核（TileLang 版没有反向内核）    同上
+tilelang    TileLang 内核（tilelang_kernels/backward.py）  同上
 ==========  ==========================================  ==========================================
 
 reduce_sum 的反向只是把每行的 dy 广播到整行：返回的是一个步长为 (1, 0) 的视图，不搬运数据。
@@ -34,7 +34,7 @@ BACKWARD_KERNELS = {
     "torch": "torch",
     "triton": "triton_kernels.softmax_backward.softmax_backward",
     "cuda": "cuda_kernels.softmax_backward (softmax_backward.cu)",
-    "tilelang": "triton_kernels.softmax_backward.softmax_backward",
+    "tilelang": "tilelang_kernels.softmax_backward (tilelang_kernels/backward.py)",
 }
 
 
@@ -60,6 +60,10 @@ def _softmax_backward(y, dy, backend):
         from .cuda_kernels import softmax_backward
 
         return softmax_backward(y, dy)
+    if backend == "tilelang":
+        from .tilelang_kernels import softmax_backward
+
+        return softmax_backward(y.contiguous(), dy.contiguous())    # TileLang 内核要行主序连续
     from .triton_kernels.softmax_backward import softmax_backward
 
     return softmax_backward(y, dy)

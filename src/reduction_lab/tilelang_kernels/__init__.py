@@ -4,6 +4,7 @@
 
 * :func:`reduce_sum` —— (M, N) float32 -> (M,)；
 * :func:`softmax` —— (M, N) float32 -> (M, N)，按行；
+* :func:`softmax_backward` —— softmax 的反向 dx = y * (dy - sum(y * dy))（:mod:`.backward`）；
 * :func:`cuda_source` —— 在任何机器上（不需要 GPU）把内核降级成 sm_90 的 CUDA C 源码；
 * :func:`default_config` —— 按 (M, N) 选出的默认参数（可调参数见各函数的关键字参数）。
 
@@ -26,7 +27,7 @@ import torch
 from ..checks import check_matrix
 from ..runtime import DEVICE, MODE
 
-__all__ = ["reduce_sum", "softmax", "cuda_source", "default_config", "nvcc_check",
+__all__ = ["reduce_sum", "softmax", "softmax_backward", "cuda_source", "default_config", "nvcc_check",
            "SM90_TARGET", "TUNABLES"]
 
 #: 不依赖 GPU 的 CUDA 目标：lead 机器（H200）的架构。
@@ -36,6 +37,7 @@ SM90_TARGET = {"kind": "cuda", "arch": "sm_90"}
 TUNABLES = {
     "reduce_sum": ("block_m", "block_n", "threads", "n_split", "defer_reduce"),
     "softmax": ("block_m", "block_n", "threads"),
+    "softmax_backward": ("block_m", "block_n", "threads"),
 }
 
 # 生成的下标是 int32：元素个数超过它就会溢出，必须拒绝而不是算错
@@ -61,9 +63,10 @@ def _is_pow2(n) -> bool:
 
 
 def _kernels():
-    from . import kernels
+    from . import backward, kernels
 
-    return {"reduce_sum": kernels.reduce_sum_kernel, "softmax": kernels.softmax_kernel}
+    return {"reduce_sum": kernels.reduce_sum_kernel, "softmax": kernels.softmax_kernel,
+            "softmax_backward": backward.softmax_backward_kernel}
 
 
 def _jit_for(kernel: str, target):
@@ -163,20 +166,20 @@ def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict) -> dict:
     return cfg
 
 
-def _check(x: torch.Tensor) -> None:
-    check_matrix(x, "x", dtypes=(torch.float32,), device=DEVICE)
+def _check(x: torch.Tensor, name: str = "x") -> None:
+    check_matrix(x, name, dtypes=(torch.float32,), device=DEVICE)
     if x.stride(0) != x.shape[1] and x.shape[0] > 1:
-        raise ValueError(f"x 必须是行主序连续张量，得到 stride {tuple(x.stride())}；可以先调用 .contiguous() "
-                         f"(x must be contiguous)")
+        raise ValueError(f"{name} 必须是行主序连续张量，得到 stride {tuple(x.stride())}；可以先调用 .contiguous() "
+                         f"({name} must be contiguous)")
     if x.numel() > _MAX_ELEMS:
-        raise ValueError(f"x 有 {x.numel()} 个元素，超过 TileLang 生成代码的 int32 下标上限 {_MAX_ELEMS} "
+        raise ValueError(f"{name} 有 {x.numel()} 个元素，超过 TileLang 生成代码的 int32 下标上限 {_MAX_ELEMS} "
                          f"(too many elements for int32 indexing)")
 
 
-def _run(kernel: str, x: torch.Tensor, cfg: dict) -> torch.Tensor:
+def _run(kernel: str, x: torch.Tensor, cfg: dict, *more: torch.Tensor) -> torch.Tensor:
     gpu = MODE == "gpu"
     jit = _jit_for(kernel, _current_target(x.device))
-    return jit(x, cpu=not gpu, **cfg)
+    return jit(x, *more, cpu=not gpu, **cfg)
 
 
 def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | None = None,
@@ -213,6 +216,20 @@ def softmax(x: torch.Tensor, *, block_m: int | None = None, block_n: int | None 
     return _run("softmax", x, cfg)
 
 
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor, *, block_m: int | None = None,
+                     block_n: int | None = None, threads: int | None = None) -> torch.Tensor:
+    """softmax 的反向：y = softmax(x) 与上游梯度 dy（都是 (M, N) float32、行主序连续），返回 dx。
+    两遍：先求每行的 sum(y * dy)，再写 dx = y * (dy - sum)。可调参数同 :func:`softmax`。"""
+    _check(y, "y")
+    _check(dy, "dy")
+    if y.shape != dy.shape:
+        raise ValueError(f"y 与 dy 的形状必须相同，得到 {tuple(y.shape)} 与 {tuple(dy.shape)} "
+                         f"(y and dy must have the same shape)")
+    M, N = y.shape
+    cfg = _resolve("softmax_backward", M, N, MODE == "gpu", dict(block_m=block_m, block_n=block_n, threads=threads))
+    return _run("softmax_backward", y, cfg, dy)
+
+
 def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target=None, **params) -> str:
     """把内核降级成 CUDA C 并返回源码；默认目标 sm_90，不需要 GPU，也不需要 nvcc
     （形状用 meta 张量给出，只做降级，不编译成二进制）。
@@ -235,7 +252,8 @@ def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target
 
         jit = _jit_for(kernel, target)
         x = torch.empty(M, N, dtype=torch.float32, device="meta")
-        prim_func = jit.get_tir(x, cpu=False, **cfg)
+        args = (x, x) if kernel == "softmax_backward" else (x,)      # 反向有 y、dy 两个输入
+        prim_func = jit.get_tir(*args, cpu=False, **cfg)
         # 只降级、不调用 nvcc：没有 CUDA 工具链的机器上也能看到生成的源码
         with Target(target) as tgt:
             _sources[key] = tilelang.lower(prim_func, target=tgt).kernel_source

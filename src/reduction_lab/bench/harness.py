@@ -16,6 +16,7 @@ JSON里写明：这些CPU时间与GPU性能无关。
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import importlib.metadata
 import platform
 import sys
@@ -279,6 +280,13 @@ def _defaults(suite: str, ns, total, quick, iters, warmup, log):
     if not shapes:
         raise BenchError(f"{suite}没有可测的形状：所有N都大于元素总数{total}"
                          f"(nothing to measure: every N exceeds the total of {total} elements)")
+    if not sim:
+        # 在开始之前拒绝显然放不下的形状：输入与输出各一份float32就超过空闲显存
+        free, _ = torch.cuda.mem_get_info()
+        biggest = max(math.prod(s) for s in shapes)
+        if 2 * 4 * biggest > free:
+            raise BenchError(f"{suite}最大的形状有{biggest}个元素，输入加输出至少{8 * biggest / 2**30:.1f} GiB，"
+                             f"超过GPU空闲显存{free / 2**30:.1f} GiB(shape too large for the free GPU memory)")
     if warmup is None:
         warmup = 1 if sim else (3 if quick else 10)
     if iters is None:

@@ -209,3 +209,14 @@ def test_tilelang_backward_kernel():
         tk.softmax_backward(y[:, :50], dy[:, :50])
     if shutil.which("nvcc"):
         assert ".entry" in tk.nvcc_check(tk.cuda_source("softmax_backward", 64, 3000))
+
+
+def test_long_row_backward_reads_twice():
+    """一行装不进一个块（N > 32768）时，生产版反向分块读两遍 y 与 dy：读 4MN，写 MN。"""
+    M, N = 2, 40000
+    y = torch.softmax(_x((M, N), torch.float32, seed=16), -1)
+    dy = _x((M, N), torch.float32, seed=17)
+    with rl.count_memory() as rep:
+        softmax_backward(y, dy)
+    assert rep.kernels() == ["softmax_backward_looped_kernel"]
+    assert (rep.elements_loaded, rep.elements_stored) == (4 * M * N, M * N)

@@ -3,8 +3,14 @@
 * 检查 docs/assets/vendor/ 里有网页字体与浏览器端的 jieba（``bash scripts/fetch_web_assets.sh`` 取回）；
 * 把 Material 的搜索 worker 换成 ``assets/javascripts/workers/search_zh.js``：它包住 Material 自带的
   worker，只在查询进去之前用 jieba 切分、在结果出来之后把高亮词合回整个词；
-* 搜索索引里的 TeX（``\\(...\\)``、``\\[...\\]``）换成 Unicode 文本（pylatexenc），搜索结果的预览里
-  不再出现原始 TeX。
+* 搜索索引里的 TeX（``\\(...\\)``、``\\[...\\]``，notebook 页面里还有 ``$...$``）换成 Unicode 文本
+  （pylatexenc），搜索结果的预览里不再出现原始 TeX；代码里的字符原样保留；
+* notebook 里中文标题的锚点是空的（nbconvert 的 slug 只留 ASCII）：补上中文锚点，标题的 ¶ 链接与
+  搜索结果都能跳到那一节；
+* 术语表（``GLOSSARY``）的每一行有自己的锚点，并在索引里单独成一条（标题是术语）：搜一个术语，
+  结果直接指向术语表里的那一行；
+* 页面的一级标题没有包含导航标题里的词时（首页的导航标题是「首页」），把导航标题附在索引里这一页的
+  标题后面：按导航里的写法搜索，总能找到这一页；notebook 标题末尾的锚点符号「¶」去掉。
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import html
 import json
 import logging
 import re
+import sys
 from pathlib import Path
 from urllib.parse import quote
 
@@ -32,7 +39,20 @@ VENDORED = (
 _CONFIG_SCRIPT = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.DOTALL)
 # arithmatex（generic）把公式写成 \( .. \) 与 \[ .. \]；索引里汉字之间还插着 jieba 的零宽空格
 _TEX = re.compile(r"\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+# notebook 的 Markdown 单元格由 MathJax 直接处理 $..$ 与 $$..$$
+_TEX_DOLLAR = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$(?=\S)([^$]+?)(?<=\S)\$", re.DOTALL)
+# 代码（行内与代码块）里的 \( 与 $ 是字面字符，不是公式
+_CODE = re.compile(r"(<pre\b.*?</pre>|<code\b.*?</code>)", re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
 _ZWSP = "\u200b"
+
+GLOSSARY = "glossary.md"
+_EMPTY_ID_HEADING = re.compile(r'<(h[1-6]) id="">(.*?)<a class="anchor-link" href="#">', re.DOTALL)
+_GLOSSARY_ROW = re.compile(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*</tr>", re.DOTALL)
+
+_glossary_rows: list[dict] = []    # 术语表每一行：{"location", "title", "text"}
+_nav_titles: dict[str, str] = {}   # 页面 URL -> 导航标题
+_notebooks: set[str] = set()       # notebook 页面的 URL
 
 
 def on_config(config):
@@ -43,6 +63,47 @@ def on_config(config):
             f"缺少 {', '.join(missing)}：先运行 bash scripts/fetch_web_assets.sh"
             "（取回网页字体与 jieba-wasm；serve.sh 与 test.sh 会自动运行它）")
     return config
+
+
+def on_nav(nav, config, files):
+    _nav_titles.clear()
+    _nav_titles.update({page.url: page.title for page in nav.pages if page.title})
+    _notebooks.clear()
+    _notebooks.update(page.url for page in nav.pages if page.file.src_uri.endswith(".ipynb"))
+    return nav
+
+
+def _unique_id(text: str, used: set[str], prefix: str = "") -> str:
+    from markdown.extensions.toc import slugify_unicode
+
+    base = prefix + (slugify_unicode(html.unescape(_TAG.sub("", text)), "-") or "section")
+    slug, n = base, 1
+    while slug in used:
+        slug, n = f"{base}_{n}", n + 1
+    used.add(slug)
+    return slug
+
+
+def on_page_content(content, page, config, files):
+    if page.file.src_uri.endswith(".ipynb"):
+        used = set(re.findall(r'\bid="([^"]+)"', content))
+
+        def heading(m):
+            slug = _unique_id(m.group(2), used)
+            return f'<{m.group(1)} id="{slug}">{m.group(2)}<a class="anchor-link" href="#{slug}">'
+        content = _EMPTY_ID_HEADING.sub(heading, content)
+    if page.file.src_uri == GLOSSARY:
+        _glossary_rows.clear()
+        used = set(re.findall(r'\bid="([^"]+)"', content))
+
+        def row(m):
+            term, english, text = m.groups()
+            slug = _unique_id(term, used, prefix="term-")
+            _glossary_rows.append({"location": f"{page.url}#{slug}", "title": f"{term}（{english}）",
+                                   "text": f"<p>{text}</p>"})
+            return f'<tr id="{slug}">\n<td>{term}</td>\n<td>{english}</td>\n<td>{text}</td>\n</tr>'
+        content = _GLOSSARY_ROW.sub(row, content)
+    return content
 
 
 def on_post_page(output, page, config):
@@ -75,12 +136,40 @@ def tex_to_text(tex: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def strip_tex(text: str, segment) -> str:
-    """把索引文本里的每段公式换成 Unicode 文本；公式里的汉字用 ``segment``（搜索插件的 jieba 切分）重新切分。"""
+def strip_tex(text: str, segment, dollars: bool = False) -> str:
+    """把索引文本里代码之外的每段公式换成 Unicode 文本；公式里的汉字用 ``segment``（搜索插件的 jieba 切分）重新切分。"""
     def replace(m):
-        tex = html.unescape(m.group(1) if m.group(1) is not None else m.group(2))
+        tex = html.unescape(next(g for g in m.groups() if g is not None))
         return html.escape(segment(tex_to_text(tex)), quote=False)
-    return _TEX.sub(replace, text)
+
+    parts = _CODE.split(text)
+    for i in range(0, len(parts), 2):  # 偶数下标是代码之外的文字
+        parts[i] = _TEX.sub(replace, parts[i])
+        if dollars:
+            parts[i] = _TEX_DOLLAR.sub(replace, parts[i])
+    return "".join(parts)
+
+
+def _merge_unanchored(docs: list[dict]) -> list[dict]:
+    """同一地址的几条索引并成一条。
+
+    notebook 里的中文标题生成的锚点是空的，每一节都记在页面本身的地址下；Material 按地址查结果，
+    同一地址只留最后一节，页面的标题（与导航标题）就丢了。把这些节的标题与文字并进第一条。
+    """
+    first: dict[str, dict] = {}
+    out = []
+    for doc in docs:
+        head = first.get(doc["location"])
+        if head is None:
+            first[doc["location"]] = doc
+            out.append(doc)
+        else:
+            head["text"] = f"{head.get('text', '')} <h2>{doc.get('title', '')}</h2> {doc.get('text', '')}".strip()
+    return out
+
+
+def _tokens(text: str, separator: re.Pattern, segment) -> set[str]:
+    return {t for t in separator.split(segment(_TAG.sub(" ", text)).lower()) if t}
 
 
 @event_priority(-100)  # 在搜索插件写出 search_index.json 之后
@@ -89,14 +178,25 @@ def on_post_build(config):
     if not path.is_file():
         return
     search = config["plugins"].get("material/search") or config["plugins"].get("search")
-    segment = getattr(search, "_segment_chinese", None) or (lambda s: s)
+    # 与建索引时同一个切分函数（Material 搜索插件的 SearchIndex._segment_chinese，用 jieba）
+    segment = getattr(getattr(search, "search_index", None), "_segment_chinese", None)
+    if segment is None or getattr(sys.modules.get(type(search).__module__), "jieba", None) is None:
+        segment = lambda s: s  # noqa: E731 — 没有 jieba 时搜索插件也不切分
     index = json.loads(path.read_text(encoding="utf-8"))
-    n = 0
+    separator = re.compile(index["config"]["separator"])
+    index["docs"] = _merge_unanchored(index["docs"])
+    if _glossary_rows and not any(d["location"] == _glossary_rows[0]["location"] for d in index["docs"]):
+        index["docs"] += [{k: (segment(v) if k != "location" else v) for k, v in row.items()}
+                          for row in _glossary_rows]
     for doc in index["docs"]:
+        page = doc["location"].split("#")[0]
         for field in ("title", "text"):
             value = doc.get(field)
-            if value and _TEX.search(value):
-                doc[field] = strip_tex(value, segment)
-                n += 1
+            if value:
+                doc[field] = strip_tex(value, segment, dollars=page in _notebooks)
+        doc["title"] = re.sub(f"[{_ZWSP}\\s]*¶", "", doc["title"])
+        nav_title = _nav_titles.get(page)
+        if nav_title and "#" not in doc["location"] and not (
+                _tokens(nav_title, separator, segment) <= _tokens(doc["title"], separator, segment)):
+            doc["title"] = f"{doc['title']}{_ZWSP}（{segment(html.escape(nav_title, quote=False))}）"
     path.write_text(json.dumps(index, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-    log.debug("search index: TeX replaced in %d fields", n)

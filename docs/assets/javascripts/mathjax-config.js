@@ -11,9 +11,27 @@ window.MathJax = {
   },
   options: {
     ignoreHtmlClass: ".*|",
-    processHtmlClass: "arithmatex|jp-MarkdownOutput",
+    processHtmlClass: "arithmatex|jp-MarkdownOutput|notebook-math",
+  },
+  startup: {
+    // 整页排版只进入带 processHtmlClass 的元素：notebook 单元里的 <p>、<li> 没有类名，会被
+    // ignoreHtmlClass 跳过，排版前先给它们加上 notebook-math
+    pageReady: () => {
+      markNotebookBlocks();
+      return MathJax.startup.defaultPageReady();
+    },
   },
 };
+
+// notebook 的 Markdown 单元（jp-MarkdownOutput）里直接含文字的块加上 notebook-math；返回还没排版的单元
+function markNotebookBlocks() {
+  for (const el of document.querySelectorAll(
+    ".jp-MarkdownOutput :is(p, li, td, th, h1, h2, h3, h4, h5, h6, blockquote, dt, dd)")) {
+    el.classList.add("notebook-math");
+  }
+  return Array.from(document.querySelectorAll(".jp-MarkdownOutput"))
+    .filter((el) => !el.querySelector("mjx-container"));
+}
 
 // Material 的 document$ 在首次加载和每次即时导航后都会发出。只排版还没有排版过的公式：
 // 首次加载时 MathJax 启动后会自行排版整页；对已排版的公式再排一次，MathML 输入会把
@@ -25,7 +43,8 @@ function typesetPage() {
   }
   mj.startup.promise = mj.startup.promise.then(() => {
     const pending = Array.from(document.querySelectorAll(".arithmatex"))
-      .filter((el) => !el.querySelector("mjx-container"));
+      .filter((el) => !el.querySelector("mjx-container"))
+      .concat(markNotebookBlocks());
     if (pending.length === 0) {
       return;
     }

@@ -7,8 +7,9 @@
 //    是 inf 与 掩码 两个词，而不是「排除 inf掩码」）。切好的汉字词逐字加反斜杠转义交给 Material：
 //    它对查询里的汉字另做一次按索引词表的切分，转义后每段只有一个字，那一步原样放过；lunr 的
 //    查询解析再去掉转义。
-// 2. 结果里用来高亮的词合回读者输入的整个词：一个输入词切出的几个词都命中时，链接的 ?h= 是整个
-//    词（「共享内存」），而不是其中一两个字。
+// 2. 结果里用来高亮的词合回读者输入的整个词：一个输入词切出的几个词都命中、页面上也有整个词时，
+//    链接的 ?h= 是整个词（「共享内存」），而不是其中一两个字。
+// 3. 标题与查询逐字相同的页面排在最前。
 "use strict";
 
 const SETUP = 0;
@@ -24,6 +25,7 @@ const LUNR_SPECIAL = /[\\:~^+\-]/g;
 
 let separator = /[\s\u200b\u3000\-、。，．？！；]+/g;  // SETUP 时换成 mkdocs.yml 里搜索插件的 separator
 let jieba;                                          // 第一次遇到含汉字的查询时加载
+const pageText = new Map();                         // 页面地址 -> 索引里这一页的全部文字（小写）
 
 function loadJieba() {
   jieba ||= import(JIEBA)
@@ -68,13 +70,15 @@ async function segmentQuery(query) {
   return [rewritten || query, groups];
 }
 
-// 一个输入词切出的词全部命中时，高亮用整个词
-function mergeTerms(terms, groups) {
+// 一个输入词切出的词全部命中、且页面上有整个词时，高亮用整个词（页面上的高亮只在一段连续文字里
+// 找词：「<code>-inf</code>掩码」里找不到「inf掩码」，那就分别高亮 inf 与 掩码）
+function mergeTerms(terms, groups, location) {
   const merged = { ...terms };
+  const text = pageText.get(location.split("#")[0]) || "";
   for (const { word, parts } of groups) {
     if (parts.length === 1 && parts[0] === word.toLowerCase())
       continue;
-    if (parts.every(p => terms[p] === true)) {
+    if (parts.every(p => terms[p] === true) && text.includes(word.toLowerCase())) {
       for (const p of parts)
         delete merged[p];
       merged[word] = true;
@@ -97,14 +101,48 @@ self.addEventListener = (type, listener, options) => {
 importScripts(here.searchParams.get("material"));
 delete self.addEventListener;
 
+// 标题与查询逐字相同（不计空格、分隔符与大小写）的页面排在最前：搜「存储体冲突」，标题就是
+// 「存储体冲突」的讲义排在标题里也有这几个字的实验页前面
+function normalize(text) {
+  return text.replace(/<[^>]*>/g, "").replace(separator, "").replace(/\s+/g, "").toLowerCase();
+}
+
+function exactFirst(results, query) {
+  const q = normalize(query);
+  // 标题本身，或括号前后的部分（术语表的「归约（reduction）」、附了导航标题的「…（首页）」）
+  const matches = title => {
+    const plain = title.replace(/<[^>]*>/g, "").replace(/\u200b/g, "");
+    const m = plain.match(/^(.*)（([^（）]*)）$/);
+    return [plain, ...(m ? [m[1], m[2]] : [])].some(t => normalize(t) === q);
+  };
+  const rank = section => {
+    const article = section.find(item => !item.location.includes("#")) || section[0];
+    if (matches(article.title))
+      return 2;
+    return section.some(item => matches(item.title)) ? 1 : 0;
+  };
+  return results
+    .map((section, i) => [rank(section), i, section])
+    .sort((a, b) => b[0] - a[0] || a[1] - b[1])
+    .map(([, , section]) => section);
+}
+
 const pending = [];   // 已交给 Material、结果尚未发回的查询（Material 按顺序回答）
 self.postMessage = message => {
   if (message && message.type === RESULT && pending.length) {
-    const groups = pending.shift();
-    for (const section of message.data.items || [])
+    const { query, groups } = pending.shift();
+    const items = message.data.items || [];
+    for (const section of items) {
       for (const item of section)
         if (item.terms)
-          item.terms = mergeTerms(item.terms, groups);
+          item.terms = mergeTerms(item.terms, groups, item.location);
+      // 只有某几节命中时，Material 补上的页面条目没有命中词（链接里 ?h= 是空的）：用这一页各节命中的词
+      const union = Object.assign({}, ...section.map(item => item.terms || {}));
+      for (const item of section)
+        if (item.terms && Object.keys(item.terms).length === 0)
+          item.terms = Object.fromEntries(Object.entries(union).filter(([, hit]) => hit));
+    }
+    message.data.items = exactFirst(items, query);
   }
   nativePostMessage(message);
 };
@@ -115,11 +153,17 @@ nativeAddEventListener("message", ev => {
   const message = ev.data;
   queue = queue.then(async () => {
     let forward = message;
-    if (message && message.type === SETUP && message.data.config.separator) {
-      separator = new RegExp(message.data.config.separator, "g");
+    if (message && message.type === SETUP) {
+      if (message.data.config.separator)
+        separator = new RegExp(message.data.config.separator, "g");
+      for (const doc of message.data.docs) {
+        const page = doc.location.split("#")[0];
+        const text = `${doc.title} ${doc.text}`.replace(/\u200b/g, "").toLowerCase();
+        pageText.set(page, `${pageText.get(page) || ""} ${text}`);
+      }
     } else if (message && message.type === QUERY && typeof message.data === "string") {
       const [rewritten, groups] = await segmentQuery(message.data);
-      pending.push(groups);
+      pending.push({ query: message.data, groups });
       forward = { ...message, data: rewritten };
     }
     for (const listener of materialListeners)

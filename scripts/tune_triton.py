@@ -1,8 +1,9 @@
 """在 GPU 上扫描 Triton 生产版内核的参数（块形状、warp 数、分段），打印每个形状的最佳配置。
 
     REDUCTION_LAB_MODE=gpu python scripts/tune_triton.py [--total-elems 67108864] [--json out.json]
+    REDUCTION_LAB_MODE=gpu python scripts/tune_triton.py --dtype bfloat16 --only softmax --ns 512,1024,2048,4096
 
-输入 fp32，M x N = total-elems；softmax 计 读+写 字节，行求和计 读 字节。同一次运行里测设备拷贝带宽作上限。
+输入 fp32（--dtype 可改成 bfloat16 / float16），M x N = total-elems；softmax 计 读+写 字节，行求和计 读 字节。同一次运行里测设备拷贝带宽作上限。
 结果用来确定 softmax.py / row_sum.py / online_softmax.py 里的默认参数。
 """
 
@@ -33,35 +34,41 @@ def main():
     ap.add_argument("--total-elems", type=int, default=1 << 26)
     ap.add_argument("--json")
     ap.add_argument("--ns", default="512,1024,2048,4096,8192,16384,32768,65536,131072,262144")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--only", default="softmax,row_sum", help="逗号分隔：softmax、row_sum")
     args = ap.parse_args()
+    dtype = getattr(torch, args.dtype)
+    only = set(args.only.split(","))
     rl.runtime.require_gpu("tune_triton")
     results = []
     for n in [int(v) for v in args.ns.split(",")]:
         m = args.total_elems // n
-        x = torch.randn(m, n, device="cuda")
+        x = torch.randn(m, n, device="cuda").to(dtype)
         y = torch.empty_like(x)
-        nbytes = x.numel() * 4
+        nbytes = x.numel() * x.element_size()
         copy = 2 * nbytes / bench(lambda: y.copy_(x))
-        ref_sm = torch.softmax(x, 1)
-        ref_sum = x.sum(1)
+        ref_sm = torch.softmax(x.float(), 1).to(dtype)
+        ref_sum = x.float().sum(1).to(dtype)
         rows = {"N": n, "M": m, "copy": copy / 1e9, "softmax": [], "row_sum": []}
         rows["torch_softmax"] = 2 * nbytes / bench(lambda: torch.softmax(x, 1)) / 1e9
         rows["torch_sum"] = nbytes / bench(lambda: x.sum(1)) / 1e9
         # softmax 候选
         cands = []
-        if n <= 65536:
+        if "softmax" not in only:
+            pass
+        elif n <= 65536:
             for elems, warps in itertools.product([2048, 4096, 8192, 16384, 32768, 65536], [4, 8, 16, 32]):
                 bm = elems // n
                 if bm < 1 or not (4 <= elems // (32 * warps) <= 64):
                     continue
                 cands.append(("rows", dict(block_m=bm, num_warps=warps)))
-        if n >= 8192:
+        if n >= 8192 and "softmax" in only:
             for chunk, warps in itertools.product([4096, 8192, 16384, 32768], [4, 8, 16, 32]):
                 if chunk > n or not (8 <= chunk // (32 * warps) <= 64):
                     continue
                 cands.append(("split", dict(chunk=chunk, num_warps=warps)))
                 cands.append(("packed", dict(chunk=chunk, num_warps=warps)))
-        if n >= 65536:
+        if n >= 65536 and "softmax" in only:
             cands.append(("online", dict(block_size=16384)))
         for kind, kw in cands:
             try:
@@ -72,7 +79,8 @@ def main():
                 else:
                     f = lambda: softmax(x, **kw)
                 out = f()
-                ok = torch.allclose(out, ref_sm, atol=1e-6, rtol=1e-4)
+                tol = 1e-6 if dtype == torch.float32 else 1e-2
+                ok = torch.allclose(out.float(), ref_sm.float(), atol=tol, rtol=1e-4 if dtype == torch.float32 else 2e-2)
                 gbs = 2 * nbytes / bench(f) / 1e9
                 rows["softmax"].append({"kind": kind, **kw, "gbs": gbs, "ok": ok})
             except Exception as exc:  # noqa: BLE001
@@ -80,19 +88,20 @@ def main():
         rows["softmax_default"] = 2 * nbytes / bench(lambda: softmax(x)) / 1e9
         # row_sum 候选：常驻内核（n_split=1）的块形状、warp 数、每 SM program 数、流水级数
         bn = min(triton.next_power_of_2(n), 4096)
-        for elems, warps, pps, stages in itertools.product([4096, 8192, 16384], [4, 8, 16], [2, 4, 8], [2, 3]):
+        grid = itertools.product([4096, 8192, 16384], [4, 8, 16], [2, 4, 8], [2, 3]) if "row_sum" in only else []
+        for elems, warps, pps, stages in grid:
             bm = max(1, elems // bn)
             if not (8 <= bm * bn // (32 * warps) <= 64):
                 continue
             kw = dict(block_m=bm, block_n=bn, num_warps=warps, n_split=1, programs_per_sm=pps, num_stages=stages)
             try:
                 f = lambda: row_sum(x, **kw)
-                ok = torch.allclose(f(), ref_sum, atol=1e-2, rtol=1e-4)
+                ok = torch.allclose(f().float(), ref_sum.float(), atol=1e-2, rtol=1e-4 if dtype == torch.float32 else 2e-2)
                 gbs = nbytes / bench(f) / 1e9
                 rows["row_sum"].append({**kw, "gbs": gbs, "ok": ok})
             except Exception as exc:  # noqa: BLE001
                 rows["row_sum"].append({**kw, "error": str(exc)[:200]})
-        rows["row_sum_default"] = nbytes / bench(lambda: row_sum(x)) / 1e9
+        rows["row_sum_default"] = nbytes / bench(lambda: row_sum(x)) / 1e9 if "row_sum" in only else 0.0
         best_sm = max((r for r in rows["softmax"] if r.get("ok")), key=lambda r: r["gbs"], default=None)
         best_rs = max((r for r in rows["row_sum"] if r.get("ok")), key=lambda r: r["gbs"], default=None)
         bad = [r for r in rows["softmax"] + rows["row_sum"] if not r.get("ok")]

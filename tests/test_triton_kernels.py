@@ -156,3 +156,25 @@ def test_split_softmax_refuses_segments_that_cannot_all_be_resident():
             split_softmax(x, chunk=16, num_warps=4, single_launch=True)
     got = split_softmax(x, chunk=16, num_warps=4)                  # 默认：退回两次启动，结果仍正确
     torch.testing.assert_close(got.double(), torch.softmax(x.double(), 1), atol=1e-6, rtol=1e-4)
+
+
+def test_rows_config_16bit_uses_fewer_warps():
+    """16 位输入、N <= 4096：4 个 warp、每个 program 约 2048 个元素（H200 扫描：docs/data/h200_tune_softmax_bf16.json）。"""
+    import json
+    from pathlib import Path
+
+    from reduction_lab.triton_kernels.softmax import _rows_config
+
+    assert _rows_config(1 << 17, 512, 2) == (8, 512, 4)
+    assert _rows_config(1 << 16, 1024, 2) == (2, 1024, 4)
+    assert _rows_config(1 << 14, 4096, 2) == (1, 4096, 4)
+    assert _rows_config(1 << 14, 4096, 4) == (1, 4096, 16)         # float32 不变
+    # 选中的配置在扫描里不低于最佳配置的 97%
+    data = json.loads((Path(__file__).resolve().parents[1] / "docs/data/h200_tune_softmax_bf16.json").read_text())
+    for row in data:
+        if row["N"] > 4096:
+            continue
+        bm, _, nw = _rows_config(row["M"], row["N"], 2)
+        ok = [c for c in row["softmax"] if c.get("ok") and c["kind"] == "rows"]
+        chosen = [c["gbs"] for c in ok if c["block_m"] == bm and c["num_warps"] == nw]
+        assert chosen and chosen[0] >= 0.97 * max(c["gbs"] for c in ok), row["N"]

@@ -112,7 +112,7 @@ def softmax_persistent(x: torch.Tensor, block_m: int | None = None, num_warps: i
     n_rows, n_cols = x.shape
     if n_cols > MAX_FUSED_COLS:
         raise ValueError(f"常驻内核把整行放进一个块，最多 {MAX_FUSED_COLS} 列，得到 N={n_cols}")
-    bm, bn, nw = _rows_config(n_rows, n_cols)
+    bm, bn, nw = _rows_config(n_rows, n_cols, x.element_size())
     bm, nw = block_m or bm, num_warps or nw
     check_triton_tuning(block_m=bm, block_n=bn)
     out = torch.empty_like(x)
@@ -125,10 +125,18 @@ def softmax_persistent(x: torch.Tensor, block_m: int | None = None, num_warps: i
     return out
 
 
-def _rows_config(n_rows: int, n_cols: int):
-    """(BLOCK_M, BLOCK_N, num_warps)：每个 program 至少一行、约 4096 个元素，16 个 warp。
-    在 H200 上扫描过（scripts/tune_triton.py）：N = 512 … 32768 时达到拷贝带宽的 96%–99%。"""
+def _rows_config(n_rows: int, n_cols: int, element_size: int = 4):
+    """(BLOCK_M, BLOCK_N, num_warps)。在 H200 上扫描过（scripts/tune_triton.py，M x N = 2^26）：
+
+    * float32：每个 program 至少一行、约 4096 个元素，16 个 warp；N = 512 … 32768 时达到拷贝带宽的 96%–99%；
+    * 16 位（bfloat16 / float16），N <= 4096：4 个 warp，每个 program 约 2048 个元素（N = 512 时 4096 个），
+      即每个线程 16 到 32 个元素；用 float32 的配置（16 个 warp）只有拷贝带宽的 78%，这样是 96%–100%。
+    """
     block_n = next_pow2(n_cols)
+    if element_size == 2 and block_n <= 4096:
+        per_program = 4096 if block_n <= 512 else 2048
+        block_m = max(1, min(per_program // block_n, next_pow2(n_rows)))
+        return block_m, block_n, 4
     block_m = max(1, min(4096 // block_n, next_pow2(n_rows)))
     num_warps = 16 if block_m * block_n >= 2048 else warps_for(block_m * block_n)
     return block_m, block_n, num_warps
@@ -159,7 +167,7 @@ def softmax(x: torch.Tensor, *, block_m: int | None = None, num_warps: int | Non
                          f"(row does not fit one block)")
     if out is None:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)   # 总是连续的，不沿用 x 的步长
-    bm, bn, nw = _rows_config(n_rows, n_cols)
+    bm, bn, nw = _rows_config(n_rows, n_cols, x.element_size())
     bm = block_m or bm
     nw = num_warps or nw
     check_triton_tuning(block_m=bm, block_n=bn)       # 块内元素不超过 Triton 的上限

@@ -36,7 +36,7 @@ def test_spin_wait_stops_within_seconds_and_names_the_loop():
 
 def test_budget_counts_active_lanes():
     """同样 100 次迭代：1 个线程块很便宜，4096 个线程块 x 256 线程超出 2**24 线程步的预算。"""
-    src = "__global__ void k(float* o) {\n  float a = 0;\n  for (int i = 0; i < 100; i++) a += 1.0f;\n  o[0] = a;\n}"
+    src = "__global__ void k(float* o) {\n  float a = 0;\n  for (int i = 0; i < 100; i++) a += 1.0f;\n  if (threadIdx.x == 0) o[0] = a;\n}"
     simt.launch(src, "k", 1, 256, (_z(1),), max_lane_steps=1 << 24)
     with pytest.raises(simt.LoopLimitError, match="第 3 行"):
         simt.launch(src, "k", 4096, 256, (_z(1),), max_lane_steps=1 << 24)
@@ -116,7 +116,8 @@ def test_cast_away_const_is_allowed():
     assert x.tolist() == [0.0, 5.0]
 
 
-DYN = "__global__ void k(float* o) {\n  extern __shared__ float d[];\n  d[threadIdx.x] = 1.0f;\n  o[0] = 1.0f;\n}"
+DYN = ("__global__ void k(float* o) {\n  extern __shared__ float d[];\n  d[threadIdx.x] = 1.0f;\n"
+       "  if (threadIdx.x == 0) o[0] = 1.0f;\n}")
 
 
 def test_dynamic_shared_above_48k_needs_the_opt_in():
@@ -230,3 +231,10 @@ def test_static_shared_limit_counts_declarations_not_executed():
     with pytest.raises(simt.CompileError, match=r"57344 字节.*big.*48 KiB") as ei:
         simt.launch(src, "k", 1, 1, (_z(2), 0))
     assert ei.value.line == 2
+
+
+def test_local_arrays_over_512k_per_thread():
+    src = "__global__ void k(float* o) {\n  float a[100000];\n  float b[40000];\n  a[0] = 1; b[0] = 1; o[0] = a[0] + b[0];\n}"
+    with pytest.raises(simt.CompileError, match=r"560000 字节.*b.*512 KiB") as ei:
+        simt.launch(src, "k", 1, 1, (_z(1),))
+    assert ei.value.line == 3

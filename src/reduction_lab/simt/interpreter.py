@@ -17,12 +17,15 @@ from pycparser import c_ast
 from . import counters as C
 from . import ctype as T
 from .errors import (
-    BarrierDivergenceError, CompileError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
+    BarrierDivergenceError, CompileError, GlobalMemoryRaceError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
     UninitializedReadError, UnsupportedError, WarpSyncError,
 )
 from .frontend import BUILTIN_FUNCS, parse_constant
 from .memory import Buffer
-from .sanitizers import SharedTracker, race_message
+from .sanitizers import (
+    GLOBAL_BLOCK_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, GlobalTracker, SharedTracker,
+    global_race_message, race_message,
+)
 
 
 class Lanes:
@@ -118,6 +121,8 @@ _BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 MIN_STEPS_PER_ITERATION = 1024
 #: 静态共享内存的上限（nvcc / ptxas：每个内核 48 KiB）
 STATIC_SHARED_LIMIT = 48 * 1024
+#: 每个线程局部数组的上限（ptxas：512 KiB 的局部内存）
+LOCAL_LIMIT = 512 * 1024
 
 
 def _walk(node):
@@ -133,7 +138,8 @@ class Machine:
     """一次启动的执行状态 / state of one launch."""
 
     def __init__(self, prog, kernel, grid, block, shared_bytes, report, racecheck, max_iter,
-                 max_lane_steps=None, initcheck=True, shared_limit=232448):
+                 max_lane_steps=None, initcheck=True, shared_limit=232448, global_racecheck=False,
+                 benign_same_value=False):
         self.prog = prog
         self.kernel = kernel
         self.grid = grid
@@ -144,6 +150,8 @@ class Machine:
         self.wpb = (self.tpb + 31) // 32
         self.rep = report
         self.racecheck = racecheck
+        self.global_racecheck = global_racecheck
+        self.benign_same_value = benign_same_value   # 同值写入不算竞争（共享与全局内存）
         self.max_iter = max_iter                  # 每个循环的迭代上限（None：不限）
         self.max_steps = max_lane_steps           # 整次启动的工作预算：线程步（None：不限）
         self.steps = 0
@@ -165,6 +173,9 @@ class Machine:
         self.dyn_init = None    # 动态共享内存每个字节是否写过
         self.locals = {}
         self.epoch = np.zeros(self.nblocks * self.wpb, np.int32)
+        self.bar = np.zeros(self.nblocks, np.int32)        # 每个线程块执行过的 __syncthreads() 次数
+        self.fence = np.zeros(L if global_racecheck else 0, np.int32)   # 每个线程最近一次 __threadfence() 的时钟
+        self.clock = 0                                     # 全局内存访问的时钟
         self.depth = 0
         self.consts = prog.consts
         self.S = {
@@ -273,6 +284,7 @@ class Machine:
         """像 nvcc 一样在启动前把内核（及它调用的 __device__ 函数、文件作用域）声明的全部静态
         __shared__ 数组加起来，不管它们在这次运行里有没有被用到。"""
         decls, seen, todo = list(self.prog.shared_decls), set(), [func]
+        local_bytes = 0
         while todo:
             f = todo.pop()
             if f.name in seen:
@@ -282,6 +294,16 @@ class Machine:
                 if isinstance(n, c_ast.Decl) and "_Thread_local" in (n.storage or []) \
                         and "extern" not in (n.storage or []):
                     decls.append(n)
+                elif isinstance(n, c_ast.Decl) and isinstance(n.type, c_ast.ArrayDecl):
+                    t = self.prog.resolve(n.type, n)
+                    t = t if isinstance(t, T.CType) else t.t
+                    if t.is_array and t.n is not None:
+                        local_bytes += T.elems_of(t) * T.scalar_of(t).size
+                        if local_bytes > LOCAL_LIMIT:
+                            raise self.fail(CompileError, f"每个线程的局部数组共 {local_bytes} 字节（算到 {n.name} 为止），"
+                                            f"超过 nvcc 的上限 {LOCAL_LIMIT} 字节（512 KiB）",
+                                            f"local arrays of {local_bytes} bytes per thread (up to {n.name}) exceed "
+                                            f"the {LOCAL_LIMIT}-byte (512 KiB) limit of nvcc", n)
                 elif isinstance(n, c_ast.FuncCall) and isinstance(n.name, c_ast.ID) \
                         and n.name.name in self.prog.functions:
                     todo.append(self.prog.functions[n.name.name])
@@ -993,6 +1015,8 @@ class Machine:
         flat = self._flat(buf, p.v, lanes)
         if buf.tracker is not None:
             self.race(buf, flat, lanes, node, p.t.vol, False)
+        elif buf.gtracker is not None:
+            self.global_race(buf, flat, lanes, node, "read")
         if buf.init is not None:
             self.check_init(buf, flat, lanes, node)
         v = buf.data[flat]
@@ -1013,9 +1037,13 @@ class Machine:
                             f"write to read-only array {buf.name}", node, lane=self.ids(lanes)[0])
         self._account(p, lanes, node, True)
         flat = self._flat(buf, p.v, lanes)
-        if buf.tracker is not None:
-            self.race(buf, flat, lanes, node, p.t.vol, True)
         v = T.cast(val.v, buf.elem)
+        if buf.tracker is not None:
+            self.race(buf, flat, lanes, node, p.t.vol, True, v)
+        elif buf.kind == "global" and self.global_racecheck:
+            if buf.gtracker is None:        # 去掉 const 之后写入只读参数：从现在开始记录
+                buf.gtracker = GlobalTracker(buf.per)
+            self.global_race(buf, flat, lanes, node, "write", v)
         if np.ndim(flat) == 0:
             if np.ndim(v):
                 v = v[-1]     # 多个线程写同一个地址：编号最大的线程的值留下
@@ -1067,7 +1095,7 @@ class Machine:
             f"({nbad} thread(s) read uninitialized values); on a GPU this is garbage, not 0",
             node, lane=lane)
 
-    def race(self, buf, flat, lanes, node, vol, write):
+    def race(self, buf, flat, lanes, node, vol, write, val=None):
         flat = np.broadcast_to(flat, (lanes.n,)) if np.ndim(flat) == 0 else flat
         tid = self.g(self.tlin, lanes).astype(np.int32)
         ep = self.epoch[self.g(self.gw, lanes)]
@@ -1094,9 +1122,56 @@ class Machine:
         if write == "atomic":
             buf.tracker.atomic(flat, tid, ep, line, report)
         elif write:
-            buf.tracker.write(flat, tid, ep, vol, line, report)
+            same = vals = None
+            if self.benign_same_value:
+                vals = np.broadcast_to(val, (lanes.n,))
+                same = buf.data[flat] == vals
+            buf.tracker.write(flat, tid, ep, vol, line, report, same, vals)
         else:
             buf.tracker.read(flat, tid, ep, vol, line, report)
+
+    def global_race(self, buf, flat, lanes, node, kind, val=None):
+        """全局内存竞争检查（GlobalTracker）：一次启动之内，不同线程块之间没有顺序。"""
+        n = lanes.n
+        flat = np.broadcast_to(flat, (n,)) if np.ndim(flat) == 0 else flat
+        ids = self.ids(lanes)
+        blk = self.g(self.blk, lanes).astype(np.int32)
+        gw = self.g(self.gw, lanes)
+        ep = self.bar[blk]
+        wep = self.epoch[gw]
+        line = self.line(node)
+        line = line if isinstance(line, int) else 0
+        self.clock += 1
+        same = vals = None
+        if kind == "write" and self.benign_same_value:
+            vals = np.broadcast_to(val, (n,))
+            same = buf.data[flat] == vals
+        hit = buf.gtracker.access(flat, ids.astype(np.int32), blk, ep, wep, gw, self.gw.__getitem__, self.fence,
+                                  self.clock, line, kind, same, vals)
+        if hit is None:
+            return
+        i, hz, other, other_line, other_atomic = hit
+        lane = int(ids[i])
+        b, t = self.where(lane)
+        if other >= 0:
+            ob, ot = self.where(other)
+            if self.blk[other] != self.blk[lane]:
+                note = GLOBAL_BLOCK_NOTE
+            elif self.gw[other] == self.gw[lane]:
+                note = VOLTA_NOTE
+            else:
+                note = GLOBAL_SAME_BLOCK_NOTE
+        else:
+            ob, ot = "（多个）/ (several)", "（多个）/ (several)"
+            note = GLOBAL_BLOCK_NOTE
+        word = int(flat[i])
+        msg = global_race_message(hz, self.kernel, line, buf.name, word, b, t, ob, ot, other_line or "?",
+                                  other_atomic, note)
+        err = GlobalMemoryRaceError(msg)
+        err.kernel, err.line, err.block, err.thread = self.kernel, line or None, b, t
+        err.other_block, err.other_thread, err.other_line = ob, ot, other_line or None
+        err.array, err.index, err.hazard = buf.name, word, hz
+        raise err
 
     # ------------------------------------------------------------ 函数调用
     def e_call(self, node, lanes, fr):
@@ -1218,6 +1293,10 @@ class Machine:
                     node)
             nb = blocks.size
         self.rep.barriers += nb
+        if blocks is None:
+            self.bar += 1
+        else:
+            self.bar[blocks] += 1
         for buf in self.shared.values():
             if buf.tracker is not None:
                 buf.tracker.reset_blocks(blocks, blocks is None)
@@ -1234,6 +1313,9 @@ class Machine:
         return Val(T.VOID, np.int32(0))
 
     def b___threadfence(self, node, args, lanes, fr):
+        if self.global_racecheck and node.name.name == "__threadfence":
+            self.clock += 1
+            self.fence[self.ids(lanes)] = self.clock
         return Val(T.VOID, np.int32(0))
 
     b___threadfence_block = b___threadfence
@@ -1347,6 +1429,10 @@ class Machine:
         self.rep.atomic_ops += lanes.n
         if buf.tracker is not None:
             self.race(buf, flat, lanes, node, False, "atomic")
+        elif buf.kind == "global" and self.global_racecheck:
+            if buf.gtracker is None:
+                buf.gtracker = GlobalTracker(buf.per)
+            self.global_race(buf, flat, lanes, node, "atomic")
         data = buf.data
         # 按线程编号顺序依次执行（GPU 上顺序不确定）
         order = np.argsort(flat, kind="stable")

@@ -70,3 +70,13 @@ class OnlineSoftmax(SoftmaxTriton):
                         f"第 {bad[0]} 行的和是 {got[bad[0]].sum().item():.4g}（应为 1）",
                         "d 是以旧的最大值 m 为基准累加的：更新时 d = d * exp(m - m_new) + sum(exp(x - m_new))。")
         return super().wrong_answer(case, x, out, ref, bad, impl)
+
+    def bench(self, impl):
+        from .core import time_against
+
+        M, N = 64, 262144                            # 长行：一行 1 MiB，装不进一个块
+        x = torch.randn(M, N, device="cuda")
+        out = torch.empty_like(x)
+        op = impl["op"]
+        calls = {"你的内核": lambda: op(x, out=out), "torch.softmax": lambda: torch.softmax(x, dim=-1, out=out)}
+        return time_against(calls, 2 * x.numel() * 4, x, f"{M}x{N} float32，你的内核读 2 遍；GB/s 按读 1 遍 + 写 1 遍计")

@@ -28,6 +28,9 @@ _LAZY = {
     "fused_softmax": "reduction_lab.triton_kernels.softmax",
     "row_sum": "reduction_lab.triton_kernels.row_sum",
     "online_softmax": "reduction_lab.triton_kernels.online_softmax",
+    "layer_norm": "reduction_lab.triton_kernels.layer_norm",
+    "rms_norm": "reduction_lab.triton_kernels.layer_norm",
+    "col_sum": "reduction_lab.triton_kernels.col_sum",
     # 朴素 torch 参考实现（带逐步读写计数）
     "naive_softmax": "reduction_lab.reference",
     "naive_softmax_traffic": "reduction_lab.reference",

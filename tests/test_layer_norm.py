@@ -1,0 +1,279 @@
+"""LayerNorm / RMSNorm 的 Triton 内核（页面：docs/triton/normalization.md）。
+
+参考实现都是 float64 的 torch（F.layer_norm / F.rms_norm 与它们的 autograd），输入与被测内核相同
+（半精度输入先按半精度取整，再转成 float64）。容差写在每个测试里。
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import reduction_lab as rl
+from reduction_lab.triton_kernels import layer_norm as ln
+
+DEV = rl.DEVICE
+
+
+def _inputs(m, n, dtype=torch.float32, seed=0, offset=0.0, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    x = (offset + scale * torch.randn(m, n, generator=g, dtype=torch.float64)).to(dtype)
+    w = (1 + 0.5 * torch.randn(n, generator=g, dtype=torch.float64)).to(dtype)
+    b = (0.5 * torch.randn(n, generator=g, dtype=torch.float64)).to(dtype)
+    return x.to(DEV), w.to(DEV), b.to(DEV)
+
+
+def _ref_ln(x, w, b, eps=1e-5):
+    return F.layer_norm(x.double(), (x.shape[1],), w.double(), None if b is None else b.double(), eps)
+
+
+def _ref_rms(x, w, eps=1e-6):
+    return F.rms_norm(x.double(), (x.shape[1],), w.double(), eps)
+
+
+def _close(got, ref, atol, rtol):
+    err = (got.double() - ref).abs()
+    bad = ~(err <= atol + rtol * ref.abs())
+    assert not bool(bad.any()), f"{int(bad.sum())} 个元素超出容差，最大误差 {float(err.max()):.3g}"
+
+
+# ---------------------------------------------------------------- 前向：形状、课程版与生产版
+
+# (1, 1)：一行一列，方差为 0；(1, 777) M = 1；(37, 300) 每个 program 多行；(3, 20000) N > MAX_FUSED_COLS
+SHAPES = [(1, 1), (1, 777), (37, 300), (3, 20000)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_forward_matches_float64(shape):
+    x, w, b = _inputs(*shape, offset=3.0, scale=2.0)
+    y, mean, rstd = ln.layer_norm_forward(x, w, b)
+    _close(y, _ref_ln(x, w, b), 1e-5, 1e-5)
+    x64 = x.double()
+    _close(mean, x64.mean(1), 1e-5, 1e-6)
+    _close(rstd, 1 / torch.sqrt(x64.var(1, unbiased=False) + 1e-5), 1e-5, 1e-5)
+    y, rstd = ln.rms_norm_forward(x, w)
+    _close(y, _ref_rms(x, w), 1e-5, 1e-5)
+    y = ln.layer_norm_forward(x, w, None)[0]               # 没有偏置
+    _close(y, _ref_ln(x, w, None), 1e-5, 1e-5)
+
+
+@pytest.mark.parametrize("block", [64, 256, 1024])
+def test_course_kernels_any_block_size(block):
+    """课程版：每块的 (count, mean, M2) 用 Chan 的公式合并；最后一块不满（1000 = 15 * 64 + 40）。"""
+    x, w, b = _inputs(5, 1000, offset=-7.0, scale=3.0, seed=1)
+    y, mean, rstd = ln.welford_layer_norm(x, w, b, block_size=block)
+    _close(y, _ref_ln(x, w, b), 1e-5, 1e-5)
+    _close(mean, x.double().mean(1), 1e-5, 1e-6)
+    y, rstd = ln.looped_rms_norm(x, w, block_size=block)
+    _close(y, _ref_rms(x, w), 1e-5, 1e-5)
+
+
+def test_large_mean_welford_vs_naive_variance():
+    """均值 1e4、标准差 1 的 float32 行：E[x^2] - E[x]^2 损失全部有效数字，Welford / 两遍法不会。"""
+    x, w, b = _inputs(4, 1000, offset=1e4, seed=2)
+    ref = _ref_ln(x, w, b)
+    for y in (ln.welford_layer_norm(x, w, b, block_size=128)[0], ln.layer_norm_forward(x, w, b)[0]):
+        assert float((y.double() - ref).abs().max()) < 5e-3
+    # 朴素的一遍公式（float32）：误差大到没有意义
+    m = x.mean(1, keepdim=True)
+    var = (x * x).mean(1, keepdim=True) - m * m
+    naive = (x - m) / torch.sqrt(var.clamp_min(0) + 1e-5) * w + b
+    err = (naive.double() - ref).abs().max()
+    assert not bool(err < 0.1), float(err)
+
+
+def test_constant_rows_and_tiny_scale():
+    """方差为 0 的行：y = b；方差远小于 eps 的行：y ≈ (x - mean) / sqrt(eps) * w + b。"""
+    x, w, b = _inputs(3, 500, seed=3)
+    x[0] = 0.1
+    x[1] = -2.5
+    x[2] = 1e-6 * x[2]
+    for y in (ln.layer_norm_forward(x, w, b)[0], ln.welford_layer_norm(x, w, b, block_size=128)[0]):
+        _close(y, _ref_ln(x, w, b), 1e-5, 1e-5)
+        assert torch.allclose(y[1], b, atol=0, rtol=0)         # -2.5 的和精确，x - mean 精确为 0
+
+
+def test_fp16_near_max_does_not_overflow():
+    """float16 的 6e4 平方后超过 float16 的上限 65504：内核按 float32 计算，不会溢出。"""
+    n = 300
+    x = torch.full((2, n), 6e4, dtype=torch.float16, device=DEV)
+    x[1, ::2] = -6e4
+    w = torch.ones(n, dtype=torch.float16, device=DEV)
+    y, _ = ln.rms_norm_forward(x, w)
+    assert torch.isfinite(y).all()
+    _close(y, _ref_rms(x, w), 1e-3, 1e-3)
+    y = ln.layer_norm_forward(x, w, torch.zeros_like(w))[0]
+    _close(y, _ref_ln(x, w, torch.zeros_like(w)), 2e-3, 2e-3)
+
+
+# 半精度：与 float64 参考（同一份取整后的输入）相比，误差不超过 atol = rtol = 该 dtype 的 eps
+# （最后一次取整到半精度只差半个 ulp；float32 的中间计算误差小得多）
+HALF = [torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_precision_forward(dtype):
+    eps_d = torch.finfo(dtype).eps
+    x, w, b = _inputs(33, 700, dtype=dtype, offset=1.0, scale=2.0, seed=4)
+    y, mean, rstd = ln.layer_norm_forward(x, w, b)
+    assert y.dtype == dtype and mean.dtype == torch.float32 and rstd.dtype == torch.float32
+    _close(y, _ref_ln(x, w, b), eps_d, eps_d)
+    y, _ = ln.rms_norm_forward(x, w)
+    _close(y, _ref_rms(x, w), eps_d, eps_d)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_precision_backward(dtype):
+    """dx：atol = eps * max|dx_ref|、rtol = eps；dW、dB（float32 权重）：float32 累加 M 行，rtol = 1e-4。"""
+    eps_d = torch.finfo(dtype).eps
+    x, _, _ = _inputs(37, 1000, dtype=dtype, seed=5)
+    _, w, b = _inputs(37, 1000, seed=6)                     # float32 的权重、半精度的激活（混合精度的常见做法）
+    dy = torch.randn(37, 1000, generator=torch.Generator().manual_seed(7)).to(dtype).to(DEV)
+    for rms in (False, True):
+        xr = x.double().requires_grad_()
+        wr = w.double().requires_grad_()
+        br = b.double().requires_grad_()
+        ref = _ref_rms(xr, wr) if rms else _ref_ln(xr, wr, br)
+        ref.backward(dy.double())
+        if rms:
+            y, rstd = ln.rms_norm_forward(x, w)
+            dx, dw = ln.rms_norm_backward(dy, x, w, rstd)
+        else:
+            y, mean, rstd = ln.layer_norm_forward(x, w, b)
+            dx, dw, db = ln.layer_norm_backward(dy, x, w, mean, rstd)
+            _close(db, br.grad, 1e-4, 1e-4)
+        assert dx.dtype == dtype and dw.dtype == torch.float32
+        _close(dx, xr.grad, eps_d * float(xr.grad.abs().max()), eps_d)
+        _close(dw, wr.grad, 1e-4 * float(wr.grad.abs().max()), 1e-4)
+
+
+# ---------------------------------------------------------------- 反向与 autograd
+
+def test_gradcheck_float64():
+    """torch.autograd.gradcheck：数值雅可比（有限差分）与内核的反向一致。形状小：每个元素扰动两次。"""
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(3, 7, generator=g, dtype=torch.float64).to(DEV).requires_grad_()
+    w = torch.randn(7, generator=g, dtype=torch.float64).to(DEV).requires_grad_()
+    b = torch.randn(7, generator=g, dtype=torch.float64).to(DEV).requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, w, b: rl.layer_norm(x, w, b), (x, w, b))
+    assert torch.autograd.gradcheck(lambda x, w: rl.layer_norm(x, w), (x, w))
+    assert torch.autograd.gradcheck(lambda x, w: rl.rms_norm(x, w), (x, w))
+
+
+@pytest.mark.parametrize("programs", [None, 1, 3, 10])
+def test_backward_partials_any_program_count(programs):
+    """反向内核的 P 个 program 各写一行 dW、dB 部分和，col_sum 再相加：结果与 P 无关（在容差内）。
+    (37, 1000)：每个行块 4 行，10 个行块；P = 3 时各 program 处理 4、3、3 个行块。"""
+    x, w, b = _inputs(37, 1000, dtype=torch.float64, seed=9)
+    dy = torch.randn(37, 1000, generator=torch.Generator().manual_seed(10), dtype=torch.float64).to(DEV)
+    xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
+    _ref_ln(xr, wr, br).backward(dy)
+    _, mean, rstd = ln.layer_norm_forward(x, w, b)
+    dx, dw, db = ln.layer_norm_backward(dy, x, w, mean, rstd, programs=programs)
+    for got, ref in ((dx, xr.grad), (dw, wr.grad), (db, br.grad)):
+        _close(got, ref, 1e-10, 1e-10)
+
+
+def test_autograd_with_broadcast_grad_and_deterministic_dw():
+    """y.sum() 的上游梯度是步长为 0 的广播张量；dW 两次运行逐位相同（部分和按固定顺序相加，没有原子加）。"""
+    x, w, b = _inputs(20, 300, seed=11)
+    grads = []
+    for _ in range(2):
+        wr, br = w.clone().requires_grad_(), b.clone().requires_grad_()
+        xr = x.clone().requires_grad_()
+        rl.layer_norm(xr, wr, br).sum().backward()
+        grads.append((xr.grad, wr.grad, br.grad))
+    xr, wr, br = (t.double().requires_grad_() for t in (x, w, b))
+    _ref_ln(xr, wr, br).sum().backward()
+    _close(grads[0][0], xr.grad, 1e-4, 1e-4)
+    _close(grads[0][1], wr.grad, 1e-4, 1e-5)
+    _close(grads[0][2], br.grad, 0, 0)                     # dB = 每列 20 个 1 之和：精确
+    for a, c in zip(*grads):
+        assert torch.equal(a, c)
+    with pytest.raises(RuntimeError):                       # 只能一阶：二阶导数明确报错
+        xr = x.clone().requires_grad_()
+        (gx,) = torch.autograd.grad(rl.layer_norm(xr, w, b).pow(2).sum(), xr, create_graph=True)
+        gx.sum().backward()
+
+
+# ---------------------------------------------------------------- 访存计数
+
+def test_memory_counts():
+    """生产版前向：x 读一次（MN），w、b 每个 program 读一次；写 y（MN）与每行的 mean、rstd。
+    反向：x、dy 各读一次，w 每个 program 一次，mean、rstd 每行一次；写 dx 与 P 行部分和，col_sum 再读它们。"""
+    m, n = 37, 300                                          # BLOCK_N = 512，BLOCK_M = 8：5 个 program
+    x, w, b = _inputs(m, n, seed=12)
+    with rl.count_memory() as r:
+        _, mean, rstd = ln.layer_norm_forward(x, w, b)
+    assert (r.launches, r.programs) == (1, 5)
+    assert r.elements_loaded == m * n + 5 * 2 * n
+    assert r.elements_stored == m * n + 2 * m
+    dy = torch.ones_like(x)
+    with rl.count_memory() as r:
+        ln.layer_norm_backward(dy, x, w, mean, rstd, programs=2)
+    kernel, dw_sum, db_sum = r.records
+    assert kernel.elements_loaded == 2 * m * n + 2 * n + 2 * m
+    assert kernel.elements_stored == m * n + 2 * 2 * n
+    assert dw_sum.elements_loaded == db_sum.elements_loaded == 2 * n
+    assert dw_sum.elements_stored == n
+    with rl.count_memory() as r:                            # 课程版：x 读两遍，w、b 每行读一次
+        ln.welford_layer_norm(x, w, b, block_size=128)
+    assert r.elements_loaded == 2 * m * n + m * 2 * n
+    assert r.elements_stored == m * n + 2 * m
+
+
+# ---------------------------------------------------------------- 参数检查：在任何启动之前
+
+def _bad_cases():
+    x, w, b = _inputs(4, 8)
+    return [
+        (lambda: ln.layer_norm_forward(x[0], w, b), ValueError, "二维"),
+        (lambda: ln.layer_norm_forward(x, w[:7], b), ValueError, "长度应为"),
+        (lambda: ln.layer_norm_forward(x, w, b[:5]), ValueError, "长度应为"),
+        (lambda: ln.layer_norm_forward(x.t(), w[:4], None), ValueError, "最后一维必须连续"),
+        (lambda: ln.layer_norm_forward(x.int(), w, b), TypeError, "dtype"),
+        (lambda: ln.layer_norm_forward(x, w, b, eps=-1.0), ValueError, "eps"),
+        (lambda: ln.layer_norm_forward(x, w, b, eps="1e-5"), TypeError, "eps"),
+        (lambda: ln.rms_norm_forward(x, w.reshape(2, 4)), ValueError, "一维"),
+        (lambda: ln.welford_layer_norm(x, w, b, block_size=100), ValueError, "2 的幂"),
+        (lambda: ln.welford_layer_norm(x, w, None), TypeError, "bias"),
+        (lambda: ln.layer_norm_backward(x[:2], x, w, x[:, 0].contiguous(), x[:, 0].contiguous()),
+         ValueError, "dy 的形状"),
+        (lambda: ln.layer_norm_backward(x, x, w, x[:2, 0].contiguous(), x[:, 0].contiguous()),
+         ValueError, "mean"),
+        (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].double()), TypeError, "dtype"),
+        (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(), programs=0), ValueError, "programs"),
+        (lambda: ln.layer_norm_backward(x, x, w, x[:, 0].contiguous(), x[:, 0].contiguous(), has_bias=1),
+         TypeError, "has_bias"),
+    ]
+
+
+def test_bad_arguments_refused_before_any_launch():
+    for call, exc, words in _bad_cases():
+        with rl.count_memory() as r:
+            with pytest.raises(exc, match=words):
+                call()
+        assert r.launches == 0, words
+
+
+def test_backward_refuses_rows_longer_than_a_block():
+    n = ln.MAX_FUSED_COLS + 1
+    x = torch.zeros(1, n, device=DEV)
+    w = torch.ones(n, device=DEV)
+    stats = torch.zeros(1, device=DEV)
+    with rl.count_memory() as r:
+        with pytest.raises(ValueError, match="最多 16384 列"):
+            ln.layer_norm_backward(x, x, w, stats, stats)
+    assert r.launches == 0
+
+
+@pytest.mark.slow
+def test_kernels_compile_for_sm90():
+    """编译模式（不解释执行）下每个内核都能编译成 sm_90 的 cubin：只在编译时出现的错误 CPU 上也能发现。"""
+    script = Path(__file__).with_name("norm_compile_check.py")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("ok ") == 7, r.stdout

@@ -47,3 +47,28 @@ def test_launch_from_thread_without_report_is_counted():
         t.start()
         t.join(timeout=60)
     assert (rep.launches, rep.elements_loaded) == (1, 4 * 30)
+
+
+def test_concurrent_launches_without_counting():
+    """几个线程同时调用 Triton 内核（sim 模式下经解释器）：启动依次执行，结果都对，不会报
+    "Did you forget to add @triton.jit"。"""
+    errors, wrong = [], []
+    barrier = threading.Barrier(3)
+
+    def work(seed):
+        try:
+            g = torch.Generator().manual_seed(seed)
+            x = torch.randn(200, 50, generator=g).to(rl.DEVICE)
+            barrier.wait()
+            for _ in range(2):
+                if not torch.allclose(rl.fused_softmax(x), torch.softmax(x, -1), atol=1e-6):
+                    wrong.append(seed)
+        except BaseException as e:      # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and not wrong, (errors, wrong)

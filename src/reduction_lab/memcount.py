@@ -69,7 +69,9 @@ import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter as _interp  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from .triton_compat import version_tuple, wrap_patch_lang  # noqa: E402
+from .triton_compat import INTERPRETER_LOCK, install_interpreter_lock, version_tuple, wrap_patch_lang  # noqa: E402
+
+install_interpreter_lock()          # 在任何包装之前：计数期间与计数之外的启动用同一把锁
 
 __all__ = [
     "count_memory",
@@ -327,7 +329,7 @@ class _Launch:
 class _State:
     def __init__(self) -> None:
         self.reports: list[tuple[MemoryReport, int]] = []   # (报告, 打开它的线程)
-        self.lock = threading.RLock()      # 安装 / 卸载、报告列表、每一次被计数的启动
+        self.lock = INTERPRETER_LOCK       # 安装 / 卸载、报告列表、每一次启动（与解释器共用一把锁）
         self.undo: list = []               # (obj, name, had_own, old)，按逆序恢复
         self.compiled = False
         self.rewritten: list = []          # 编译模式下由本模块触发改写的函数
@@ -831,8 +833,9 @@ def count_memory(*, check_bounds: bool = True) -> Iterator[MemoryReport]:
 
     线程：每个线程的启动记进本线程打开的报告，几个线程可以同时各自计数；一个没有打开报告的
     线程（例如 gpu 模式下执行反向的 autograd 工作线程）在计数期间的启动记进所有打开着的报告。
-    Triton 解释器不是线程安全的（builder 是进程内唯一的对象），所以计数期间各线程被计数的
-    启动依次执行；计数之外、sim 模式下几个线程同时运行解释器，本身就不受支持。离开 ``with`` 块（包括因异常离开）时恢复解释器和
+    Triton 解释器不是线程安全的（每次启动临时改写 triton.language，builder 是进程内唯一的对象），
+    所以解释执行的启动——计数之内与 sim 模式下的所有启动——都持有
+    :data:`reduction_lab.triton_compat.INTERPRETER_LOCK`，依次执行。离开 ``with`` 块（包括因异常离开）时恢复解释器和
     ``triton.language`` 的原状。越界时抛出 :class:`OutOfBoundsError`。
     """
     if not isinstance(check_bounds, bool):

@@ -8,7 +8,32 @@ triton < 3.7 的解释器用 ``int(数组)`` 实现张量的 ``__index__``；num
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+
+#: Triton 解释器不是线程安全的：每次启动（``GridExecutor.__call__``）都临时改写 ``triton.language``，
+#: 并用进程内唯一的 builder 记录 program 编号。两个线程同时启动会互相破坏（报 "Did you forget to add
+#: @triton.jit"，或者读到别的启动的 program 编号）。所有解释执行的启动都持有这把锁，依次执行；
+#: :mod:`reduction_lab.memcount` 用的也是它。
+INTERPRETER_LOCK = threading.RLock()
+
+
+def install_interpreter_lock() -> None:
+    """让解释器的每次启动都持有 :data:`INTERPRETER_LOCK`（只装一次）。"""
+    from triton.runtime import interpreter
+
+    call = interpreter.GridExecutor.__call__
+    if getattr(call, "_reduction_lab_locked", False):
+        return
+
+    def __call__(self, *args, **kwargs):
+        with INTERPRETER_LOCK:
+            return call(self, *args, **kwargs)
+
+    __call__._reduction_lab_locked = True
+    __call__.__wrapped__ = call
+    interpreter.GridExecutor.__call__ = __call__
 
 
 def version_tuple(v: str) -> tuple:

@@ -35,6 +35,7 @@ def sm_count() -> int:
 
 
 if MODE == "sim":
-    from ..triton_compat import install_index_fix
+    from ..triton_compat import install_index_fix, install_interpreter_lock
 
     install_index_fix()
+    install_interpreter_lock()      # 解释器不是线程安全的：几个线程的启动依次执行

@@ -70,6 +70,11 @@ def _check_args(x, dim, backend, out, op):
     _check_backend(backend)
     check_matrix(x, "x", dtypes=DTYPES[backend], device=DEVICE)
     _check_dim(x, dim)
+    if x.device.type == "cuda" and backend != "torch" and x.device.index != torch.cuda.current_device():
+        cur = torch.cuda.current_device()
+        raise ValueError(f"x 在 {x.device} 上，而当前设备是 cuda:{cur}：内核在当前设备上启动；请先 "
+                         f"torch.cuda.set_device({x.device.index})，或在 with torch.cuda.device(x.device) 里调用 "
+                         f"(x is on {x.device} but the current device is cuda:{cur})")
     out_shape = (x.shape[0],) if op == "reduce_sum" else tuple(x.shape)
     needs_grad = torch.is_grad_enabled() and x.requires_grad
     if out is not None:

@@ -66,6 +66,7 @@ def test_concurrent_launches_without_counting():
         except BaseException as e:      # noqa: BLE001
             errors.append(e)
 
+    rl.fused_softmax(torch.randn(200, 50, device=rl.DEVICE))   # gpu 模式：先在主线程里编译好
     threads = [threading.Thread(target=work, args=(s,)) for s in range(3)]
     for t in threads:
         t.start()

@@ -88,6 +88,8 @@ MISTAKES = [
      "no-stride-loop", "acc += row_in[j]"),
     ("reduce-sum-cuda", "no-tree", "sdata[tid] += sdata[tid + s];", "sdata[tid] += 0.0f;", "no-tree", "sdata[tid] +="),
     ("reduce-sum-cuda", "no-write", "        out[row] = sdata[0];", "        ;", "not-written", None),
+    ("reduce-sum-cuda", "one-output", "        out[row] = sdata[0];", "        out[0] = sdata[0];", "global-race",
+     "out[0] = sdata[0]"),
     ("reduce-sum-cuda", "missing-semicolon", "    sdata[tid] = acc;\n", "    sdata[tid] = acc\n", "syntax-error",
      "__syncthreads();"),
     ("reduce-sum-cuda", "undeclared", "acc += row_in[j];", "acc += row_in[k];", "undeclared", "row_in[k]"),

@@ -153,9 +153,9 @@ def test_dynamic_shared_without_size_is_out_of_bounds():
 
 
 def test_infinite_loop_hits_the_limit():
-    src = "__global__ void k(int* o) {\n int i = 0;\n while (i < 10) { o[0] = i; }\n}"
+    src = "__global__ void k(int* o) {\n int i = 0;\n while (i < 10) { o[threadIdx.x] = i; }\n}"
     with pytest.raises(simt.LoopLimitError, match="line 3"):
-        simt.launch(src, "k", 1, 32, (np.zeros(1, np.int32),), max_loop_iterations=500)
+        simt.launch(src, "k", 1, 32, (np.zeros(32, np.int32),), max_loop_iterations=500)
 
 
 @pytest.mark.parametrize("code,line,word", [

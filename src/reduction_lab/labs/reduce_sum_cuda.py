@@ -48,6 +48,10 @@ _SIMT_HINTS = {
     "SharedMemoryRaceError": (
         "shared-race", "共享内存数据竞争：一个线程读了别的线程还没写完（或正要改写）的 sdata",
         "写完 sdata[tid] 之后，以及树形归约的每一步之后，都要 __syncthreads()。"),
+    "GlobalMemoryRaceError": (
+        "global-race", "全局内存数据竞争：几个线程（常常是不同线程块的）不用原子操作写同一个 out[row]，或读了别的线程块正在写的结果",
+        "每个输出元素只让一个线程写（例如 if (tid == 0) out[row] = sdata[0];）；几个线程块合写一个元素时两边都用 atomicAdd，"
+        "并在启动前把输出清零。\n一次启动之内，不同线程块之间没有任何顺序：要用别的线程块的结果，就放到下一次启动。"),
     "OutOfBoundsError": (
         "out-of-bounds", "越界访问",
         "检查循环的边界（j < cols，不是 j <= cols）、行偏移 row * cols 和写出的下标 out[row]。"),

@@ -1,14 +1,14 @@
 """CUDA C 子集的 CPU 模拟器，带检查器与计数器（文档：docs/cuda/simulator.md）。
 
 A CPU simulator for a subset of CUDA C: the whole grid runs vectorised with
-numpy, with an out-of-bounds check, a barrier-divergence check, a shared-memory
-race check and exact memory counters. Pure Python (numpy, pycparser, pcpp).
+numpy, with an out-of-bounds check, a barrier-divergence check, shared- and
+global-memory race checks and exact memory counters. Pure Python (numpy, pycparser, pcpp).
 """
 
 from .api import MAX_LANE_STEPS, MAX_LOOP_ITERATIONS, MAX_THREADS, kernel_signature, launch
 from .counters import Report
 from .errors import (
-    BarrierDivergenceError, CompileError, LaunchError, LoopLimitError, OutOfBoundsError,
+    BarrierDivergenceError, CompileError, GlobalMemoryRaceError, LaunchError, LoopLimitError, OutOfBoundsError,
     SharedMemoryRaceError, SimtError, SimtRuntimeError, UninitializedReadError, UnsupportedError,
     WarpSyncError,
 )
@@ -17,7 +17,7 @@ from .frontend import parse
 __all__ = [
     "launch", "kernel_signature", "parse", "Report",
     "SimtError", "UnsupportedError", "OutOfBoundsError", "BarrierDivergenceError",
-    "SharedMemoryRaceError", "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "LaunchError",
+    "SharedMemoryRaceError", "GlobalMemoryRaceError", "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "LaunchError",
     "UninitializedReadError", "CompileError",
     "MAX_THREADS", "MAX_LOOP_ITERATIONS", "MAX_LANE_STEPS",
 ]

@@ -22,6 +22,7 @@ from .errors import LaunchError
 from .frontend import parse
 from .interpreter import Machine, Val
 from .memory import Buffer, array_arg, scalar_arg
+from .sanitizers import GlobalTracker
 
 MAX_THREADS = 1 << 24
 #: 每个循环的迭代上限：默认不限，由整次启动的工作预算 :data:`MAX_LANE_STEPS` 兜底
@@ -104,23 +105,28 @@ def kernel_signature(source, name, defines=None):
 
 
 def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
-           racecheck=True, initcheck=True, max_loop_iterations=MAX_LOOP_ITERATIONS,
+           racecheck=True, initcheck=True, global_racecheck=True, benign_same_value=False,
+           max_loop_iterations=MAX_LOOP_ITERATIONS,
            max_lane_steps=MAX_LANE_STEPS, max_dynamic_shared_bytes=None, arch="sm_90"):
     """在 CPU 上模拟一次内核启动，把结果写回传入的数组，返回 Report。
 
     source：C 源码文本或 .cu 文件路径；name：__global__ 函数名；grid/block：整数或
     最多 3 维的元组；args：与内核参数一一对应；shared_bytes：动态共享内存字节数；
     defines：{宏名: 值}，相当于 ``#define 宏名 值``。racecheck=False 关闭共享内存竞争检查，
-    initcheck=False 关闭未初始化读取的检查（:class:`UninitializedReadError`）。
+    initcheck=False 关闭未初始化读取的检查（:class:`UninitializedReadError`），global_racecheck=False
+    关闭全局内存竞争检查（:class:`GlobalMemoryRaceError`，省下每个可写全局数组每个元素 52 字节的记录与相应的时间）。
+    benign_same_value=True 时，几个线程把同一个值写进同一个字不算竞争（共享与全局内存；默认报告，
+    因为 CUDA 内存模型里这仍是数据竞争，只是常见的惯用写法）。
 
     工作预算：``max_lane_steps``（默认 :data:`MAX_LANE_STEPS`）限制整次启动的「活跃线程 x 循环迭代」，
     死循环与自旋等待在几秒内报 :class:`LoopLimitError`，信息里有循环所在的行；``max_loop_iterations``
     另外限制每个循环的迭代次数（默认不限）。共享内存：``shared_bytes`` 超过 48 KiB 时必须传
     ``max_dynamic_shared_bytes``（驱动的 opt-in 属性），上限按 ``arch`` 取（默认 sm_90：227 KiB）。
     """
-    if not isinstance(racecheck, bool) or not isinstance(initcheck, bool):
-        raise TypeError(f"racecheck 与 initcheck 应为 bool，得到 {racecheck!r}、{initcheck!r} / "
-                        f"racecheck and initcheck must be bool")
+    for flag, fname in ((racecheck, "racecheck"), (initcheck, "initcheck"),
+                        (global_racecheck, "global_racecheck"), (benign_same_value, "benign_same_value")):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{fname} 应为 bool，得到 {flag!r} / {fname} must be bool")
     _check_count(max_loop_iterations, "max_loop_iterations")
     _check_count(max_lane_steps, "max_lane_steps")
     shared_limit = shared_limits(shared_bytes, max_dynamic_shared_bytes, arch)
@@ -158,11 +164,14 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
         if t.is_ptr:
             arr = array_arg(a, pname, t)
             buf = Buffer("global", pname, arr, T.scalar_of(t.base), arr.size, vol=t.vol)
+            if global_racecheck and not t.const:
+                buf.gtracker = GlobalTracker(buf.per)    # 指向 const 的参数只读：不必记录
             vals.append(Val(t, np.int64(0), buf))
         else:
             vals.append(Val(t, scalar_arg(a, pname, t)))
     m = Machine(prog, name, grid, block, shared_bytes, rep, racecheck, max_loop_iterations,
-                max_lane_steps=max_lane_steps, initcheck=initcheck, shared_limit=shared_limit)
+                max_lane_steps=max_lane_steps, initcheck=initcheck, shared_limit=shared_limit,
+                global_racecheck=global_racecheck, benign_same_value=benign_same_value)
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):
         m.run(f, vals)

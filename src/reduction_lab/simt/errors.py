@@ -36,6 +36,22 @@ class SharedMemoryRaceError(SimtError):
     """两个屏障之间的共享内存数据竞争（RAW/WAR/WAW）/ shared-memory race."""
 
 
+class GlobalMemoryRaceError(SimtError):
+    """一次启动之内的全局内存数据竞争：两个线程（同一或不同线程块）访问同一个字，至少一个是写，不是两边
+    都用原子操作，且两次访问之间没有顺序（__syncthreads() 只排定同一线程块的线程）/ global-memory race.
+
+    另有属性 ``array``、``index``（数组名与元素下标）、``hazard``（"RAW"、"WAR" 或 "WAW"）、
+    ``other_block``、``other_thread``、``other_line``（另一个线程与它的访问所在的行）。
+    """
+
+    array = None
+    index = None
+    hazard = None
+    other_block = None
+    other_thread = None
+    other_line = None
+
+
 class WarpSyncError(SimtError):
     """线程束级原语（__shfl_*_sync）读到了不参与的线程 / bad warp-level call."""
 

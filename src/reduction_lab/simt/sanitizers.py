@@ -63,11 +63,13 @@ class SharedTracker:
         r[blocks] = -1
         rw[blocks] = -1
 
-    def _check_writer(self, flat, tid, epoch, vol, kind, report):
+    def _check_writer(self, flat, tid, epoch, vol, kind, report, same=None):
         """本次访问的字若在上次屏障之后被别的线程写过（同一 warp 内、隔着 __syncwarp 的访问除外），
-        报告 kind（RAW 或 WAW）。volatile 不算同步。"""
+        报告 kind（RAW 或 WAW）。volatile 不算同步。same：不算竞争的同值写入。"""
         w = self.writer[flat]
         haz = ((w >= 0) & (w != tid)) | (w == ATOMIC)
+        if same is not None:
+            haz &= ~(same & (w >= 0))
         if haz.any():
             same = ((w // 32) == (tid // 32)) & (w >= 0)
             ok = same & (self.wep[flat] != epoch)
@@ -114,10 +116,11 @@ class SharedTracker:
         self.rep[flat] = epoch
         self.rline[flat] = line
 
-    def write(self, flat, tid, epoch, vol, line, report):
-        """记录一次写；发现 WAW/WAR 时调用 report。"""
+    def write(self, flat, tid, epoch, vol, line, report, same=None, vals=None):
+        """记录一次写；发现 WAW/WAR 时调用 report。把同值写入当作良性时，same 标出写入的值与这个字现有的值
+        相同的线程，vals 是写入的值。"""
         self.dirty = True
-        self._check_writer(flat, tid, epoch, vol, "WAW", report)
+        self._check_writer(flat, tid, epoch, vol, "WAW", report, same)
         r = self.reader[flat]
         haz = (r == -2) | ((r >= 0) & (r != tid))
         if haz.any():
@@ -132,8 +135,13 @@ class SharedTracker:
         if flat.size > 1:
             d = np.diff(flat)
             if not (d > 0).all():
-                fs = np.sort(flat)
-                dupw = fs[1:][fs[1:] == fs[:-1]]
+                order = np.argsort(flat, kind="stable")
+                fs = flat[order]
+                dupm = fs[1:] == fs[:-1]
+                if vals is not None:
+                    vs = vals[order]
+                    dupm &= vs[1:] != vs[:-1]
+                dupw = fs[1:][dupm]
                 if dupw.size:
                     word = dupw[0]
                     lanes = np.flatnonzero(flat == word)
@@ -193,3 +201,174 @@ def race_message(kind, kernel, line, bufname, word, block, thread, other, other_
         f"{verb} {bufname}[{word}], which thread {other} of the same block {prev_en} at line {other_line} "
         f"since the last __syncthreads(). {en_note}"
     ), SharedMemoryRaceError
+
+
+# ---------------------------------------------------------------- 全局内存
+# 全局内存的竞争记录：每个字一行，列如下（-1：没有；-2：多个）
+_WL, _WB, _WE, _WW, _WC, _WA, _WLN, _R1, _R2, _RB, _RE, _RW, _RLN = range(13)
+_NCOL = 13
+NONE, SEVERAL = -1, -2
+
+
+class GlobalTracker:
+    """一个全局数组在整次启动中的竞争记录（compute-sanitizer 的 racecheck 只查共享内存，这里补上全局内存）。
+
+    Per global word: the last writer (lane, block, the block's ``__syncthreads()``
+    count and the warp's ``__syncwarp()`` count at the access, the launch clock, the
+    line, whether it was an atomic) and up to two readers since that write. Two
+    accesses by different threads are ordered only when both are in one block and a
+    ``__syncthreads()`` of that block lies between them, or both are in one warp and
+    a ``__syncwarp()`` lies between them, or the earlier one is a write that its
+    thread followed with ``__threadfence()`` (the publish-then-flag pattern).
+    Nothing orders two blocks of one launch. Atomics on both sides never race.
+    """
+
+    def __init__(self, nelem):
+        self.s = np.full((nelem, _NCOL), NONE, np.int32)
+
+    @staticmethod
+    def _unordered(lane, blk, ep, wep, olane, oblk, oep, owep, ogw, gw):
+        """另一个访问（o*）与本次访问之间没有顺序。olane=-2 表示多个线程（只看线程块）。"""
+        same_block_later = (oblk == blk) & (oep < ep)
+        same_warp_synced = (olane >= 0) & (ogw == gw) & (owep != wep)
+        return (olane != NONE) & (olane != lane) & ~same_block_later & ~same_warp_synced
+
+    def access(self, flat, lane, blk, ep, wep, gw, gw_of, fence, clock, line, kind, same_value=None, vals=None):
+        """记录一次访问（kind：'read'、'write'、'atomic'），所有参数都是每个活跃线程一项的数组。返回 None，或
+        (i, hazard, other_lane, other_line, other_atomic)：第 i 个活跃线程与另一个线程冲突。gw_of(lanes) 给出
+        线程所在的全局线程束编号，fence 是每个线程最近一次 __threadfence() 的时钟。把同值写入当作良性时，
+        same_value 标出与这个字现有的值相同的写，vals 是写入的值（同一条语句里几个线程写同一个字且值相同不报）。"""
+        s = self.s[flat]
+        n = flat.shape[0]
+        wl = s[:, _WL]
+        # -- 与上一个写者
+        if (wl != NONE).any():
+            wgw = gw_of(np.maximum(wl, 0))
+            haz = self._unordered(lane, blk, ep, wep, wl, s[:, _WB], s[:, _WE], s[:, _WW], wgw, gw)
+            plain = s[:, _WA] != 1
+            if kind == "atomic":
+                haz &= plain
+            # 写后紧跟 __threadfence() 的写已经发布
+            haz &= ~(plain & (wl >= 0) & (fence[np.maximum(wl, 0)] > s[:, _WC]))
+            if kind == "write" and same_value is not None:
+                haz &= ~(plain & same_value)
+            if haz.any():
+                i = int(np.flatnonzero(haz)[0])
+                hz = "RAW" if kind == "read" else "WAW"
+                return i, hz, int(wl[i]), int(s[i, _WLN]), not plain[i]
+        # -- 与上一个写之后的读者
+        if kind != "read":
+            r1 = s[:, _R1]
+            if (r1 != NONE).any():
+                r2 = s[:, _R2]
+                rb = s[:, _RB]
+                several = r2 != NONE
+                olane = np.where(several, SEVERAL, r1)
+                rgw = gw_of(np.maximum(r1, 0))
+                haz = self._unordered(lane, blk, ep, wep, olane, rb, s[:, _RE], s[:, _RW], rgw, gw)
+                if haz.any():
+                    i = int(np.flatnonzero(haz)[0])
+                    other = int(r1[i]) if int(r1[i]) != int(lane[i]) else int(r2[i])
+                    return i, "WAR", other, int(s[i, _RLN]), False
+        # -- 同一条语句里的多个线程访问同一个字
+        order = None
+        if n > 1 and not (np.diff(flat) > 0).all():
+            order = np.argsort(flat, kind="stable")
+            fs = flat[order]
+            dup = np.concatenate(([False], fs[1:] == fs[:-1]))
+            if kind == "write":
+                bad = dup
+                if vals is not None:
+                    vs = vals[order]
+                    bad = dup & np.concatenate(([False], vs[1:] != vs[:-1]))
+                if bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    return int(order[k]), "WAW", int(lane[order[k - 1]]), line, False
+        # -- 更新记录
+        lanev, blkv, new = lane, blk, s
+        if kind == "write":
+            new[:, _WL] = lanev
+            new[:, _WB] = blkv
+            new[:, _WE] = ep
+            new[:, _WW] = wep
+            new[:, _WC] = clock
+            new[:, _WA] = 0
+            new[:, _WLN] = line
+            new[:, _R1:] = NONE
+        else:
+            if kind == "atomic":
+                cols = (_WL, None, _WB, _WE, _WW, _WLN)
+                prev_kept = (wl != NONE) & (s[:, _WA] == 1)
+            else:
+                cols = (_R1, _R2, _RB, _RE, _RW, _RLN)
+                prev_kept = s[:, _R1] != NONE
+            c1, c2, cb, ce, cw, cln = cols
+            ob, oe, o1 = s[:, cb], s[:, ce], s[:, c1]
+            # 同一线程块、隔着 __syncthreads() 的旧记录已经排在本线程块以后的一切访问之前：换掉
+            keep = prev_kept & ~((ob == blkv) & (oe < ep))
+            nb = np.where(keep & (ob != blkv), SEVERAL, blkv)
+            if c2 is not None:
+                o2 = s[:, c2]
+                new[:, c2] = np.where(keep & (o1 != lanev), o1, np.where(keep, o2, NONE))
+                new[:, c1] = lanev
+            else:   # 原子写者：一个线程或“多个”
+                new[:, c1] = np.where(keep & (o1 != lanev), SEVERAL, lanev)
+                new[:, _WA] = 1
+                new[:, _WC] = clock
+            new[:, cb] = nb
+            new[:, ce] = np.where(keep, np.maximum(oe, ep), ep)
+            new[:, cw] = wep
+            new[:, cln] = line
+            if kind == "atomic":
+                new[:, _R1:] = NONE
+            if order is not None:
+                # 同一个字的多个线程：按线程编号依次合并（写回时后面的覆盖前面的）
+                fs = flat[order]
+                starts = np.flatnonzero(np.concatenate(([True], fs[1:] != fs[:-1])))
+                ends = np.concatenate((starts[1:], [fs.size])) - 1
+                hi = order[ends]
+                lmin = np.minimum.reduceat(lanev[order], starts)
+                lmax = np.maximum.reduceat(lanev[order], starts)
+                bmin = np.minimum.reduceat(blkv[order], starts)
+                bmax = np.maximum.reduceat(blkv[order], starts)
+                multi = lmin != lmax
+                if c2 is not None:
+                    new[hi, c2] = np.where(multi, np.where(lanev[hi] == lmin, lmax, lmin), new[hi, c2])
+                else:
+                    new[hi, c1] = np.where(multi, SEVERAL, new[hi, c1])
+                new[hi, cb] = np.where(bmin != bmax, SEVERAL, new[hi, cb])
+        self.s[flat] = new
+        return None
+
+
+GLOBAL_BLOCK_NOTE = (
+    "两个线程属于不同的线程块：一次启动之内没有任何东西排定不同线程块的先后（__syncthreads() 只同步同一线程块）；"
+    "请改用原子操作（两边都是），或把依赖别的线程块结果的部分放到下一次启动。",
+    "The two threads are in different blocks: nothing orders two blocks within one launch (__syncthreads() "
+    "synchronises one block only): use atomics on both sides, or move the dependent part to a second launch.",
+)
+GLOBAL_SAME_BLOCK_NOTE = (
+    "两个线程属于同一线程块的不同线程束，两次访问之间没有 __syncthreads()。",
+    "The two threads are in different warps of one block and no __syncthreads() lies between the accesses.",
+)
+
+
+def global_race_message(kind, kernel, line, bufname, word, block, thread, oblock, othread, other_line,
+                        other_atomic, note):
+    """全局内存竞争的双语说明。"""
+    what = {"RAW": "读取", "WAR": "写入", "WAW": "写入"}[kind]
+    verb = {"RAW": "reads", "WAR": "writes", "WAW": "writes"}[kind]
+    if kind == "WAR":
+        prev, prev_en = "读过", "read"
+    elif other_atomic:
+        prev, prev_en = "用原子操作改过", "atomically updated"
+    else:
+        prev, prev_en = "写过", "wrote"
+    zh_note, en_note = note
+    return (
+        f"全局内存数据竞争（{HAZARD_NAMES[kind]}）：内核 {kernel} 第 {line} 行，线程块 {block} 的线程 {thread} "
+        f"{what} {bufname}[{word}]，而线程块 {oblock} 的线程 {othread} 在第 {other_line} 行{prev}这个字，"
+        f"两次访问之间没有同步。{zh_note} / global-memory race ({kind}) in kernel {kernel}, line {line}: "
+        f"block {block}, thread {thread} {verb} {bufname}[{word}], which block {oblock}, thread {othread} "
+        f"{prev_en} at line {other_line}, with nothing ordering the two accesses. {en_note}"
+    )

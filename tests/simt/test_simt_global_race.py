@@ -1,0 +1,192 @@
+"""全局内存的数据竞争（一次启动之内）：故意埋下的竞争要报告，课程里正确的内核不报告（文档：docs/cuda/simulator.md）。"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from reduction_lab import cuda_kernels as ck
+from reduction_lab import simt
+
+SRC = r"""
+__global__ void cross_ww(float* out) {
+    out[0] = blockIdx.x;
+}
+__global__ void cross_rw(float* a, float* out) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) a[5] = 1.0f;
+    if (blockIdx.x == 1 && threadIdx.x == 3) out[0] = a[5];
+}
+__global__ void cross_war(float* a, float* out) {
+    if (blockIdx.x == 0 && threadIdx.x == 2) out[0] = a[7];
+    if (blockIdx.x == 1 && threadIdx.x == 0) a[7] = 3.0f;
+}
+__global__ void same_block(float* a, float* out, int sync) {
+    if (threadIdx.x == 0) a[0] = 7.0f;
+    if (sync) __syncthreads();
+    if (threadIdx.x == 33) out[0] = a[0];
+}
+__global__ void barrier_other_block(float* a, float* out) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) a[0] = 7.0f;
+    __syncthreads();
+    if (blockIdx.x == 1 && threadIdx.x == 0) out[0] = a[0];
+}
+__global__ void atomics(float* out) {
+    atomicAdd(out, 1.0f);
+    atomicAdd(out + 1 + blockIdx.x % 2, 2.0f);
+}
+__global__ void atomic_then_plain(float* out) {
+    if (blockIdx.x == 0) atomicAdd(out, 1.0f);
+    else if (threadIdx.x == 0) out[0] = 2.0f;
+}
+__global__ void atomic_then_read(float* out, float* res) {
+    atomicAdd(out, 1.0f);
+    __syncthreads();
+    if (threadIdx.x == 0) res[blockIdx.x] = out[0];
+}
+__global__ void own_block_atomics(float* out, float* res) {
+    atomicAdd(out + blockIdx.x, 1.0f);
+    __syncthreads();
+    if (threadIdx.x == 0) res[blockIdx.x] = out[blockIdx.x];
+}
+__global__ void same_value(int* flag) {
+    flag[0] = 1;
+}
+__global__ void fenced_last_block(float* part, float* out, unsigned int* count) {
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        part[blockIdx.x] = blockIdx.x + 1;
+        __threadfence();
+        unsigned int t = atomicAdd(count, 1u);
+        last = (t == gridDim.x - 1);
+    }
+    __syncthreads();
+    if (last && threadIdx.x == 0) {
+        float s = 0;
+        for (int i = 0; i < gridDim.x; i++) s += part[i];
+        out[0] = s;
+    }
+}
+__global__ void own_words(float* a, float* b, int n, int sync) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] = a[i] * 2.0f + 1.0f;
+    if (sync) __syncthreads();
+    if (i < n && threadIdx.x > 0) b[i] = a[i] + a[i - 1];
+}
+"""
+
+
+def _z(n, dtype=np.float32):
+    return np.zeros(n, dtype)
+
+
+def _race(name, grid, block, args, **kw):
+    with pytest.raises(simt.GlobalMemoryRaceError) as ei:
+        simt.launch(SRC, name, grid, block, args, **kw)
+    return ei.value
+
+
+def test_cross_block_write_write():
+    e = _race("cross_ww", 2, 1, (_z(1),))
+    assert e.hazard == "WAW" and e.array == "out" and e.index == 0
+    assert (e.block, e.thread, e.other_block, e.other_thread) == ("(1,0,0)", "(0,0,0)", "(0,0,0)", "(0,0,0)")
+    assert isinstance(e.line, int) and e.line == 3 and e.other_line == 3
+    zh, en = str(e).split(" / ", 1)
+    assert "全局内存数据竞争" in zh and "线程块 (1,0,0)" in zh and "线程块 (0,0,0)" in zh
+    assert "global-memory race (WAW)" in en and "different blocks" in en
+    assert not any("\u4e00" <= c <= "\u9fff" for c in en)
+
+
+def test_cross_block_read_after_write():
+    e = _race("cross_rw", 2, 32, (_z(8), _z(1)))
+    assert (e.hazard, e.array, e.index, e.line, e.other_line) == ("RAW", "a", 5, 7, 6)
+    assert (e.block, e.thread, e.other_block, e.other_thread) == ("(1,0,0)", "(3,0,0)", "(0,0,0)", "(0,0,0)")
+
+
+def test_cross_block_write_after_read():
+    e = _race("cross_war", 2, 32, (_z(8), _z(1)))
+    assert (e.hazard, e.array, e.index, e.line, e.other_line) == ("WAR", "a", 7, 11, 10)
+    assert (e.other_block, e.other_thread) == ("(0,0,0)", "(2,0,0)")
+
+
+def test_same_block_needs_a_barrier():
+    e = _race("same_block", 1, 64, (_z(1), _z(1), 0))
+    assert (e.hazard, e.thread, e.other_thread, e.line, e.other_line) == ("RAW", "(33,0,0)", "(0,0,0)", 16, 14)
+    assert "__syncthreads()" in str(e).split(" / ")[0]
+    out = _z(1)
+    simt.launch(SRC, "same_block", 1, 64, (_z(1), out, 1))
+    assert out[0] == 7.0
+
+
+def test_a_barrier_does_not_order_two_blocks():
+    e = _race("barrier_other_block", 2, 32, (_z(1), _z(1)))
+    assert (e.hazard, e.block, e.other_block) == ("RAW", "(1,0,0)", "(0,0,0)")
+
+
+def test_same_warp_without_syncwarp_names_volta():
+    e = _race("cross_ww", 1, 2, (_z(1),))
+    assert (e.thread, e.other_thread) == ("(1,0,0)", "(0,0,0)")
+    assert "Volta" in str(e)
+
+
+def test_atomics_on_both_sides_are_benign():
+    out = _z(3)
+    rep = simt.launch(SRC, "atomics", 8, 64, (out,))
+    assert out.tolist() == [512.0, 512.0, 512.0] and rep.atomic_ops == 1024
+
+
+def test_atomic_and_plain_access_race():
+    e = _race("atomic_then_plain", 2, 32, (_z(1),))
+    assert e.hazard == "WAW" and "原子操作" in str(e) and "atomically" in str(e)
+    e = _race("atomic_then_read", 2, 32, (_z(1), _z(2)))
+    assert e.hazard == "RAW"
+    res = _z(2)
+    simt.launch(SRC, "own_block_atomics", 2, 32, (_z(2), res))
+    assert res.tolist() == [32.0, 32.0]
+
+
+def test_switch_turns_the_check_off():
+    out = _z(1)
+    simt.launch(SRC, "cross_ww", 2, 1, (out,), global_racecheck=False)
+    assert out[0] == 1.0
+    with pytest.raises(TypeError, match="global_racecheck"):
+        simt.launch(SRC, "cross_ww", 2, 1, (out,), global_racecheck=1)
+
+
+def test_same_value_writes_are_a_race_unless_marked_benign():
+    flag = _z(1, np.int32)
+    e = _race("same_value", 4, 32, (flag,))
+    assert e.thread != e.other_thread or e.block != e.other_block
+    simt.launch(SRC, "same_value", 4, 32, (flag,), benign_same_value=True)
+    assert flag[0] == 1
+    # 值不同仍是竞争
+    _race("cross_ww", 2, 1, (_z(1),), benign_same_value=True)
+
+
+def test_threadfence_then_flag_is_ordered():
+    out, cnt = _z(1), _z(1, np.uint32)
+    simt.launch(SRC, "fenced_last_block", 6, 32, (_z(6), out, cnt))
+    assert out[0] == 21.0 and cnt[0] == 6
+
+
+def test_own_words_and_barrier_ordered_neighbours():
+    a = np.arange(100, dtype=np.float32)
+    ref = a * 2 + 1
+    b = _z(100)
+    simt.launch(SRC, "own_words", 4, 32, (a, b, 100, 1))
+    assert np.array_equal(a, ref) and b[1] == ref[1] + ref[0] and b[32] == 0 and b[33] == ref[33] + ref[32]
+    # 没有屏障时，线程 i 读的 a[i - 1] 正被线程 i - 1 改写：竞争
+    e = _race("own_words", 4, 32, (a, b, 100, 0))
+    assert (e.hazard, e.index, e.thread, e.other_thread) == ("RAW", 0, "(1,0,0)", "(0,0,0)")
+
+
+def test_course_kernels_stay_clean():
+    """按行分段用 atomicAdd 的求和与两趟的全数组求和：都不报竞争。"""
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.integers(-4, 5, (3, 5000)).astype(np.float32))
+    for kernel, chunks in (("split", 4), ("split", 1), ("tree", None), ("warp", None)):
+        got = ck.reduce_sum(x, kernel=kernel, chunks=chunks, mode="sim")
+        assert torch.equal(got, x.sum(1)), kernel
+    xf = torch.from_numpy(rng.integers(-8, 9, 1 << 14).astype(np.float32))
+    for version in sorted(ck.FULL_SUM_VERSIONS):
+        assert float(ck.full_sum(xf, version=version, block_size=128, mode="sim")) == float(xf.sum())

@@ -589,17 +589,31 @@ def _headings(site_dir: Path, nav_pages: list[str]) -> dict[str, set[str]]:
     return found
 
 
+@functools.lru_cache(maxsize=None)
+def _page_h1(site_dir: Path, url: str) -> str:
+    text = (site_dir / url / "index.html").read_text(encoding="utf-8")
+    m = re.search(r"<h1\b[^>]*>(.*?)</h1>", text[text.find("<article"):], re.S)
+    title = re.sub(r"<[^>]+>", "", re.sub(r'<a class="(?:headerlink|anchor-link)".*?</a>', "", m.group(1))) if m else ""
+    return html_unescape(title).replace("¶", "").strip()
+
+
 def test_search_headings_and_glossary_terms(search_page, served_site, site_dir, nav_pages):
-    """每个只出现在一页上的标题、术语表里的每个中文术语，原样搜索：它的页面在前三个结果里。"""
+    """每个只出现在一页上的标题、术语表里的每个中文术语，原样搜索：它的页面在前三个结果里。
+
+    术语的页面是术语表，或标题里就有这个术语的讲义（搜「存储体」，讲存储体冲突的那一讲也对）。
+    """
     page, errors, _ = search_page
-    headings = {t: pages.pop() for t, pages in _headings(site_dir, nav_pages).items() if len(pages) == 1}
+    all_headings = _headings(site_dir, nav_pages)
+    headings = {t: next(iter(pages)) for t, pages in all_headings.items() if len(pages) == 1}
     glossary = (REPO / "docs" / "glossary.md").read_text(encoding="utf-8")
     terms = re.findall(r"^\| ([^|]*[\u4e00-\u9fff][^|]*?) \| [A-Za-z]", glossary, re.M)
+    terms = [t for t in terms if t != "中文"]  # 表头
     queries = sorted(set(headings) | set(terms))
     ranked = page.evaluate(_WORKER_SEARCH_JS, queries)
     misses = []
     for q in queries:
-        want = {headings[q]} if q in headings else {"glossary/"}
+        want = {headings[q]} if q in headings else {"glossary/"} | {
+            p for t, pages in all_headings.items() if q in t for p in pages if t == _page_h1(site_dir, p)}
         if not want & set(ranked[q][:3]):
             misses.append(f"「{q}」应找到 {sorted(want)}，前三个是 {ranked[q][:3]}")
     assert len(headings) >= 50 and len(terms) >= 20, (len(headings), len(terms))

@@ -119,7 +119,8 @@ function exactFirst(results, query) {
     const article = section.find(item => !item.location.includes("#")) || section[0];
     if (matches(article.title))
       return 2;
-    return section.some(item => matches(item.title)) ? 1 : 0;
+    // 术语表的行（锚点 #term-…，hooks/zh_site.py 加的）不加这个优先：术语在讲义里的那一页更该在前
+    return section.some(item => !item.location.includes("#term-") && matches(item.title)) ? 1 : 0;
   };
   return results
     .map((section, i) => [rank(section), i, section])

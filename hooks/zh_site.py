@@ -6,7 +6,7 @@
 * 搜索索引里的 TeX（``\\(...\\)``、``\\[...\\]``，notebook 页面里还有 ``$...$``）换成 Unicode 文本
   （pylatexenc），搜索结果的预览里不再出现原始 TeX；代码里的字符原样保留；
 * notebook 里中文标题的锚点是空的（nbconvert 的 slug 只留 ASCII）：补上中文锚点，标题的 ¶ 链接与
-  搜索结果都能跳到那一节；
+  搜索结果都能跳到那一节；提示符、复制按钮与复制用的第二份源码不进搜索索引；
 * 术语表（``GLOSSARY``）的每一行有自己的锚点，并在索引里单独成一条（标题是术语）：搜一个术语，
   结果直接指向术语表里的那一行；
 * 页面的一级标题没有包含导航标题里的词时（首页的导航标题是「首页」），把导航标题附在索引里这一页的
@@ -48,6 +48,9 @@ _ZWSP = "\u200b"
 
 GLOSSARY = "glossary.md"
 _EMPTY_ID_HEADING = re.compile(r'<(h[1-6]) id="">(.*?)<a class="anchor-link" href="#">', re.DOTALL)
+# notebook 里不该进搜索索引的部分：In [1]: 提示符、复制按钮（「Copied!」）、给复制按钮用的第二份源码
+_NOTEBOOK_NOISE = re.compile(
+    r'<div (class="(?:jp-InputPrompt|jp-OutputPrompt|zeroclipboard-container|clipboard-copy-txt)\b)')
 _GLOSSARY_ROW = re.compile(r"<tr>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*</tr>", re.DOTALL)
 
 _glossary_rows: list[dict] = []    # 术语表每一行：{"location", "title", "text"}
@@ -92,6 +95,7 @@ def on_page_content(content, page, config, files):
             slug = _unique_id(m.group(2), used)
             return f'<{m.group(1)} id="{slug}">{m.group(2)}<a class="anchor-link" href="#{slug}">'
         content = _EMPTY_ID_HEADING.sub(heading, content)
+        content = _NOTEBOOK_NOISE.sub(r"<div data-search-exclude \1", content)
     if page.file.src_uri == GLOSSARY:
         _glossary_rows.clear()
         used = set(re.findall(r'\bid="([^"]+)"', content))

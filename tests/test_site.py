@@ -306,6 +306,22 @@ def test_search_index_has_no_raw_tex(site_dir):
     assert "×" in text and "∑" in text, "公式没有换成 Unicode 文本"
 
 
+def test_search_index_entries(site_dir, nav_pages):
+    """索引的每条地址唯一（Material 按地址查结果）；notebook 的提示符与复制按钮不进索引；术语表每行一条。"""
+    index = json.loads((site_dir / "search" / "search_index.json").read_text(encoding="utf-8"))
+    locations = [d["location"] for d in index["docs"]]
+    dup = sorted({x for x in locations if locations.count(x) > 1})
+    assert not dup, f"索引里这些地址出现了不止一次：{dup}"
+    text = " ".join(d["title"] + " " + d["text"] for d in index["docs"])
+    assert "Copied!" not in text and not re.search(r"In \[\d+\]:", text), "notebook 的提示符或复制按钮进了索引"
+    assert "¶" not in " ".join(d["title"] for d in index["docs"])
+    terms = [d for d in index["docs"] if "#term-" in d["location"]]
+    assert len(terms) >= 20 and all(d["location"].startswith("glossary/#term-") for d in terms)
+    html = (site_dir / "glossary" / "index.html").read_text(encoding="utf-8")
+    missing = [d["location"] for d in terms if f'id="{d["location"].split("#")[1]}"' not in html]
+    assert not missing, f"术语表里没有这些锚点：{missing[:5]}"
+
+
 def test_vendored_web_assets(site_dir):
     """网页字体按 unicode-range 分片、只用 woff2；jieba-wasm 与本站的搜索 worker 都在站点里。"""
     css = (site_dir / "assets" / "vendor" / "noto-sans-sc" / "noto-sans-sc.css").read_text(encoding="utf-8")

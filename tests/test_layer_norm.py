@@ -277,3 +277,25 @@ def test_kernels_compile_for_sm90():
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("ok ") == 7, r.stdout
+
+
+# ---------------------------------------------------------------- 基准测试套件 layer-norm / rms-norm
+
+def test_bench_suites_validate_then_time(monkeypatch):
+    from reduction_lab.bench import harness, norm, report
+
+    doc = harness.run(["layer-norm", "rms-norm"], ns=[100, 300], total_elems=1200, impls=["triton", "torch"],
+                      iters=1, warmup=0, progress=False, log=lambda s: None)
+    for suite in ("layer-norm", "rms-norm"):
+        rec = doc["suites"][suite]
+        assert [(e["M"], e["N"]) for e in rec["shapes"]] == [(12, 100), (4, 300)]
+        for e in rec["shapes"]:
+            assert e["bytes"] == 2 * e["M"] * e["N"] * 4
+            assert {n: r["status"] for n, r in e["results"].items()} == {"triton": "ok", "torch": "ok"}
+        assert "| 300 | 4 |" in report.render_table(doc, suite)
+    # 一个偏差 1e-3 的实现：验证阶段停下，不计时
+    bad = norm.ours("layer-norm")
+    monkeypatch.setattr(norm, "ours", lambda suite: (lambda x, w, b: bad(x, w, b) + 1e-3))
+    with pytest.raises(harness.ValidationError, match="layer-norm/triton"):
+        harness.run_suite("layer-norm", ns=[128], total_elems=256, impls=["triton"], progress=False,
+                          log=lambda s: None)

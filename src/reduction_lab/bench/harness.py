@@ -27,9 +27,10 @@ import torch
 
 from ..runtime import DEVICE, MODE
 from . import timing
+from . import norm
 from .impls import Impl, full_sum_versions, impls_for
 
-SUITES = ("softmax", "row-sum", "full-sum", "bank-conflicts")
+SUITES = ("softmax", "row-sum", "full-sum", "bank-conflicts") + norm.NORM_SUITES
 
 SIM_BANNER = ("注意：sim模式——在CPU上用time.perf_counter计时（Triton解释器/CUDA C模拟器），"
               "这些时间与GPU的性能无关。(sim mode: CPU times say nothing about a GPU)")
@@ -52,6 +53,7 @@ BYTE_FORMULAS = {
     "row-sum": "`M*N*4`：只计读入的`M*N`个fp32（写出的`M*4`字节不计）",
     "full-sum": "`N*4`：只计读入的`N`个fp32",
     "copy": "`2*B`：`dst.copy_(src)`读`B`字节 + 写`B`字节，`B`与被测输入的字节数相同",
+    **norm.BYTE_FORMULAS,
 }
 
 TOLERANCES = {
@@ -61,6 +63,7 @@ TOLERANCES = {
                "任何求和顺序都得到精确结果；参考是float64的`torch.sum`",
     "full-sum": "精确相等：输入是{-1, 0, 1}，部分和远小于2^24，任何求和顺序都精确；"
                 "参考是float64的`torch.sum`",
+    **norm.TOLERANCES,
 }
 
 
@@ -126,6 +129,8 @@ def make_input(suite: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
         return torch.randint(-2, 3, shape, generator=g, device=DEVICE).to(torch.float32)
     if suite == "full-sum":
         return torch.randint(-1, 2, shape, generator=g, device=DEVICE).to(torch.float32)
+    if suite in norm.NORM_SUITES:
+        return norm.make_input(suite, shape, g)
     raise BenchError(f"未知的测试套件{suite!r}")
 
 
@@ -136,6 +141,8 @@ def reference(suite: str, x: torch.Tensor) -> torch.Tensor:
         return x.double().sum(dim=1)
     if suite == "full-sum":
         return x.double().sum().reshape(1)
+    if suite in norm.NORM_SUITES:
+        return norm.reference(suite, x)
     raise BenchError(f"未知的测试套件{suite!r}")
 
 
@@ -155,6 +162,8 @@ def compare(suite: str, got, ref: torch.Tensor) -> tuple[bool, str]:
     err = (got64 - ref).abs()
     if suite == "softmax":
         bad = ~(err <= 1e-8 + 1e-4 * ref.abs())  # nan也算不符
+    elif suite in norm.NORM_SUITES:
+        bad = ~norm.within_tolerance(err, ref)
     else:
         bad = ~(err == 0)
     if bool(bad.any()):
@@ -168,7 +177,7 @@ def compare(suite: str, got, ref: torch.Tensor) -> tuple[bool, str]:
 
 def bytes_moved(suite: str, shape: tuple[int, ...]) -> int:
     """被测实现的字节数，见:data:`BYTE_FORMULAS`。"""
-    if suite == "softmax":
+    if suite == "softmax" or suite in norm.NORM_SUITES:
         m, n = shape
         return 2 * m * n * 4  # 读M*N + 写M*N个fp32
     if suite == "row-sum":

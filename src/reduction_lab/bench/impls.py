@@ -194,6 +194,14 @@ def impls_for(suite: str) -> list[Impl]:
             _compile_peer("row-sum", _torch_row_sum),
             _cupy_peer(axis=1),
         ]
+    if suite in ("layer-norm", "rms-norm"):
+        from . import norm
+
+        label = "F." + suite.replace("-", "_")
+        return [Impl("triton", "Triton", "ours", norm.bind(norm.ours(suite))),
+                Impl("torch", label, "peer", norm.bind(norm.torch_norm(suite))),
+                Impl("compile", "torch.compile", "peer",
+                     lambda x, s=suite: norm.bind(compiled(s, norm.torch_norm(s)))(x), _gpu_only("torch.compile"))]
     if suite == "full-sum":
         out = []
         if _full_sum_check() is None:

@@ -19,7 +19,10 @@ SUITE_TITLES = {
     "row-sum": "按行求和",
     "full-sum": "全数组求和（七个版本 + warp shuffle）",
     "bank-conflicts": "存储体冲突演示内核",
+    "layer-norm": "LayerNorm前向",
+    "rms-norm": "RMSNorm前向",
 }
+_ROW_SUITES = ("softmax", "row-sum", "layer-norm", "rms-norm")
 
 
 def stem(suite: str, prefix: str = "h200") -> str:
@@ -209,7 +212,7 @@ def render_table(doc: dict, suite: str) -> str:
     if rec.get("l2_flush") and rec["meta"]["mode"] == "gpu":
         lines.append(f"L2：{rec['l2_flush']}；输入小于3倍L2时在多份副本之间轮换。")
     lines.append("")
-    if suite in ("softmax", "row-sum"):
+    if suite in _ROW_SUITES:
         lines += _rows_table(rec)
         lines.append("")
         lines.append("表中为GB/s（中位时间），括号里是占同一形状拷贝带宽的比例。")
@@ -318,7 +321,7 @@ def plot_suite(doc: dict, suite: str, path: str | os.PathLike) -> Path:
     if rec["meta"]["mode"] != "gpu":
         device = "CPU sim mode: times say nothing about a GPU"
     title = f"{suite}, fp32 ({device})"
-    if suite in ("softmax", "row-sum"):
+    if suite in _ROW_SUITES:
         _plot_rows(rec, title, path)
     elif suite == "full-sum":
         _plot_full_sum(rec, title, path)

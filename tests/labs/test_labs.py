@@ -212,3 +212,15 @@ def test_cuda_files_compile_with_nvcc(name, kind, tmp_path):
     proc = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(src), "-o", str(tmp_path / "k.ptx")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_html_report_for_notebooks(tmp_path):
+    """notebook 里显示的是 HTML 表格：每个用例一行，诊断是 Material 的 failure 提示框，带文件与行号。"""
+    import html
+
+    dest = labs.start("reduce-sum-cuda", tmp_path / "sk")
+    result = labs.check("reduce-sum-cuda", dest, bench=False)
+    page = result._repr_html_()
+    assert page.count("<tr>") == len(result.results) + 1
+    assert 'class="admonition failure"' in page and "reduce_sum.cu:" in page
+    assert html.escape("结论：") in page and "还没有完成" in page

@@ -153,8 +153,49 @@ class GradeResult:
 
     __str__ = report
 
-    def __repr__(self) -> str:  # 在 notebook 里直接显示报告
+    def __repr__(self) -> str:
         return self.report()
+
+    def _repr_html_(self) -> str:
+        """notebook 与实验页里的报告：真正的表格（等宽字体里汉字与拉丁字母的宽度不成 2:1，文本表格会错位）。"""
+        from html import escape as e
+
+        def table(head, rows):
+            th = "".join(f"<th>{e(h)}</th>" for h in head)
+            body = "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+            return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+        names = ", ".join(p.name for p in self.files)
+        out = [f"<p><strong>实验 {e(self.lab)}</strong>（{e(self.title)}）：<code>{e(names)}</code>，"
+               f"模式 {e(self.mode)}，后端 {e(self.backend)}</p>"]
+        if self.results:
+            rows = []
+            for r in self.results:
+                err = "—" if r.max_err is None else "NaN" if math.isnan(r.max_err) else f"{r.max_err:.1e}"
+                rows.append((r.index, r.case.name, r.case.label, str(r.case.dtype).replace("torch.", ""),
+                             "✓ 通过" if r.ok else "✗ 失败", err, r.note))
+            out.append(table(("#", "用例", "形状", "dtype", "结果", "最大误差", "说明"), rows))
+        out += [f"<p>{e(x)}</p>" for x in self.extra if x]
+        if self.hints:
+            sources = {}
+            for p in self.files:
+                try:
+                    sources[p.name] = p.read_text(encoding="utf-8").splitlines()
+                except OSError:
+                    pass
+            for h in self.hints:
+                lines = h.render(sources).splitlines()
+                out.append(f'<div class="admonition failure"><p class="admonition-title">{e(lines[0][2:])}</p>'
+                           f"<pre><code>{e(chr(10).join(x[4:] for x in lines[1:]))}</code></pre></div>")
+        if self.bench:
+            out.append(f"<p>{e(self.bench_note)}</p>")
+            out.append(table(("实现", "时间 (ms)", "GB/s", "占拷贝带宽"),
+                             [(b.name, f"{b.ms:.4f}", f"{b.gbps:.0f}", f"{100 * b.frac_copy:.0f}%") for b in self.bench]))
+        verdict = (f"结论：全部 {len(self.results)} 个用例通过。" if self.passed else
+                   f"结论：{self.n_passed}/{len(self.results)} 个用例通过，还没有完成。")
+        kind = "success" if self.passed else "warning"
+        out.append(f'<div class="admonition {kind}"><p class="admonition-title">{e(verdict)}</p></div>')
+        return "\n".join(out)
 
 
 def _width(s: str) -> int:

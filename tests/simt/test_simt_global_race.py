@@ -190,3 +190,68 @@ def test_course_kernels_stay_clean():
     xf = torch.from_numpy(rng.integers(-8, 9, 1 << 14).astype(np.float32))
     for version in sorted(ck.FULL_SUM_VERSIONS):
         assert float(ck.full_sum(xf, version=version, block_size=128, mode="sim")) == float(xf.sum())
+
+
+# ---------------------------------------------------------------- 共享内存：消息里的两个线程、同值写入
+SHARED = r"""
+__global__ void many_readers(int* out) {
+    __shared__ int s[64];
+    s[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    int v = s[0];
+    if (threadIdx.x == 0) s[0] = v + 1;
+    out[blockIdx.x * 64 + threadIdx.x] = v;
+}
+__global__ void atomic_then_read(int* out) {
+    __shared__ int c;
+    if (threadIdx.x == 0) c = 0;
+    __syncthreads();
+    atomicAdd(&c, 1);
+    if (threadIdx.x == 5) out[blockIdx.x] = c;
+}
+__global__ void own_atomic_then_read(int* out) {
+    __shared__ int c[64];
+    c[threadIdx.x] = 0;
+    __syncthreads();
+    atomicAdd(&c[threadIdx.x], 1);
+    out[blockIdx.x * 64 + threadIdx.x] = c[threadIdx.x];
+}
+__global__ void same_flag(int* out) {
+    __shared__ int flag;
+    flag = 1;
+    __syncthreads();
+    out[blockIdx.x * 64 + threadIdx.x] = flag;
+}
+"""
+
+
+def _shared_race(name, **kw):
+    with pytest.raises(simt.SharedMemoryRaceError) as ei:
+        simt.launch(SHARED, name, 2, 64, (_z(128, np.int32),), **kw)
+    return ei.value
+
+
+def test_shared_race_names_a_second_thread_among_several_readers():
+    e = _shared_race("many_readers")
+    assert e.thread == "(0,0,0)" and "线程 (63,0,0)" in str(e) and "thread (63,0,0)" in str(e)
+    assert "多个" not in str(e) and "several" not in str(e)
+
+
+def test_shared_race_with_atomics_names_the_atomic_thread_in_each_language():
+    e = _shared_race("atomic_then_read")
+    zh, en = str(e).split(" / ", 1)
+    assert "(63,0,0)（原子操作）" in zh and "(63,0,0) (atomic)" in en
+    assert not any("\u4e00" <= c <= "\u9fff" for c in en)
+    out = _z(128, np.int32)
+    simt.launch(SHARED, "own_atomic_then_read", 2, 64, (out,))      # 自己的原子操作之后读：没有竞争
+    assert (out == 1).all()
+
+
+def test_shared_same_value_writes_need_the_option():
+    e = _shared_race("same_flag")
+    assert e.thread != "(0,0,0)" and "(0,0,0)" in str(e)
+    out = _z(128, np.int32)
+    simt.launch(SHARED, "same_flag", 2, 64, (out,), benign_same_value=True)
+    assert (out == 1).all()
+    with pytest.raises(TypeError, match="benign_same_value"):
+        simt.launch(SHARED, "same_flag", 2, 64, (out,), benign_same_value="yes")

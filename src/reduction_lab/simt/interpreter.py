@@ -23,7 +23,7 @@ from .errors import (
 from .frontend import BUILTIN_FUNCS, parse_constant
 from .memory import Buffer
 from .sanitizers import (
-    GLOBAL_BLOCK_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, GlobalTracker, SharedTracker,
+    ATOMIC_BASE, GLOBAL_BLOCK_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, GlobalTracker, SharedTracker,
     global_race_message, race_message,
 )
 
@@ -1110,10 +1110,11 @@ class Machine:
             blk = int(self.blk[lane])
             if other >= 0:
                 other_s = self.where(blk * self.tpb + other)[1]
-            elif other == -3:
-                other_s = "（原子操作）/ (atomic)"
+            elif other <= ATOMIC_BASE:
+                ot = self.where(blk * self.tpb + ATOMIC_BASE - other)[1]
+                other_s = (f"{ot}（原子操作）", f"{ot} (atomic)")
             else:
-                other_s = "（多个）/ (several)"
+                other_s = ("（多个）", "(several)")
             msg, cls = race_message(kind, self.kernel, line, buf.name, word, b, t, other_s, other_line, same_warp)
             err = cls(msg)
             err.kernel, err.line, err.block, err.thread = self.kernel, line or None, b, t
@@ -1162,7 +1163,7 @@ class Machine:
             else:
                 note = GLOBAL_SAME_BLOCK_NOTE
         else:
-            ob, ot = "（多个）/ (several)", "（多个）/ (several)"
+            ob = ot = "?"
             note = GLOBAL_BLOCK_NOTE
         word = int(flat[i])
         msg = global_race_message(hz, self.kernel, line, buf.name, word, b, t, ob, ot, other_line or "?",

@@ -44,6 +44,11 @@ class SharedTracker:
         self.rvol = np.zeros(n, bool)
         self.rep = np.zeros(n, np.int32)
         self.rline = np.zeros(n, np.int32)
+        # 报告时说出另一个线程：最近的读者 / 原子写者，以及与它不同的另一个（-1：没有）
+        self.rany = np.full(n, -1, np.int32)
+        self.ralt = np.full(n, -1, np.int32)
+        self.wany = np.full(n, -1, np.int32)
+        self.walt = np.full(n, -1, np.int32)
         self.dirty = False
 
     def reset_blocks(self, blocks, all_blocks):
@@ -63,11 +68,18 @@ class SharedTracker:
         r[blocks] = -1
         rw[blocks] = -1
 
+    def other(self, kind, i, flat, tid):
+        """冲突的另一个线程（块内编号）：多个读者或原子写者时，取与本线程不同的一个。"""
+        f = flat[i]
+        t = int(tid[i]) if np.ndim(tid) else int(tid)
+        a, b = (self.rany[f], self.ralt[f]) if kind == "WAR" else (self.wany[f], self.walt[f])
+        return int(a) if int(a) != t else int(b)
+
     def _check_writer(self, flat, tid, epoch, vol, kind, report, same=None):
         """本次访问的字若在上次屏障之后被别的线程写过（同一 warp 内、隔着 __syncwarp 的访问除外），
         报告 kind（RAW 或 WAW）。volatile 不算同步。same：不算竞争的同值写入。"""
         w = self.writer[flat]
-        haz = ((w >= 0) & (w != tid)) | (w == ATOMIC)
+        haz = ((w >= 0) & (w != tid)) | ((w == ATOMIC) & ((self.wany[flat] != tid) | (self.walt[flat] != -1)))
         if same is not None:
             haz &= ~(same & (w >= 0))
         if haz.any():
@@ -76,7 +88,8 @@ class SharedTracker:
             haz &= ~ok
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])
-                report(kind, i, int(w[i]), int(self.wline[flat[i]]), bool(same[i]))
+                other = int(w[i]) if w[i] >= 0 else ATOMIC_BASE - self.other("RAW", i, flat, tid)
+                report(kind, i, other, int(self.wline[flat[i]]), bool(same[i]))
 
     def read(self, flat, tid, epoch, vol, line, report):
         """记录一次读；发现 RAW 时调用 report(kind, i, other_tid, other_line, same_warp)。"""
@@ -111,6 +124,8 @@ class SharedTracker:
                 newrw[order] = nrw
                 # 同一个字的多个读者：最后一次赋值生效，值相同
         self.rvol[flat] = np.where(r == -1, vol, self.rvol[flat] & vol)
+        self.ralt[flat] = _alt(flat, tid, r == -1, self.rany[flat], self.ralt[flat])
+        self.rany[flat] = tid
         self.reader[flat] = newr
         self.rwarp[flat] = newrw
         self.rep[flat] = epoch
@@ -130,8 +145,7 @@ class SharedTracker:
             haz &= ~ok
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])
-                other = int(r[i])
-                report("WAR", i, other, int(self.rline[flat[i]]), bool(same[i]))
+                report("WAR", i, self.other("WAR", i, flat, tid), int(self.rline[flat[i]]), bool(same[i]))
         if flat.size > 1:
             d = np.diff(flat)
             if not (d > 0).all():
@@ -172,13 +186,36 @@ class SharedTracker:
             haz &= ~(same & (self.rep[flat] != epoch))
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])
-                report("WAR", i, int(r[i]), int(self.rline[flat[i]]), bool(same[i]))
+                report("WAR", i, self.other("WAR", i, flat, tid), int(self.rline[flat[i]]), bool(same[i]))
+        self.walt[flat] = _alt(flat, tid, w != ATOMIC, self.wany[flat], self.walt[flat])
+        self.wany[flat] = tid
         self.writer[flat] = ATOMIC
         self.wvol[flat] = False
         self.wline[flat] = line
 
 
 ATOMIC = -3   # writer 的特殊值：自上一个屏障以来被原子操作修改过
+ATOMIC_BASE = -10   # 报告里的“另一个线程”：ATOMIC_BASE - t 表示线程 t 的原子操作
+
+
+def _alt(flat, tid, fresh, old_any, old_alt):
+    """每个字“与最近访问者不同的另一个访问者”的新值：fresh 处没有旧记录；同一条语句里几个线程访问同一个字时，
+    取同组里的另一个线程。"""
+    tid = np.broadcast_to(tid, flat.shape)
+    alt = np.where(fresh, -1, np.where(old_any != tid, old_any, old_alt))
+    if flat.size > 1 and not (np.diff(flat) > 0).all():
+        order = np.argsort(flat, kind="stable")
+        fs = flat[order]
+        ts = tid[order]
+        starts = np.flatnonzero(np.concatenate(([True], fs[1:] != fs[:-1])))
+        cnt = np.diff(np.concatenate((starts, [fs.size])))
+        tmin = np.repeat(np.minimum.reduceat(ts, starts), cnt)
+        tmax = np.repeat(np.maximum.reduceat(ts, starts), cnt)
+        a = alt[order]
+        a = np.where(tmin != tmax, np.where(ts == tmin, tmax, tmin), a)
+        alt = np.empty_like(a)
+        alt[order] = a
+    return alt
 
 HAZARD_NAMES = {
     "RAW": "写后读 read-after-write",
@@ -188,7 +225,8 @@ HAZARD_NAMES = {
 
 
 def race_message(kind, kernel, line, bufname, word, block, thread, other, other_line, same_warp):
-    """竞争的双语说明；other 是另一个线程的坐标（或“多个线程”）。"""
+    """竞争的双语说明；other 是另一个线程的坐标，或 (中文, 英文) 两种写法。"""
+    other_zh, other_en = other if isinstance(other, tuple) else (other, other)
     what = {"RAW": "读取", "WAR": "写入", "WAW": "写入"}[kind]
     prev = {"RAW": "写过", "WAR": "读过", "WAW": "写过"}[kind]
     verb = {"RAW": "reads", "WAR": "writes", "WAW": "writes"}[kind]
@@ -196,9 +234,9 @@ def race_message(kind, kernel, line, bufname, word, block, thread, other, other_
     zh_note, en_note = VOLTA_NOTE if same_warp else CROSS_WARP_NOTE
     return (
         f"共享内存数据竞争（{HAZARD_NAMES[kind]}）：内核 {kernel} 第 {line} 行，线程块 {block} 的线程 {thread} "
-        f"{what} {bufname}[{word}]，而同一线程块的线程 {other} 在上一个 __syncthreads() 之后于第 {other_line} 行{prev}这个字。"
+        f"{what} {bufname}[{word}]，而同一线程块的线程 {other_zh} 在上一个 __syncthreads() 之后于第 {other_line} 行{prev}这个字。"
         f"{zh_note} / shared-memory race ({kind}) in kernel {kernel}, line {line}: block {block}, thread {thread} "
-        f"{verb} {bufname}[{word}], which thread {other} of the same block {prev_en} at line {other_line} "
+        f"{verb} {bufname}[{word}], which thread {other_en} of the same block {prev_en} at line {other_line} "
         f"since the last __syncthreads(). {en_note}"
     ), SharedMemoryRaceError
 
@@ -243,9 +281,11 @@ class GlobalTracker:
         wl = s[:, _WL]
         # -- 与上一个写者
         if (wl != NONE).any():
+            wa = s[:, _WA]
             wgw = gw_of(np.maximum(wl, 0))
-            haz = self._unordered(lane, blk, ep, wep, wl, s[:, _WB], s[:, _WE], s[:, _WW], wgw, gw)
-            plain = s[:, _WA] != 1
+            haz = self._unordered(lane, blk, ep, wep, np.where(wa == 2, SEVERAL, wl), s[:, _WB], s[:, _WE],
+                                  s[:, _WW], wgw, gw)
+            plain = wa < 1
             if kind == "atomic":
                 haz &= plain
             # 写后紧跟 __threadfence() 的写已经发布
@@ -255,7 +295,8 @@ class GlobalTracker:
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])
                 hz = "RAW" if kind == "read" else "WAW"
-                return i, hz, int(wl[i]), int(s[i, _WLN]), not plain[i]
+                other = int(wl[i]) if int(wl[i]) != int(lane[i]) else int(s[i, _WC])
+                return i, hz, other, int(s[i, _WLN]), not plain[i]
         # -- 与上一个写之后的读者
         if kind != "read":
             r1 = s[:, _R1]
@@ -298,7 +339,7 @@ class GlobalTracker:
         else:
             if kind == "atomic":
                 cols = (_WL, None, _WB, _WE, _WW, _WLN)
-                prev_kept = (wl != NONE) & (s[:, _WA] == 1)
+                prev_kept = (wl != NONE) & (s[:, _WA] >= 1)
             else:
                 cols = (_R1, _R2, _RB, _RE, _RW, _RLN)
                 prev_kept = s[:, _R1] != NONE
@@ -311,10 +352,11 @@ class GlobalTracker:
                 o2 = s[:, c2]
                 new[:, c2] = np.where(keep & (o1 != lanev), o1, np.where(keep, o2, NONE))
                 new[:, c1] = lanev
-            else:   # 原子写者：一个线程或“多个”
-                new[:, c1] = np.where(keep & (o1 != lanev), SEVERAL, lanev)
-                new[:, _WA] = 1
-                new[:, _WC] = clock
+            else:   # 原子写者：_WA 为 1（一个线程 _WL）或 2（多个线程，_WL 与 _WC 是其中两个）
+                wa_old, alt_old = s[:, _WA].copy(), s[:, _WC].copy()
+                new[:, _WA] = np.where(keep & ((o1 != lanev) | (wa_old == 2)), 2, 1)
+                new[:, _WC] = np.where(keep & (o1 != lanev), o1, np.where(keep & (wa_old == 2), alt_old, NONE))
+                new[:, c1] = lanev
             new[:, cb] = nb
             new[:, ce] = np.where(keep, np.maximum(oe, ep), ep)
             new[:, cw] = wep
@@ -332,10 +374,12 @@ class GlobalTracker:
                 bmin = np.minimum.reduceat(blkv[order], starts)
                 bmax = np.maximum.reduceat(blkv[order], starts)
                 multi = lmin != lmax
+                alt = np.where(lanev[hi] == lmin, lmax, lmin)
                 if c2 is not None:
-                    new[hi, c2] = np.where(multi, np.where(lanev[hi] == lmin, lmax, lmin), new[hi, c2])
+                    new[hi, c2] = np.where(multi, alt, new[hi, c2])
                 else:
-                    new[hi, c1] = np.where(multi, SEVERAL, new[hi, c1])
+                    new[hi, _WC] = np.where(multi, alt, new[hi, _WC])
+                    new[hi, _WA] = np.where(multi, 2, new[hi, _WA])
                 new[hi, cb] = np.where(bmin != bmax, SEVERAL, new[hi, cb])
         self.s[flat] = new
         return None

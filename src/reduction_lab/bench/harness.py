@@ -30,7 +30,7 @@ from . import timing
 from . import norm
 from .impls import Impl, full_sum_versions, impls_for
 
-SUITES = ("softmax", "row-sum", "full-sum", "bank-conflicts") + norm.NORM_SUITES
+SUITES = ("softmax", "row-sum", "full-sum", "bank-conflicts") + norm.NORM_SUITES + ("col-sum",)
 
 SIM_BANNER = ("注意：sim模式——在CPU上用time.perf_counter计时（Triton解释器/CUDA C模拟器），"
               "这些时间与GPU的性能无关。(sim mode: CPU times say nothing about a GPU)")
@@ -52,6 +52,7 @@ BYTE_FORMULAS = {
     "softmax": "`2*M*N*4`：读`M*N`个fp32 + 写`M*N`个fp32",
     "row-sum": "`M*N*4`：只计读入的`M*N`个fp32（写出的`M*4`字节不计）",
     "full-sum": "`N*4`：只计读入的`N`个fp32",
+    "col-sum": "`M*N*4`：只计读入的`M*N`个fp32（写出的`N*4`字节不计）",
     "copy": "`2*B`：`dst.copy_(src)`读`B`字节 + 写`B`字节，`B`与被测输入的字节数相同",
     **norm.BYTE_FORMULAS,
 }
@@ -64,6 +65,8 @@ TOLERANCES = {
     "full-sum": "精确相等：输入是{-1, 0, 1}，部分和远小于2^24，任何求和顺序都精确；"
                 "参考是float64的`torch.sum`",
     **norm.TOLERANCES,
+    "col-sum": "精确相等：输入是[-2, 2]内的整数，每个部分和都是小于2^24的整数，"
+               "任何求和顺序都得到精确结果；参考是float64的`torch.sum(dim=0)`",
 }
 
 
@@ -125,7 +128,7 @@ def make_input(suite: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
         # 每行加一个偏移：exp(x)在x > 88.7时溢出fp32，不先减最大值的内核会给出inf/nan
         x += torch.linspace(-100.0, 100.0, m, device=DEVICE).unsqueeze(1)
         return x
-    if suite == "row-sum":
+    if suite in ("row-sum", "col-sum"):
         return torch.randint(-2, 3, shape, generator=g, device=DEVICE).to(torch.float32)
     if suite == "full-sum":
         return torch.randint(-1, 2, shape, generator=g, device=DEVICE).to(torch.float32)
@@ -143,6 +146,8 @@ def reference(suite: str, x: torch.Tensor) -> torch.Tensor:
         return x.double().sum().reshape(1)
     if suite in norm.NORM_SUITES:
         return norm.reference(suite, x)
+    if suite == "col-sum":
+        return x.double().sum(dim=0)
     raise BenchError(f"未知的测试套件{suite!r}")
 
 
@@ -180,9 +185,9 @@ def bytes_moved(suite: str, shape: tuple[int, ...]) -> int:
     if suite == "softmax" or suite in norm.NORM_SUITES:
         m, n = shape
         return 2 * m * n * 4  # 读M*N + 写M*N个fp32
-    if suite == "row-sum":
+    if suite in ("row-sum", "col-sum"):
         m, n = shape
-        return m * n * 4  # 只计读；写出的M*4字节不计
+        return m * n * 4  # 只计读；写出的M*4（N*4）字节不计
     if suite == "full-sum":
         (n,) = shape
         return n * 4  # 只计读

@@ -122,6 +122,10 @@ def _torch_row_sum(t):
     return t.sum(dim=1)
 
 
+def _torch_col_sum(t):
+    return t.sum(dim=0)
+
+
 def _torch_full_sum(t):
     return t.sum()
 
@@ -202,6 +206,16 @@ def impls_for(suite: str) -> list[Impl]:
                 Impl("torch", label, "peer", norm.bind(norm.torch_norm(suite))),
                 Impl("compile", "torch.compile", "peer",
                      lambda x, s=suite: norm.bind(compiled(s, norm.torch_norm(s)))(x), _gpu_only("torch.compile"))]
+    if suite == "col-sum":
+        def ours(x):
+            from ..triton_kernels.col_sum import col_sum
+
+            return lambda: col_sum(x)
+
+        return [Impl("triton", "Triton", "ours", ours),
+                _peer("torch", "torch", _torch_col_sum),
+                _compile_peer("col-sum", _torch_col_sum),
+                _cupy_peer(axis=0)]
     if suite == "full-sum":
         out = []
         if _full_sum_check() is None:

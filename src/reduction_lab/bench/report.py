@@ -21,8 +21,9 @@ SUITE_TITLES = {
     "bank-conflicts": "存储体冲突演示内核",
     "layer-norm": "LayerNorm前向",
     "rms-norm": "RMSNorm前向",
+    "col-sum": "沿列求和",
 }
-_ROW_SUITES = ("softmax", "row-sum", "layer-norm", "rms-norm")
+_ROW_SUITES = ("softmax", "row-sum", "layer-norm", "rms-norm", "col-sum")
 
 
 def stem(suite: str, prefix: str = "h200") -> str:

@@ -527,7 +527,10 @@ _MATH_JS = r"""async () => {
   return {mathjax: !!(window.MathJax && MathJax.startup && MathJax.startup.document), formulas: formulas.length,
           typeset: formulas.filter(e => e.querySelector('mjx-container')).length,
           leftover: formulas.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60)),
-          merror: document.querySelectorAll('mjx-merror').length, raw};
+          merror: document.querySelectorAll('mjx-merror').length, raw,
+          // 排版了却画不出来的公式（CHTML 的字形样式丢失时宽度为 0）
+          blank: [...document.querySelectorAll('mjx-container')].filter(e => e.getBoundingClientRect().width === 0
+                   && !e.closest('mjx-assistive-mml') && e.offsetParent !== null).length};
 }"""
 
 
@@ -565,6 +568,7 @@ def test_browser_page(browser, served_site, page_path):
     assert math["mathjax"], f"{page_path}：MathJax 没有启动"
     assert math["typeset"] == math["formulas"], f"{page_path}：{math['formulas']} 个公式中只有 {math['typeset']} 个被排版：{math['leftover']}"
     assert math["merror"] == 0, f"{page_path}：MathJax 报告了 {math['merror']} 个 TeX 错误"
+    assert math["blank"] == 0, f"{page_path}：{math['blank']} 个公式排版了却宽度为 0（字形样式丢失）"
     assert not math["raw"], f"{page_path}：正文里留着没有排版的 TeX：{math['raw']}"
     assert not errors, f"{page_path}：{errors}"
     assert not failed, f"{page_path}：请求失败：{failed}"

@@ -29,8 +29,10 @@ function markNotebookBlocks() {
     ".jp-MarkdownOutput :is(p, li, td, th, h1, h2, h3, h4, h5, h6, blockquote, dt, dd)")) {
     el.classList.add("notebook-math");
   }
+  // 只返回含公式分隔符的单元：对没有公式的单元重排一次会清掉 CHTML 的字形缓存与样式表，
+  // 已经排好的公式就成了空白
   return Array.from(document.querySelectorAll(".jp-MarkdownOutput"))
-    .filter((el) => !el.querySelector("mjx-container"));
+    .filter((el) => !el.querySelector("mjx-container") && /\$|\\\(|\\\[/.test(el.textContent));
 }
 
 // Material 的 document$ 在首次加载和每次即时导航后都会发出。只排版还没有排版过的公式：

@@ -164,7 +164,7 @@ def test_infinite_loop_hits_the_limit():
     ("__global__ void k(float* o) {\n  o[0] = 1.0f;\n  void (*f)(int) = 0;\n}", 3, "function pointer"),
     ("__global__ void k(float* o) {\n\n  printf(\"%f\", o[0]);\n}", 3, "printf"),
     ("__global__ void k(float* o) {\n  int a = 1;\n  asm volatile(\"nop\");\n}", 3, "asm"),
-    ("template <int B>\n__global__ void k(float* o) { o[0] = 1.0f; }", 1, "template"),
+    ("template <int B>\nstruct S { float a[B]; };\n__global__ void k(float* o) { o[0] = 1.0f; }", 1, "class template"),
     ("__global__ void k(float* o) {\n  int a = 1;\n  switch (a) { case 1: o[0] = 1.0f; }\n}", 3, "switch"),
     ("__global__ void k(float* o) {\n  o[0] = __popc(3);\n}", 2, "__popc"),
 ])

@@ -100,7 +100,7 @@ def shared_limits(shared_bytes, max_dynamic_shared_bytes=None, arch="sm_90"):
 
 def kernel_signature(source, name, defines=None):
     """内核参数列表 [(name, c_type_string, is_pointer), ...]。"""
-    f = parse(source, defines).kernel(name)
+    f = parse(source, defines, name).kernel(name)
     return [(pname, ts, t.is_ptr) for pname, t, ts in f.params]
 
 
@@ -134,7 +134,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
         raise TypeError(f"name 应为内核名字符串，得到 {type(name).__name__} / name must be a str")
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args 应为元组或列表，得到 {type(args).__name__} / args must be a tuple or list")
-    prog = parse(source, defines)
+    prog = parse(source, defines, name)
     f = prog.kernel(name)
     grid = _dims(grid, "grid")
     block = _dims(block, "block")

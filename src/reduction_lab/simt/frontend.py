@@ -137,8 +137,9 @@ def read_source(source):
     return source, "kernel.cu"
 
 
-def preprocess(text, filename, defines=None):
-    """运行 C 预处理器并把 CUDA 限定符翻译成 C；返回可交给 pycparser 的文本。"""
+def preprocess(text, filename, defines=None, instances=(), templates=None):
+    """运行 C 预处理器并把 CUDA 限定符翻译成 C；返回可交给 pycparser 的文本。instances：要实例化的模板函数
+    （如 "kern<256>"）；templates：一个字典，填入 {规范化的实例名: 生成的 C 函数名}。"""
     # 系统头文件（cuda_runtime.h、float.h、math.h ...）的内容由模拟器内置
     text = re.sub(r"^[ \t]*#[ \t]*include[ \t]*<[^>\n]*>", "", text, flags=re.M)
     pp = _PP(filename)
@@ -162,6 +163,7 @@ def preprocess(text, filename, defines=None):
     out = out.getvalue()
     # #pragma（例如 #pragma unroll）不影响语义：删掉这一行
     out = re.sub(r"^[ \t]*#[ \t]*pragma[^\n]*$", "", out, flags=re.M)
+    out = expand_templates(out, filename, instances, {} if templates is None else templates)
     for pat, what in _REFUSED:
         m = re.search(pat, _strip_directives(out))
         if m:
@@ -172,6 +174,180 @@ def preprocess(text, filename, defines=None):
     for pat, rep in _REWRITE:
         out = pat.sub(rep, out)
     return PRELUDE + f'#line 1 "{_cfile(filename)}"\n' + out
+
+
+# ---------------------------------------------------------------- 函数模板
+_TEMPLATE_HEAD = re.compile(r"\btemplate\s*<")
+_TYPE_PARAM = re.compile(r"^(?:typename|class)\s+([A-Za-z_]\w*)(?:\s*=\s*(.+))?$", re.S)
+_VALUE_PARAM = re.compile(r"^(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:int|unsigned|long|long\s+long|short|char|bool|"
+                          r"size_t|int32_t|uint32_t|int64_t|uint64_t)\s+([A-Za-z_]\w*)(?:\s*=\s*(.+))?$", re.S)
+_EXPLICIT = re.compile(r"\btemplate\s+(?![<\s])([^;{}<]*?)\b([A-Za-z_]\w*)\s*<([^<>;{}]*)>\s*\([^;{}]*\)\s*;")
+
+
+def _split_args(s):
+    """按顶层逗号拆分模板实参（括号里的逗号不拆）。"""
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch in "([<":
+            depth += 1
+        elif ch in ")]>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def instance_name(name):
+    """规范化的实例名："kern< 256 ,float>" -> "kern<256,float>"。"""
+    m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*<(.*)>\s*", name, flags=re.S)
+    if not m:
+        return name
+    return f"{m.group(1)}<{','.join(' '.join(a.split()) for a in _split_args(m.group(2)))}>"
+
+
+def _blank(text, a, b):
+    """把 text[a:b] 换成空格（保留换行与 #line 指令），行号不变。"""
+    lines = text[a:b].split("\n")
+    mid = "\n".join(ln if ln.startswith("#line") else " " * len(ln) for ln in lines)
+    return text[:a] + mid + text[b:]
+
+
+def _match_close(text, i, open_ch, close_ch):
+    depth = 0
+    for j in range(i, len(text)):
+        c = text[j]
+        if c == open_ch:
+            depth += 1
+        elif c == close_ch:
+            depth -= 1
+            if depth == 0:
+                return j
+    return -1
+
+
+def expand_templates(out, filename, instances, table):
+    """函数模板（__global__ 与 __device__ 函数）：按需要的实参生成普通的 C 函数，原来的模板定义从文本中去掉
+    （保留行号）。需要的实例来自启动时的内核名（kern<256>）、显式实例化（template __global__ void
+    kern<256>(float*);）和带显式实参的调用（f<BLOCK>(x)）。实参替换形参是按记号进行的，生成的函数前面
+    有 #line 指令，报错的行号仍是模板里的行。不支持实参推导、类模板与模板的特化。"""
+    if not _TEMPLATE_HEAD.search(out) and not instances:
+        return out
+    stripped = _strip_directives(out)
+    defs = {}
+    for m in _EXPLICIT.finditer(stripped):
+        instances = tuple(instances) + (f"{m.group(2)}<{m.group(3)}>",)
+        out = _blank(out, m.start(), m.end())
+    stripped = _strip_directives(out)
+    pos = 0
+    while True:
+        m = _TEMPLATE_HEAD.search(stripped, pos)
+        if not m:
+            break
+        close = _match_close(stripped, m.end() - 1, "<", ">")
+        if close < 0:
+            break
+        params = []
+        for ptxt in _split_args(stripped[m.end():close]):
+            pm, kind = _TYPE_PARAM.match(ptxt), "type"
+            if not pm:
+                pm, kind = _VALUE_PARAM.match(ptxt), "value"
+            if not pm:
+                line = _line_of(out, m.start())
+                raise UnsupportedError(f"第 {line} 行：不支持的模板形参 {ptxt!r} / line {line}: unsupported template "
+                                       f"parameter {ptxt!r}")
+            params.append((pm.group(1), pm.group(2), kind))
+        # 模板后面必须是一个函数定义：名字 ( 参数 ) { 函数体 }
+        fm = re.compile(r"([A-Za-z_]\w*)\s*\(").search(stripped, close)
+        brace = stripped.find("{", close)
+        semi = stripped.find(";", close)
+        if fm is None or brace < 0 or (0 <= semi < brace) or fm.start() > brace or \
+                re.search(r"\b(struct|class|union)\b", stripped[close:fm.start()]):
+            line = _line_of(out, m.start())
+            raise UnsupportedError(f"第 {line} 行：不支持 类模板或模板声明（只支持函数模板的定义）/ line {line}: "
+                                   "unsupported construct: class template or template declaration")
+        end = _match_close(stripped, brace, "{", "}")
+        if end < 0:
+            break
+        name = fm.group(1)
+        if name in defs:
+            line = _line_of(out, m.start())
+            raise UnsupportedError(f"第 {line} 行：不支持 函数模板的重载或特化 {name} / line {line}: unsupported "
+                                   f"construct: overloaded or specialised template {name}")
+        head_line = _line_of(out, close + 1)
+        defs[name] = (params, stripped[close + 1:fm.start()], stripped[fm.end():end + 1], head_line)
+        out = _blank(out, m.start(), end + 1)
+        stripped = _blank(stripped, m.start(), end + 1)
+        pos = end + 1
+    if not defs:
+        if instances:
+            bad = instance_name(instances[0])
+            raise ValueError(f"源码中没有函数模板 {bad.split('<')[0]} / no function template for {bad}")
+        return out
+    table[None] = sorted(defs)       # 模板的名字（报错时用）
+    cfile = _cfile(filename)
+    pieces = []
+    todo = list(instances)
+    call_re = re.compile(r"\b(" + "|".join(map(re.escape, defs)) + r")\s*<([^<>;{}()]*(?:\([^()]*\)[^<>;{}()]*)*)>\s*\(")
+
+    def rename_calls(code):
+        def sub(mc):
+            inst = instance_name(f"{mc.group(1)}<{mc.group(2)}>")
+            todo.append(inst)
+            return _mangle(inst, table) + "("
+        return call_re.sub(sub, code)
+
+    out = rename_calls(out)
+    bare = re.search(r"\b(" + "|".join(map(re.escape, defs)) + r")\s*\(", _strip_directives(out))
+    if bare:
+        line = _line_of(out, bare.start())
+        raise UnsupportedError(f"第 {line} 行：不支持 模板实参推导（调用 {bare.group(1)} 时请写出模板实参，如 "
+                               f"{bare.group(1)}<float>(...)）/ line {line}: unsupported construct: template argument "
+                               f"deduction for {bare.group(1)}; write the arguments explicitly")
+    done = set()
+    while todo:
+        inst = instance_name(todo.pop(0))
+        if inst in done:
+            continue
+        done.add(inst)
+        name = inst.split("<", 1)[0]
+        if name not in defs:
+            raise ValueError(f"源码中没有函数模板 {name}（实例 {inst}）/ no function template named {name} (for {inst}); "
+                             f"找到 / found: {sorted(defs)}")
+        params, head, rest, body_line = defs[name]
+        args = _split_args(inst[len(name) + 1:-1])
+        if len(args) > len(params):
+            raise UnsupportedError(f"模板 {name} 只有 {len(params)} 个形参，得到 {inst} / too many template arguments")
+        binding = {}
+        kinds = {}
+        for k, (pname, default, kind) in enumerate(params):
+            kinds[pname] = kind
+            if k < len(args):
+                binding[pname] = args[k]
+            elif default is not None:
+                binding[pname] = default.strip()
+            else:
+                raise UnsupportedError(f"模板 {name} 的形参 {pname} 没有实参：{inst} / missing template argument "
+                                       f"{pname} for {inst}")
+        code = head + _mangle(inst, table) + "(" + rest
+        code = re.sub(r"\b(" + "|".join(map(re.escape, binding)) + r")\b",
+                      lambda mm: f"({binding[mm.group(1)]})" if kinds[mm.group(1)] == "value"
+                      else binding[mm.group(1)], code)
+        code = rename_calls(code)
+        pieces.append(f'\n#line {body_line} "{cfile}"\n' + code + "\n")
+    return out + "".join(pieces)
+
+
+def _mangle(inst, table):
+    c = table.get(inst)
+    if c is None:
+        c = f"{inst.split('<', 1)[0]}__tpl{len(table)}"
+        table[inst] = c
+    return c
 
 
 def _cfile(filename):
@@ -214,11 +390,12 @@ class Function:
 class Program:
     """一份解析好的源码：函数、内核、文件作用域的共享内存声明。"""
 
-    def __init__(self, text, filename, defines):
+    def __init__(self, text, filename, defines, instances=()):
         self.filename = filename
         self.typedefs = dict(T.TYPEDEFS)
         self.consts = {}   # 常量节点的缓存（节点随本对象存活）
-        ctext = preprocess(text, filename, defines)
+        self.templates = {}   # 模板实例名（kern<256>）-> 生成的函数名
+        ctext = preprocess(text, filename, defines, instances, self.templates)
         parser = c_parser.CParser()
         try:
             ast = parser.parse(ctext, filename=_cfile(filename))
@@ -258,10 +435,17 @@ class Program:
                 raise _unsupported(type(ext).__name__, ext)
         for f in self.functions.values():
             _Validator(self, f).visit(f.node.body)
-        self.kernels = [f.name for f in self.functions.values() if f.is_kernel]
+        self.template_names = self.templates.pop(None, [])
+        back = {c: inst for inst, c in self.templates.items()}
+        self.kernels = [back.get(f.name, f.name) for f in self.functions.values() if f.is_kernel]
 
     def kernel(self, name):
+        if "<" in name:
+            name = self.templates.get(instance_name(name), name)
         f = self.functions.get(name)
+        if f is None and name in self.template_names:
+            raise ValueError(f"内核 {name} 是模板：启动时写出模板实参，例如 {name}<256> / kernel {name} is a template: "
+                             f"launch it as {name}<...> with its arguments")
         if f is None or not f.is_kernel:
             raise ValueError(
                 f"源码中没有名为 {name!r} 的 __global__ 内核 / no __global__ kernel named {name!r}; "
@@ -490,12 +674,14 @@ class _Validator(c_ast.NodeVisitor):
 
 
 @lru_cache(maxsize=64)
-def _parse_cached(text, filename, defines_key):
-    return Program(text, filename, dict(defines_key))
+def _parse_cached(text, filename, defines_key, instances=()):
+    return Program(text, filename, dict(defines_key), instances)
 
 
-def parse(source, defines=None):
-    """解析（带缓存，键为源码文本与 defines）/ parse with a cache keyed by text + defines."""
+def parse(source, defines=None, kernel=None):
+    """解析（带缓存，键为源码文本与 defines）/ parse with a cache keyed by text + defines.
+    kernel 是模板内核的实例名（如 "reduce<256>"）时，同时生成这个实例。"""
     text, filename = read_source(source)
     key = tuple(sorted((str(k), str(int(v) if isinstance(v, bool) else v)) for k, v in (defines or {}).items()))
-    return _parse_cached(text, filename, key)
+    inst = (instance_name(kernel),) if isinstance(kernel, str) and "<" in kernel else ()
+    return _parse_cached(text, filename, key, inst)

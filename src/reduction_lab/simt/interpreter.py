@@ -110,7 +110,7 @@ BUILTIN_FUNCS.update(
         "max", "min", "abs", "fma", "fmaf", "__fdividef", "__builtin_inff", "__builtin_nanf",
         "__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block",
         "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
-        "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "__ldg",
+        "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "__ldg", "__mul24", "__umul24",
     }
 )
 
@@ -1406,6 +1406,18 @@ class Machine:
         return self._shfl("idx", node, args, lanes, fr)
 
     # -- 原子操作与只读加载
+    def b___mul24(self, node, args, lanes, fr):
+        """两个整数的低 24 位相乘（有符号，先对第 24 位做符号扩展），取乘积的低 32 位。"""
+        a, b = (self.conv(v, T.INT, node).v.astype(np.int64) for v in self._args(args, 2, node, lanes, fr, "__mul24"))
+        a = ((a & 0xFFFFFF) ^ 0x800000) - 0x800000
+        b = ((b & 0xFFFFFF) ^ 0x800000) - 0x800000
+        return Val(T.INT, np.asarray((a * b) & 0xFFFFFFFF, np.uint64).astype(np.uint32).view(np.int32)[()])
+
+    def b___umul24(self, node, args, lanes, fr):
+        """两个无符号整数的低 24 位相乘，取乘积的低 32 位。"""
+        a, b = (self.conv(v, T.UINT, node).v.astype(np.uint64) for v in self._args(args, 2, node, lanes, fr, "__umul24"))
+        return Val(T.UINT, np.asarray(((a & 0xFFFFFF) * (b & 0xFFFFFF)) & 0xFFFFFFFF, np.uint64).astype(np.uint32)[()])
+
     def b___ldg(self, node, args, lanes, fr):
         (p,) = self._args(args, 1, node, lanes, fr, "__ldg")
         if not p.t.is_ptr:

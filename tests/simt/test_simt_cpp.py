@@ -1,0 +1,112 @@
+"""C++ 的一部分：函数模板（kern<256> 形式的内核名、类型与非类型形参、默认实参、显式实例化、带实参的调用）、
+__mul24（文档：docs/cuda/simulator.md）。"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reduction_lab import simt
+
+SRC = r"""
+template <typename T, int WIDTH>
+__device__ T warp_sum(T v) {
+    for (int k = WIDTH / 2; k > 0; k >>= 1) v += __shfl_down_sync(0xffffffff, v, k);
+    return v;
+}
+
+template <int BLOCK, typename T = float>
+__global__ void block_sum(const T* x, T* out, int n) {
+    __shared__ T s[BLOCK];
+    int tid = threadIdx.x;
+    int i = blockIdx.x * BLOCK + tid;
+    s[tid] = i < n ? x[i] : (T)0;
+    __syncthreads();
+    for (int k = BLOCK / 2; k >= 32; k >>= 1) {
+        if (tid < k) s[tid] += s[tid + k];
+        __syncthreads();
+    }
+    if (tid < 32) {
+        T v = warp_sum<T, 32>(s[tid]);
+        if (tid == 0) out[blockIdx.x] = v;
+    }
+}
+
+template __global__ void block_sum<128>(const float*, float*, int);
+"""
+
+
+@pytest.mark.parametrize("name,block,dtype", [("block_sum<128>", 128, np.float32), ("block_sum< 256 , float >", 256, np.float32),
+                                             ("block_sum<64, int>", 64, np.int32)])
+def test_template_kernel_launched_by_instance_name(name, block, dtype):
+    n = 1000
+    x = (np.arange(n) % 13).astype(dtype)
+    nb = -(-n // block)
+    out = np.zeros(nb, dtype)
+    rep = simt.launch(SRC, name, nb, block, (x, out, n))
+    assert out.sum() == x.sum() and out[0] == x[:block].sum()
+    assert rep.kernel == name and rep.warp_syncs == 0
+
+
+def test_signature_of_an_instance_binds_the_type_parameter():
+    assert simt.kernel_signature(SRC, "block_sum<64,int>") == [
+        ("x", "const int*", True), ("out", "int*", True), ("n", "int", False)]
+
+
+def test_errors_inside_a_template_keep_the_template_line():
+    bad = SRC.replace("s[tid] += s[tid + k];", "s[tid] += s[tid + k + 1];")
+    with pytest.raises(simt.OutOfBoundsError) as ei:
+        simt.launch(bad, "block_sum<128>", 8, 128, (np.ones(1000, np.float32), np.zeros(8, np.float32), 1000))
+    assert ei.value.line == 16 and "block_sum<128>" in str(ei.value)
+
+
+@pytest.mark.parametrize("name,exc,words", [
+    ("block_sum", ValueError, "是模板"),
+    ("nope<3>", ValueError, "nope"),
+    ("block_sum<>", simt.UnsupportedError, "BLOCK"),
+    ("block_sum<1,float,3>", simt.UnsupportedError, "too many"),
+])
+def test_bad_instance_names(name, exc, words):
+    with pytest.raises(exc, match=words):
+        simt.launch(SRC, name, 1, 64, (np.zeros(64, np.float32), np.zeros(1, np.float32), 64))
+
+
+@pytest.mark.parametrize("code,line,words", [
+    ("template <typename T>\n__device__ T twice(T v) { return v + v; }\n__global__ void k(float* o) {\n"
+     "  o[0] = twice(1.0f);\n}", 4, "deduction"),
+    ("template <int B>\nstruct S { float a[B]; };\n__global__ void k(float* o) { o[0] = 1.0f; }", 1, "class template"),
+    ("template <float F>\n__global__ void k(float* o) { o[0] = F; }", 1, "template parameter"),
+    ("template <int B>\n__global__ void k(float* o);\n__global__ void g(float* o) { o[0] = 1.0f; }", 1,
+     "template declaration"),
+])
+def test_unsupported_template_forms_name_their_line(code, line, words):
+    with pytest.raises(simt.UnsupportedError, match=words) as ei:
+        simt.launch(code, "k" if "struct" not in code else "k", 1, 1, (np.zeros(1, np.float32),))
+    assert f"第 {line} 行" in str(ei.value)
+
+
+@pytest.mark.parametrize("code", ["template <int B", "template <int B>", "template <int B> __global__ void k(",
+                                  "template <int B> __global__ void k(float* o) {", "template <> void f() {}",
+                                  "template <int B> __global__ void k(float* o) { o[0] = B; }\n"
+                                  "template __global__ void k<>(float*);"])
+def test_broken_templates_raise_simulator_errors(code):
+    with pytest.raises((simt.SimtError, ValueError)):
+        simt.launch(code, "k<1>", 1, 1, (np.zeros(1, np.float32),))
+
+
+def test_mul24_uses_the_low_24_bits():
+    src = r"""
+__global__ void k(int* o, unsigned* u, int a, int b) {
+    int i = __mul24(blockIdx.x, blockDim.x) + threadIdx.x;
+    o[i] = __mul24(a + i, b);
+    u[i] = __umul24((unsigned)(a + i), (unsigned)b);
+}
+"""
+    o, u = np.zeros(64, np.int32), np.zeros(64, np.uint32)
+    a0, b = 0x1000003 - 5, -7
+    simt.launch(src, "k", 2, 32, (o, u, a0, b))
+    a = np.arange(64, dtype=np.int64) + a0
+    sa = ((a & 0xFFFFFF) ^ 0x800000) - 0x800000
+    assert o.tolist() == (sa * b).tolist()          # 第 24 位以上被丢掉：a = 2**24 + 3 时结果是 3 * b
+    assert o[5] == 3 * b
+    assert u.tolist() == (((a & 0xFFFFFF) * (b & 0xFFFFFF)) & 0xFFFFFFFF).tolist()

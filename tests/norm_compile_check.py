@@ -37,6 +37,15 @@ for rms in (False, True):
                                                 mean_ptr=P, rstd_ptr=P, x_row_stride=I, dy_row_stride=I,
                                                 dx_row_stride=I, n_rows=I, n_cols=I),
                   dict(BLOCK_M=4, BLOCK_N=1024, IS_RMS=rms, HAS_B=not rms, ACC=tl.float32), 8))
+# float64（gradcheck 在 GPU 上走这条路）：整个计算按 float64
+D = "*fp64"
+CASES.append((ln.welford_layer_norm_kernel, dict(y_ptr=D, x_ptr=D, w_ptr=D, b_ptr=D, mean_ptr=D, rstd_ptr=D,
+                                                 x_row_stride=I, y_row_stride=I, n_cols=I, eps=F),
+              dict(BLOCK_SIZE=256, ACC=tl.float64), 4))
+CASES.append((ln.norm_backward_kernel, dict(dx_ptr=D, dw_part_ptr=D, db_part_ptr=D, x_ptr=D, dy_ptr=D, w_ptr=D,
+                                            mean_ptr=D, rstd_ptr=D, x_row_stride=I, dy_row_stride=I,
+                                            dx_row_stride=I, n_rows=I, n_cols=I),
+              dict(BLOCK_M=4, BLOCK_N=256, IS_RMS=False, HAS_B=True, ACC=tl.float64), 4))
 CASES.append((cs.col_sum_kernel, dict(out_ptr=P, in_ptr=P, in_row_stride=I, n_rows=I, n_cols=I, rows_per_split=I),
               dict(BLOCK_M=16, BLOCK_N=256, ACC=tl.float32), 8))
 

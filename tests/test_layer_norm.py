@@ -276,7 +276,7 @@ def test_kernels_compile_for_sm90():
     script = Path(__file__).with_name("norm_compile_check.py")
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("ok ") == 7, r.stdout
+    assert r.stdout.count("ok ") == 9, r.stdout
 
 
 # ---------------------------------------------------------------- 基准测试套件 layer-norm / rms-norm
@@ -299,3 +299,22 @@ def test_bench_suites_validate_then_time(monkeypatch):
     with pytest.raises(harness.ValidationError, match="layer-norm/triton"):
         harness.run_suite("layer-norm", ns=[128], total_elems=256, impls=["triton"], progress=False,
                           log=lambda s: None)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(rl.MODE != "gpu", reason="需要 GPU：M * N > 2**31 的输入占 8.6 GB，解释器里太慢")
+def test_int64_row_offsets_gpu():
+    """行号乘行步长超过 2**31：int32 会回绕到矩阵以外。检查最后一行（融合内核、分块的课程内核、沿列求和）。"""
+    from reduction_lab.triton_kernels.col_sum import col_sum
+
+    m, n = 65537, 32768                                     # m * n = 2**31 + 32768
+    x = torch.zeros(m, n, device=DEV)
+    x[-1] = torch.arange(n, device=DEV, dtype=torch.float32) % 7
+    w, b = torch.ones(n, device=DEV), torch.zeros(n, device=DEV)
+    y = ln.layer_norm_forward(x, w, b)[0]                   # N > MAX_FUSED_COLS：分块的 Welford 内核
+    _close(y[-1], _ref_ln(x[-1:], w, b)[0], 1e-5, 1e-5)
+    assert torch.equal(col_sum(x), x[-1])
+    del y
+    x2 = x.view(2 * m, n // 2)                              # N = 16384：整行放进寄存器的内核
+    y = ln.rms_norm_forward(x2, w[: n // 2])[0]
+    _close(y[-2:], _ref_rms(x2[-2:], w[: n // 2]), 1e-5, 1e-5)

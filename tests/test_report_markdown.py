@@ -10,6 +10,7 @@ import pytest
 from reduction_lab.bench.report import md_code, md_text
 
 markdown = pytest.importorskip("markdown", reason="需要文档依赖：pip install -e '.[docs]'")
+pytest.importorskip("pymdownx", reason="需要文档依赖 pymdown-extensions：pip install -e '.[docs]'")
 
 CELLS = [
     "index = 2*s*tid",

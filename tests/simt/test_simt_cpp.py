@@ -110,3 +110,64 @@ __global__ void k(int* o, unsigned* u, int a, int b) {
     assert o.tolist() == (sa * b).tolist()          # 第 24 位以上被丢掉：a = 2**24 + 3 时结果是 3 * b
     assert o[5] == 3 * b
     assert u.tolist() == (((a & 0xFFFFFF) * (b & 0xFFFFFF)) & 0xFFFFFFFF).tolist()
+
+
+# ---------------------------------------------------------------- 文件作用域变量：__constant__、__device__、const
+FILEVARS = r"""
+#define N 4
+const int BLOCK = 32;
+__constant__ float weights[N] = {1.0f, 2.0f, 3.0f, 4.0f};
+__constant__ float scale;
+__device__ int counter;
+__device__ float partial[8];
+__global__ void k(const float* x, float* y) {
+    __shared__ float s[BLOCK];
+    int i = blockIdx.x * BLOCK + threadIdx.x;
+    s[threadIdx.x] = x[i] * weights[i % N] * scale;
+    __syncthreads();
+    y[i] = s[BLOCK - 1 - threadIdx.x];
+    atomicAdd(&counter, 1);
+    if (threadIdx.x == 0) partial[blockIdx.x] = blockIdx.x + 1;
+}
+__global__ void write_constant(float* y) {
+    weights[0] = y[0];
+}
+__global__ void racy_device_var(float* y) {
+    partial[0] = y[blockIdx.x];
+}
+"""
+
+
+def test_constant_and_device_variables():
+    x = np.arange(64, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    part, cnt = np.zeros(8, np.float32), np.zeros(1, np.int32)
+    rep = simt.launch(FILEVARS, "k", 2, 32, (x, y), symbols={"scale": 0.5, "partial": part, "counter": cnt})
+    w = np.tile([1, 2, 3, 4], 16) * 0.5
+    assert y.tolist() == (x * w).reshape(2, 32)[:, ::-1].reshape(-1).tolist()
+    assert part.tolist() == [1, 2, 0, 0, 0, 0, 0, 0] and cnt[0] == 64    # __device__ 变量写回
+    assert rep.global_load_requests == 2                                   # 常量内存不算全局读
+    y2 = np.zeros(64, np.float32)
+    simt.launch(FILEVARS, "k", 2, 32, (x, y2), symbols={"weights": [2.0], "scale": 1.0})   # 只覆盖开头
+    assert y2[31] == x[0] * 2 and y2[30] == x[1] * 2
+
+
+def test_constant_memory_is_read_only_in_device_code():
+    with pytest.raises(simt.CompileError, match="symbols") as ei:
+        simt.launch(FILEVARS, "write_constant", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 18
+
+
+def test_device_variables_are_race_checked():
+    with pytest.raises(simt.GlobalMemoryRaceError) as ei:
+        simt.launch(FILEVARS, "racy_device_var", 2, 1, (np.zeros(2, np.float32),))
+    assert ei.value.array == "partial" and ei.value.index == 0
+
+
+@pytest.mark.parametrize("symbols,exc,words", [
+    ({"nope": 1}, simt.LaunchError, "nope"), ({"weights": np.ones(9)}, simt.LaunchError, "9"),
+    ({"counter": 1.5}, TypeError, "counter"), ([1], TypeError, "symbols"),
+])
+def test_bad_symbols(symbols, exc, words):
+    with pytest.raises(exc, match=words):
+        simt.launch(FILEVARS, "k", 2, 32, (np.zeros(64, np.float32), np.zeros(64, np.float32)), symbols=symbols)

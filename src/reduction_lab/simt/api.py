@@ -105,7 +105,7 @@ def kernel_signature(source, name, defines=None):
 
 
 def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
-           racecheck=True, initcheck=True, global_racecheck=True, benign_same_value=False,
+           racecheck=True, initcheck=True, global_racecheck=True, benign_same_value=False, symbols=None,
            max_loop_iterations=MAX_LOOP_ITERATIONS,
            max_lane_steps=MAX_LANE_STEPS, max_dynamic_shared_bytes=None, arch="sm_90"):
     """在 CPU 上模拟一次内核启动，把结果写回传入的数组，返回 Report。
@@ -115,6 +115,8 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
     defines：{宏名: 值}，相当于 ``#define 宏名 值``。racecheck=False 关闭共享内存竞争检查，
     initcheck=False 关闭未初始化读取的检查（:class:`UninitializedReadError`），global_racecheck=False
     关闭全局内存竞争检查（:class:`GlobalMemoryRaceError`，省下每个可写全局数组每个元素 52 字节的记录与相应的时间）。
+    symbols：{变量名: 数值或数组}，在启动前写入文件作用域的 ``__constant__`` 与 ``__device__`` 变量
+    （相当于 cudaMemcpyToSymbol）；``__device__`` 变量对应的数组在启动后写回（cudaMemcpyFromSymbol）。
     benign_same_value=True 时，几个线程把同一个值写进同一个字不算竞争（共享与全局内存；默认报告，
     因为 CUDA 内存模型里这仍是数据竞争，只是常见的惯用写法）。
 
@@ -169,11 +171,44 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             vals.append(Val(t, np.int64(0), buf))
         else:
             vals.append(Val(t, scalar_arg(a, pname, t)))
+    syms = _symbols(prog, symbols)
     m = Machine(prog, name, grid, block, shared_bytes, rep, racecheck, max_loop_iterations,
                 max_lane_steps=max_lane_steps, initcheck=initcheck, shared_limit=shared_limit,
-                global_racecheck=global_racecheck, benign_same_value=benign_same_value)
+                global_racecheck=global_racecheck, benign_same_value=benign_same_value,
+                symbols=syms)
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):
         m.run(f, vals)
     rep.elapsed_s = time.perf_counter() - t0
+    for sname, a in (symbols or {}).items():
+        buf = m.file_bufs.get(sname)
+        if isinstance(a, np.ndarray) and buf is not None and not buf.constant and a.flags.writeable:
+            a.reshape(-1)[:] = buf.data       # __device__ 变量：写回
     return rep
+
+
+def _symbols(prog, symbols):
+    """检查 symbols 的名字、大小与类型，返回 {名字: 一维 numpy 数组}。"""
+    if symbols is None:
+        return {}
+    if not isinstance(symbols, dict):
+        raise TypeError(f"symbols 应为 {{变量名: 值}} 字典，得到 {type(symbols).__name__} / symbols must be a dict")
+    out = {}
+    for sname, a in symbols.items():
+        if sname not in prog.file_vars:
+            raise LaunchError(f"源码中没有文件作用域变量 {sname!r}（__constant__ 或 __device__）/ no file-scope variable "
+                              f"{sname!r}; 找到 / found: {sorted(prog.file_vars)}")
+        node, _ = prog.file_vars[sname]
+        t = prog.resolve(node.type, node)
+        t = t if isinstance(t, T.CType) else t.t
+        sc = T.scalar_of(t)
+        n = T.elems_of(t) if t.is_array else 1
+        if hasattr(a, "numpy") and hasattr(a, "device"):
+            a = a.detach().cpu().numpy()
+        arr = np.asarray(a)
+        if arr.dtype.kind not in "biuf" or (sc.is_int and arr.dtype.kind == "f"):
+            raise TypeError(f"symbols[{sname!r}] 的类型 {arr.dtype} 不能写入 {sc.name} 变量 / bad dtype for {sname}")
+        if arr.size > n:
+            raise LaunchError(f"symbols[{sname!r}] 有 {arr.size} 个元素，变量 {sname} 只有 {n} 个 / too many elements")
+        out[sname] = arr.reshape(-1).astype(sc.dtype)     # 只覆盖开头 arr.size 个元素
+    return out

@@ -57,7 +57,6 @@ _REFUSED = [
     (r"\bclass\b", "类 class"),
     (r"::", "C++ 作用域运算符 ::"),
     (r"\b(static_cast|reinterpret_cast|const_cast|dynamic_cast)\b", "C++ 类型转换运算符"),
-    (r"\b__constant__\b", "__constant__ 常量内存"),
     (r"\bextern\s+\"C\"\s*\{", "extern \"C\" { ... } 块"),
     (r"\bauto\b", "auto 类型推导"),
     (r"\bconstexpr\b", "constexpr"),
@@ -72,6 +71,7 @@ _REWRITE = [
     (re.compile(r"__launch_bounds__\s*\([^)]*\)"), ""),
     (re.compile(r"\b__global__\b"), "_Noreturn"),     # 用 _Noreturn 标记内核
     (re.compile(r"\b__shared__\b"), "_Thread_local"),  # 用 _Thread_local 标记共享内存
+    (re.compile(r"\b__constant__\b"), "static"),        # 用 static 标记常量内存
     (re.compile(r"\b(__device__|__host__|__forceinline__|__noinline__|__inline__)\b"), ""),
     (re.compile(r"\b__restrict__\b"), "restrict"),
     (re.compile(r"\b__restrict\b"), "restrict"),
@@ -410,6 +410,7 @@ class Program:
             raise UnsupportedError(f"无法解析（不在支持的 C 子集内）/ cannot parse: {msg}") from None
         self.functions = {}
         self.shared_decls = []   # 文件作用域的 __shared__ 声明
+        self.file_vars = {}      # 文件作用域的 __constant__ 与 __device__ 变量：名字 -> (声明, 是否只读)
         for ext in ast.ext:
             if isinstance(ext, c_ast.FuncDef):
                 f = Function(ext, self)
@@ -428,7 +429,20 @@ class Program:
                     continue
                 if isinstance(ext.type, (c_ast.Struct, c_ast.Union, c_ast.Enum)):
                     raise _unsupported("结构体/联合/枚举 struct/union/enum", ext)
-                raise _unsupported(f"文件作用域变量 {ext.name}（请用 #define）/ file-scope variable", ext)
+                if "extern" in (ext.storage or []):
+                    raise _unsupported(f"extern 文件作用域变量 {ext.name} / extern file-scope variable", ext)
+                t = self.resolve(ext.type, ext)
+                base = t.t if isinstance(t, _Vol) else t
+                quals = ext.quals or []
+                if base.is_ptr:
+                    raise _unsupported(f"文件作用域的指针变量 {ext.name} / file-scope pointer variable", ext)
+                if base.is_array and base.n is None:
+                    raise _unsupported(f"没有长度的文件作用域数组 {ext.name}", ext)
+                readonly = "static" in (ext.storage or []) or "const" in quals or \
+                    (base.is_array and "const" in (getattr(ext.type.type, "quals", None) or []))
+                if ext.name in self.file_vars:
+                    raise _unsupported(f"重复定义的文件作用域变量 {ext.name}", ext)
+                self.file_vars[ext.name] = (ext, readonly)
             elif isinstance(ext, c_ast.Pragma):
                 continue
             else:
@@ -575,6 +589,11 @@ def const_int(node, prog):
         return const_int(node.expr, prog)
     elif isinstance(node, c_ast.TernaryOp):
         return const_int(node.iftrue if const_int(node.cond, prog) else node.iffalse, prog)
+    elif isinstance(node, c_ast.ID) and node.name in getattr(prog, "file_vars", {}):
+        d, readonly = prog.file_vars[node.name]
+        if readonly and isinstance(d.type, c_ast.TypeDecl) and d.init is not None \
+                and not isinstance(d.init, c_ast.InitList):
+            return const_int(d.init, prog)      # const int BLOCK = 256;
     raise _unsupported("非常量的数组长度 non-constant array size", node)
 
 

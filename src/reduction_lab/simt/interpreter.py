@@ -139,7 +139,7 @@ class Machine:
 
     def __init__(self, prog, kernel, grid, block, shared_bytes, report, racecheck, max_iter,
                  max_lane_steps=None, initcheck=True, shared_limit=232448, global_racecheck=False,
-                 benign_same_value=False):
+                 benign_same_value=False, symbols=None):
         self.prog = prog
         self.kernel = kernel
         self.grid = grid
@@ -152,6 +152,8 @@ class Machine:
         self.racecheck = racecheck
         self.global_racecheck = global_racecheck
         self.benign_same_value = benign_same_value   # 同值写入不算竞争（共享与全局内存）
+        self.symbols = symbols or {}                 # 主机写入的 __constant__ / __device__ 变量（cudaMemcpyToSymbol）
+        self.file_bufs = {}                          # 文件作用域变量 -> Buffer
         self.max_iter = max_iter                  # 每个循环的迭代上限（None：不限）
         self.max_steps = max_lane_steps           # 整次启动的工作预算：线程步（None：不限）
         self.steps = 0
@@ -630,7 +632,44 @@ class Machine:
         for d in self.prog.shared_decls:
             if d.name == name:
                 return self.shared_var(d)
+        if name in self.prog.file_vars:
+            return self.file_var(name)
         return None
+
+    def file_var(self, name):
+        """文件作用域的 __constant__（只读）与 __device__ 变量：整个网格共用一份，初值来自初始化列表、
+        启动时的 symbols（相当于 cudaMemcpyToSymbol），否则为 0。"""
+        buf = self.file_bufs.get(name)
+        if buf is None:
+            node, readonly = self.prog.file_vars[name]
+            t = self.prog.resolve(node.type, node)
+            vol = not isinstance(t, T.CType)
+            if vol:
+                t = t.t
+            sc = T.scalar_of(t)
+            n = T.elems_of(t) if t.is_array else 1
+            data = np.zeros(n, sc.dtype)
+            if node.init is not None:
+                exprs = node.init.exprs if isinstance(node.init, c_ast.InitList) else [node.init]
+                if t.is_array and t.elem.is_array or len(exprs) > n:
+                    raise self.unsupported(f"{name} 的初始化列表（多维数组或元素过多）", node)
+                fr = Frame(None)
+                for k, e in enumerate(exprs):
+                    v = self.ev(e, self.ALL, fr)
+                    if np.ndim(v.v):
+                        raise self.unsupported(f"{name} 的初值不是常量表达式", node)
+                    data[k] = self.conv(v, sc, node).v
+            if name in self.symbols:
+                src = self.symbols[name]
+                data[:src.size] = src
+            buf = Buffer("global", name, data, sc, n, vol=vol or (t.is_array and t.vol))
+            buf.constant = readonly
+            buf.scalar = not t.is_array
+            buf.t = t
+            if self.global_racecheck and not readonly:
+                buf.gtracker = GlobalTracker(n)
+            self.file_bufs[name] = buf
+        return Var(buf.t, None, buf, mem=True)
 
     def builtin_vec(self, name, f):
         key = (name, f)
@@ -992,7 +1031,7 @@ class Machine:
 
     def _account(self, p, lanes, node, store):
         buf = p.buf
-        if buf.kind == "local":
+        if buf.kind == "local" or buf.constant:
             return None
         n = lanes.n
         off = np.broadcast_to(p.v, (n,)) if np.ndim(p.v) == 0 else p.v
@@ -1030,7 +1069,7 @@ class Machine:
             return
         self.check_bounds(p, lanes, node, "写")
         buf = p.buf
-        if p.t.const:
+        if p.t.const or buf.constant:
             raise self.const_write(buf, node)
         if not buf.data.flags.writeable:
             raise self.fail(SimtRuntimeError, f"写入只读数组 {buf.name}（传入的数组不可写）",
@@ -1054,6 +1093,11 @@ class Machine:
             self.mark_init(buf, flat)
 
     def const_write(self, buf, node):
+        if buf.constant:
+            return self.fail(CompileError, f"在内核里写入只读的 {buf.name}（__constant__ 或 const 文件作用域变量；nvcc 报错）；"
+                             "常量内存只能由主机写入：启动时传 symbols={名字: 值}",
+                             f"write to read-only {buf.name} (__constant__ or const file-scope variable) in device code: "
+                             "nvcc rejects it; the host writes constant memory (pass symbols={name: value})", node)
         return self.fail(CompileError, f"通过 const 指针写入 {buf.name}（nvcc 报错：表达式必须是可修改的左值）",
                          f"write through a pointer to const ({buf.name}): nvcc rejects it "
                          "(expression must be a modifiable lvalue)", node)
@@ -1433,7 +1477,7 @@ class Machine:
             raise self.unsupported(f"atomic{op} 用于浮点数（CUDA 只提供整数版本）", node)
         self.check_bounds(p, lanes, node, "原子")
         buf = p.buf
-        if p.t.const:
+        if p.t.const or buf.constant:
             raise self.const_write(buf, node)
         flat = np.broadcast_to(self._flat(buf, p.v, lanes), (lanes.n,))
         if buf.init is not None:

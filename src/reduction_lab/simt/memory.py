@@ -27,6 +27,7 @@ class Buffer:
         self.base = base          # 字节地址（共享内存：块内偏移）
         self.tracker = None       # 共享内存的竞争记录（SharedTracker）
         self.gtracker = None      # 全局内存的竞争记录（GlobalTracker）
+        self.constant = False     # __constant__ 常量内存（只读，不计入全局内存的计数器）
         self.scalar = False       # 共享标量（__shared__ float x;）
         self.t = None             # 声明的类型
         self.init = None          # 共享 / 局部内存：每个单元是否被写过（None：不检查）

@@ -37,6 +37,14 @@ for rms in (False, True):
                                                 mean_ptr=P, rstd_ptr=P, x_row_stride=I, dy_row_stride=I,
                                                 dx_row_stride=I, n_rows=I, n_cols=I),
                   dict(BLOCK_M=4, BLOCK_N=1024, IS_RMS=rms, HAS_B=not rms, ACC=tl.float32), 8))
+for rms in (False, True):                   # 长行的两步反向
+    CASES.append((ln.norm_backward_stats_kernel, dict(c_ptr=P, x_ptr=H, dy_ptr=H, w_ptr=P, mean_ptr=P, rstd_ptr=P,
+                                                      x_row_stride=I, dy_row_stride=I, n_cols=I),
+                  dict(BLOCK_SIZE=ln.LONG_BLOCK, IS_RMS=rms, ACC=tl.float32), 8))
+CASES.append((ln.norm_backward_tiles_kernel, dict(dx_ptr=H, dw_part_ptr=P, db_part_ptr=P, x_ptr=H, dy_ptr=H, w_ptr=P,
+                                                  mean_ptr=P, rstd_ptr=P, c_ptr=P, x_row_stride=I, dy_row_stride=I,
+                                                  dx_row_stride=I, n_rows=I, n_cols=I),
+              dict(BLOCK_M=ln.LONG_BLOCK_M, BLOCK_N=ln.LONG_BLOCK_N, IS_RMS=False, HAS_B=True, ACC=tl.float32), 8))
 # float64（gradcheck 在 GPU 上走这条路）：整个计算按 float64
 D = "*fp64"
 CASES.append((ln.welford_layer_norm_kernel, dict(y_ptr=D, x_ptr=D, w_ptr=D, b_ptr=D, mean_ptr=D, rstd_ptr=D,

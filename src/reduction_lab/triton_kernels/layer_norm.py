@@ -14,7 +14,8 @@ LayerNorm：y = (x - mean) * rstd * w + b，rstd = 1 / sqrt(var + eps)，mean �
   寄存器（短行时一个 program 处理多行），读 MN、写 MN，外加每行的 mean / rstd；更长的行用课程版。
 * :func:`layer_norm_backward` / :func:`rms_norm_backward`——反向：dx 要两次（RMSNorm 一次）行归约；
   dW = sum_i dy * xhat、dB = sum_i dy 是沿列的归约：每个 program 把自己那些行的贡献累加在寄存器里，
-  写出一行部分和，再由 :func:`reduction_lab.triton_kernels.col_sum.col_sum` 按固定顺序相加。
+  写出一行部分和，再由 :func:`reduction_lab.triton_kernels.col_sum.col_sum` 按固定顺序相加；
+  N > MAX_FUSED_COLS 时分两步（先每行求两个行归约，再按二维块写 dx 与部分和）。
 * :func:`layer_norm` / :func:`rms_norm`——可求导的版本（``torch.autograd.Function``）。
 
 float64 输入按 float64 计算（``torch.autograd.gradcheck`` 需要），其余 dtype 按 float32 计算、
@@ -39,7 +40,8 @@ __all__ = ["welford_layer_norm", "looped_rms_norm", "layer_norm_forward", "rms_n
 
 #: 接受的 dtype（x、weight、bias、dy）。
 NORM_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-#: 生产版把整行放进一个块的最大列数；前向更长的行用分块循环的课程版，反向不支持更长的行。
+#: 生产版把整行放进一个块的最大列数；更长的行：前向用分块循环的课程版（读 2MN），
+#: 反向分两步（先每行求 c1、c2，再按二维块写 dx 与部分和，读 4MN）。
 MAX_FUSED_COLS = 16384
 
 
@@ -184,6 +186,76 @@ def norm_backward_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr,
 # --8<-- [end:backward]
 
 
+@triton.jit
+def norm_backward_stats_kernel(c_ptr, x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, x_row_stride, dy_row_stride,
+                               n_cols, BLOCK_SIZE: tl.constexpr, IS_RMS: tl.constexpr, ACC: tl.constexpr):
+    """长行反向的第 1 步：一行一个 program，分块循环求 c1 = mean(g * xhat)、c2 = mean(g)，写进 c[row, 0:2]。"""
+    row = tl.program_id(0).to(tl.int64)
+    rstd = tl.load(rstd_ptr + row)
+    if IS_RMS:
+        mean = 0.0
+    else:
+        mean = tl.load(mean_ptr + row)
+    acc1 = tl.zeros([BLOCK_SIZE], dtype=ACC)
+    acc2 = tl.zeros([BLOCK_SIZE], dtype=ACC)
+    for start in range(0, n_cols, BLOCK_SIZE):
+        cols = start + tl.arange(0, BLOCK_SIZE)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0).to(ACC)
+        dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(ACC)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
+        g = dy * w
+        acc1 += g * tl.where(mask, (x - mean) * rstd, 0.0)
+        acc2 += g
+    tl.store(c_ptr + 2 * row, tl.sum(acc1, axis=0) / n_cols)
+    tl.store(c_ptr + 2 * row + 1, tl.sum(acc2, axis=0) / n_cols)
+
+
+@triton.jit
+def norm_backward_tiles_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, c_ptr,
+                               x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols,
+                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               IS_RMS: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
+    """长行反向的第 2 步：grid = (P, cdiv(N, BLOCK_N))。program (p, j) 负责第 j 个列块、行块 p, p + P, ...：
+    用第 1 步的 c1、c2 写出 dx，并把 dW、dB 的部分和写进部分和矩阵的第 p 行。"""
+    pid = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+    for rb in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+        rows = (rb * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        row_mask = rows < n_rows
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(ACC)
+        dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(ACC)
+        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
+        c1 = tl.load(c_ptr + 2 * rows, mask=row_mask, other=0.0)
+        if IS_RMS:
+            xhat = x * rstd[:, None]
+        else:
+            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        g = dy * w[None, :]
+        dx = g - xhat * c1[:, None]
+        if not IS_RMS:
+            dx -= tl.load(c_ptr + 2 * rows + 1, mask=row_mask, other=0.0)[:, None]
+        tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :],
+                 (dx * rstd[:, None]).to(dx_ptr.dtype.element_ty), mask=mask)
+        dw_acc += dy * xhat
+        if HAS_B:
+            db_acc += dy
+    part = pid.to(tl.int64) * n_cols + cols
+    tl.store(dw_part_ptr + part, tl.sum(dw_acc, axis=0), mask=col_mask)
+    if HAS_B:
+        tl.store(db_part_ptr + part, tl.sum(db_acc, axis=0), mask=col_mask)
+
+
+#: 长行反向（N > MAX_FUSED_COLS）的块大小：第 1 步每块的列数；第 2 步的二维块是 LONG_BLOCK_M x LONG_BLOCK_N。
+LONG_BLOCK, LONG_BLOCK_M, LONG_BLOCK_N = 4096, 4, 1024
+
+
 # ---------------------------------------------------------------- 参数检查
 
 def _check_eps(eps) -> float:
@@ -307,9 +379,6 @@ def backward_programs(n_rows: int, block_m: int) -> int:
 
 def _backward(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs: int | None):
     n_rows, n_cols = x.shape
-    if n_cols > MAX_FUSED_COLS:
-        raise ValueError(f"反向把整行放进一个块，最多 {MAX_FUSED_COLS} 列，得到 N={n_cols} "
-                         f"(the backward kernel keeps a whole row in registers: at most {MAX_FUSED_COLS} columns)")
     check_matrix(dy, "dy", dtypes=NORM_DTYPES, device=DEVICE)
     if dy.shape != x.shape or dy.device != x.device:
         raise ValueError(f"dy 的形状应与 x 相同 {tuple(x.shape)}，得到 {tuple(dy.shape)}（{dy.device}） "
@@ -318,6 +387,8 @@ def _backward(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs:
     if not is_rms:
         _check_stats(mean, "mean", x)
     acc_t, acc_torch = _acc(x.dtype)
+    if n_cols > MAX_FUSED_COLS:
+        return _backward_long(dy, x, weight, mean, rstd, has_bias, is_rms, programs)
     bm, bn, nw = _rows_config(n_rows, n_cols)
     p = backward_programs(n_rows, bm) if programs is None else programs
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -326,6 +397,32 @@ def _backward(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs:
     norm_backward_kernel[(p,)](dx, dw_part, db_part, x, dy, weight, rstd if is_rms else mean, rstd,
                                x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
                                BLOCK_M=bm, BLOCK_N=bn, IS_RMS=is_rms, HAS_B=has_bias, ACC=acc_t, num_warps=nw)
+    dw = col_sum(dw_part).to(weight.dtype)
+    db = col_sum(db_part).to(weight.dtype) if has_bias else None
+    return dx, dw, db
+
+
+def _backward_long(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs: int | None):
+    """N > MAX_FUSED_COLS：整行放不进寄存器。第 1 步每行求 c1、c2（读 x、dy 一次）；第 2 步按二维块写 dx、
+    累加 dW、dB 的部分和（再读 x、dy 一次）：读 4MN、写 MN。``programs`` 是第 2 步每个列块的行方向 program 数。"""
+    n_rows, n_cols = x.shape
+    acc_t, acc_torch = _acc(x.dtype)
+    c = torch.empty((n_rows, 2), dtype=acc_torch, device=x.device)
+    stats_mean = rstd if is_rms else mean
+    norm_backward_stats_kernel[(n_rows,)](c, x, dy, weight, stats_mean, rstd, x.stride(0), dy.stride(0), n_cols,
+                                          BLOCK_SIZE=LONG_BLOCK, IS_RMS=is_rms, ACC=acc_t,
+                                          num_warps=warps_for(LONG_BLOCK))
+    n_col_blocks = triton.cdiv(n_cols, LONG_BLOCK_N)
+    if programs is None:
+        slots = 2 * sm_count() if MODE == "gpu" and sm_count() > 1 else 4
+        programs = max(1, min(triton.cdiv(n_rows, LONG_BLOCK_M), triton.cdiv(slots, n_col_blocks)))
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    dw_part = torch.empty((programs, n_cols), dtype=acc_torch, device=x.device)
+    db_part = torch.empty((programs, n_cols), dtype=acc_torch, device=x.device) if has_bias else dw_part
+    norm_backward_tiles_kernel[(programs, n_col_blocks)](
+        dx, dw_part, db_part, x, dy, weight, stats_mean, rstd, c, x.stride(0), dy.stride(0), dx.stride(0),
+        n_rows, n_cols, BLOCK_M=LONG_BLOCK_M, BLOCK_N=LONG_BLOCK_N, IS_RMS=is_rms, HAS_B=has_bias, ACC=acc_t,
+        num_warps=warps_for(LONG_BLOCK_M * LONG_BLOCK_N))
     dw = col_sum(dw_part).to(weight.dtype)
     db = col_sum(db_part).to(weight.dtype) if has_bias else None
     return dx, dw, db

@@ -187,9 +187,11 @@ def test_cli_sim_mode_clamps_and_warns(tmp_path):
     assert doc["meta"]["mode"] == "sim" and doc["meta"]["timer"] == "perf_counter"
     assert doc["meta"]["sim_warning"] == harness.SIM_BANNER
     # full-sum 也有 torch；bank-conflicts 没有所选的实现，整个跳过
-    assert set(doc["suites"]) == {"softmax", "row-sum", "full-sum", "layer-norm", "rms-norm", "col-sum"}
+    assert set(doc["suites"]) == {"softmax", "row-sum", "full-sum", "layer-norm", "rms-norm",
+                                 "layer-norm-bwd", "rms-norm-bwd", "col-sum"}
     assert [i["name"] for i in doc["suites"]["full-sum"]["impls"]] == ["torch"]
-    for rec in (doc["suites"][s] for s in ("softmax", "row-sum", "layer-norm", "rms-norm", "col-sum")):
+    for rec in (doc["suites"][s] for s in ("softmax", "row-sum", "layer-norm", "rms-norm",
+                                                    "layer-norm-bwd", "rms-norm-bwd", "col-sum")):
         assert [(e["M"], e["N"]) for e in rec["shapes"]] == [(256, 256), (16, 4096)]
         assert all(r["status"] == "ok" for e in rec["shapes"] for r in e["results"].values())
     assert (tmp_path / "rep" / "h200_softmax.md").exists()

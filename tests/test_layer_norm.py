@@ -294,13 +294,14 @@ def test_kernels_compile_for_sm90():
 def test_bench_suites_validate_then_time(monkeypatch):
     from reduction_lab.bench import harness, norm, report
 
-    doc = harness.run(["layer-norm", "rms-norm"], ns=[100, 300], total_elems=1200, impls=["triton", "torch"],
+    suites = ["layer-norm", "rms-norm", "layer-norm-bwd", "rms-norm-bwd"]
+    doc = harness.run(suites, ns=[100, 300], total_elems=1200, impls=["triton", "torch"],
                       iters=1, warmup=0, progress=False, log=lambda s: None)
-    for suite in ("layer-norm", "rms-norm"):
+    for suite in suites:
         rec = doc["suites"][suite]
         assert [(e["M"], e["N"]) for e in rec["shapes"]] == [(12, 100), (4, 300)]
         for e in rec["shapes"]:
-            assert e["bytes"] == 2 * e["M"] * e["N"] * 4
+            assert e["bytes"] == (3 if suite.endswith("-bwd") else 2) * e["M"] * e["N"] * 4
             assert {n: r["status"] for n, r in e["results"].items()} == {"triton": "ok", "torch": "ok"}
         assert "| 300 | 4 |" in report.render_table(doc, suite)
     # 一个偏差 1e-3 的实现：验证阶段停下，不计时
@@ -308,6 +309,25 @@ def test_bench_suites_validate_then_time(monkeypatch):
     monkeypatch.setattr(norm, "ours", lambda suite: (lambda x, w, b: bad(x, w, b) + 1e-3))
     with pytest.raises(harness.ValidationError, match="layer-norm/triton"):
         harness.run_suite("layer-norm", ns=[128], total_elems=256, impls=["triton"], progress=False,
+                          log=lambda s: None)
+    # 反向：dW 错了
+    real = norm.backward_prepare
+
+    def wrong(suite, how):
+        def prepare(x):
+            call = real(suite, how)(x)
+
+            def broken():
+                dx, dw, *rest = call()
+                return (dx, dw - x[0], *rest)        # dW 多减了 x 的第一行
+
+            return broken
+
+        return prepare
+
+    monkeypatch.setattr(norm, "backward_prepare", wrong)
+    with pytest.raises(harness.ValidationError, match="rms-norm-bwd/triton"):
+        harness.run_suite("rms-norm-bwd", ns=[128], total_elems=256, impls=["triton"], progress=False,
                           log=lambda s: None)
 
 

@@ -153,6 +153,8 @@ def reference(suite: str, x: torch.Tensor) -> torch.Tensor:
 
 def compare(suite: str, got, ref: torch.Tensor) -> tuple[bool, str]:
     """按:data:`TOLERANCES`比对；返回(是否通过, 说明)。"""
+    if suite in norm.BWD_SUITES and isinstance(got, (tuple, list)):
+        got = norm.flatten(got)  # 反向：(dx, dW[, dB])
     if not isinstance(got, torch.Tensor):
         got = torch.as_tensor(got, device=ref.device)  # CuPy数组、Python数
     if suite == "full-sum":
@@ -168,7 +170,7 @@ def compare(suite: str, got, ref: torch.Tensor) -> tuple[bool, str]:
     if suite == "softmax":
         bad = ~(err <= 1e-8 + 1e-4 * ref.abs())  # nan也算不符
     elif suite in norm.NORM_SUITES:
-        bad = ~norm.within_tolerance(err, ref)
+        bad = ~norm.within_tolerance(suite, err, ref)
     else:
         bad = ~(err == 0)
     if bool(bad.any()):
@@ -182,9 +184,12 @@ def compare(suite: str, got, ref: torch.Tensor) -> tuple[bool, str]:
 
 def bytes_moved(suite: str, shape: tuple[int, ...]) -> int:
     """被测实现的字节数，见:data:`BYTE_FORMULAS`。"""
-    if suite == "softmax" or suite in norm.NORM_SUITES:
+    if suite == "softmax" or suite in norm.FWD_SUITES:
         m, n = shape
         return 2 * m * n * 4  # 读M*N + 写M*N个fp32
+    if suite in norm.BWD_SUITES:
+        m, n = shape
+        return 3 * m * n * 4  # 读x、dy + 写dx，各M*N个fp32
     if suite in ("row-sum", "col-sum"):
         m, n = shape
         return m * n * 4  # 只计读；写出的M*4（N*4）字节不计

@@ -206,6 +206,13 @@ def impls_for(suite: str) -> list[Impl]:
                 Impl("torch", label, "peer", norm.bind(norm.torch_norm(suite))),
                 Impl("compile", "torch.compile", "peer",
                      lambda x, s=suite: norm.bind(compiled(s, norm.torch_norm(s)))(x), _gpu_only("torch.compile"))]
+    if suite in ("layer-norm-bwd", "rms-norm-bwd"):
+        from . import norm
+
+        return [Impl("triton", "Triton", "ours", norm.backward_prepare(suite, "triton")),
+                Impl("torch", "torch autograd", "peer", norm.backward_prepare(suite, "torch")),
+                Impl("compile", "torch.compile", "peer", norm.backward_prepare(suite, "compile"),
+                     _gpu_only("torch.compile"))]
     if suite == "col-sum":
         def ours(x):
             from ..triton_kernels.col_sum import col_sum

@@ -1,8 +1,10 @@
-"""归一化的测试套件：``layer-norm``与``rms-norm``（前向，fp32）。
+"""归一化的测试套件（fp32）：前向``layer-norm``、``rms-norm``，反向``layer-norm-bwd``、``rms-norm-bwd``。
 
 被测：本课程的Triton前向（:func:`reduction_lab.triton_kernels.layer_norm.layer_norm_forward`、
-``rms_norm_forward``），对照``F.layer_norm`` / ``F.rms_norm``与torch.compile编译的同一个表达式。
-权重与偏置只依赖于N（固定种子），参考与每个实现用同一份。
+``rms_norm_forward``）与反向（``layer_norm_backward``、``rms_norm_backward``：dx、dW（与dB））。
+前向对照``F.layer_norm`` / ``F.rms_norm``与torch.compile编译的同一个表达式；反向对照torch的autograd
+（``torch.autograd.grad``，保留计算图反复求导）与torch.compile编译的同一个反向公式。
+权重、偏置与上游梯度dy只依赖于形状（固定种子），参考与每个实现用同一份。
 
 课程页面：docs/triton/normalization.md「GPU上的实测」。
 """
@@ -14,17 +16,24 @@ import torch.nn.functional as F
 
 from ..runtime import DEVICE
 
-NORM_SUITES = ("layer-norm", "rms-norm")
-EPS = {"layer-norm": 1e-5, "rms-norm": 1e-6}
+FWD_SUITES = ("layer-norm", "rms-norm")
+BWD_SUITES = ("layer-norm-bwd", "rms-norm-bwd")
+NORM_SUITES = FWD_SUITES + BWD_SUITES
+EPS = {"layer-norm": 1e-5, "rms-norm": 1e-6, "layer-norm-bwd": 1e-5, "rms-norm-bwd": 1e-6}
 
 BYTE_FORMULAS = {
     "layer-norm": "`2*M*N*4`：读`M*N`个fp32的x + 写`M*N`个fp32的y（w、b与每行的均值、rstd不计）",
     "rms-norm": "`2*M*N*4`：读`M*N`个fp32的x + 写`M*N`个fp32的y（w与每行的rstd不计）",
+    "layer-norm-bwd": "`3*M*N*4`：读`M*N`个fp32的x、`M*N`个dy + 写`M*N`个dx（w、均值、rstd、dW、dB不计）",
+    "rms-norm-bwd": "`3*M*N*4`：读`M*N`个fp32的x、`M*N`个dy + 写`M*N`个dx（w、rstd、dW不计）",
 }
+_INPUTS = "输入为randn加每行不同的偏移（-10 … 10），w = 1 + 0.1*randn，b = 0.1*randn"
 TOLERANCES = {
-    s: f"`|y - y_ref| <= 2e-4 + 2e-4*|y_ref|`，`y_ref`是float64的`F.{s.replace('-', '_')}`（eps={EPS[s]:g}）；"
-       "输入为randn加每行不同的偏移（-10 … 10），w = 1 + 0.1*randn，b = 0.1*randn"
-    for s in NORM_SUITES
+    **{s: f"`|y - y_ref| <= 2e-4 + 2e-4*|y_ref|`，`y_ref`是float64的`F.{s.replace('-', '_')}`（eps={EPS[s]:g}）；"
+          + _INPUTS for s in FWD_SUITES},
+    **{s: "dx、dW" + ("、dB" if s == "layer-norm-bwd" else "") + "逐个元素`|g - g_ref| <= 1e-3 + 1e-3*|g_ref|`，"
+          f"`g_ref`是float64的`F.{s[:-4].replace('-', '_')}`经autograd求出的梯度；dy = randn；" + _INPUTS
+       for s in BWD_SUITES},
 }
 
 _PARAMS: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -55,13 +64,89 @@ def torch_norm(suite: str):
     return lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, EPS["rms-norm"])
 
 
+_DY: dict[tuple, torch.Tensor] = {}
+
+
+def upstream(shape) -> torch.Tensor:
+    """反向套件的上游梯度dy（固定种子）；只缓存最近一个形状，免得扫描时占着每个形状的显存。"""
+    shape = tuple(shape)
+    if shape not in _DY:
+        _DY.clear()
+        g = torch.Generator(device=DEVICE)
+        g.manual_seed(4321 + shape[1])
+        _DY[shape] = torch.randn(shape, generator=g, device=DEVICE)
+    return _DY[shape]
+
+
+def flatten(grads) -> torch.Tensor:
+    """反向的结果(dx, dW[, dB])连成一个向量，供验证比较。"""
+    return torch.cat([t.reshape(-1) for t in grads if t is not None])
+
+
 def reference(suite: str, x: torch.Tensor) -> torch.Tensor:
     w, b = params(x.shape[1])
-    return torch_norm(suite)(x.double(), w.double(), b.double())
+    if suite in FWD_SUITES:
+        return torch_norm(suite)(x.double(), w.double(), b.double())
+    xr, wr, br = (t.double().requires_grad_() for t in (x, w, b))
+    fwd = suite[:-4]
+    inputs = (xr, wr, br) if fwd == "layer-norm" else (xr, wr)
+    y = torch_norm(fwd)(xr, wr, br)
+    return flatten(torch.autograd.grad(y, inputs, upstream(x.shape).double()))
 
 
-def within_tolerance(err: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+def within_tolerance(suite: str, err: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    if suite in BWD_SUITES:
+        return err <= 1e-3 + 1e-3 * ref.abs()
     return err <= 2e-4 + 2e-4 * ref.abs()
+
+
+def _stats(x, w, eps, rms: bool):
+    """反向要用的每行统计量（与前向保存的相同）：(mean, rstd)，RMSNorm的mean为None。"""
+    if rms:
+        return None, torch.rsqrt((x * x).mean(dim=1) + eps)
+    return x.mean(dim=1), torch.rsqrt(x.var(dim=1, unbiased=False) + eps)
+
+
+def _backward_formula(x, w, dy, mean, rstd):
+    """LayerNorm（mean不为None）或RMSNorm的反向公式，torch.compile编译它。"""
+    xhat = (x if mean is None else x - mean[:, None]) * rstd[:, None]
+    g = dy * w
+    dx = g - xhat * (g * xhat).mean(dim=1, keepdim=True)
+    if mean is not None:
+        dx = dx - g.mean(dim=1, keepdim=True)
+    dw = (dy * xhat).sum(dim=0)
+    return (dx * rstd[:, None], dw) if mean is None else (dx * rstd[:, None], dw, dy.sum(dim=0))
+
+
+def backward_prepare(suite: str, how: str):
+    """反向套件的prepare(x)：how = "triton" | "torch" | "compile"。统计量与dy在prepare里准备，不计时。"""
+    from .impls import compiled
+
+    rms = suite == "rms-norm-bwd"
+    eps = EPS[suite]
+
+    def prepare(x: torch.Tensor):
+        w, b = params(x.shape[1])
+        dy = upstream(x.shape)
+        if how == "triton":
+            from ..triton_kernels.layer_norm import (layer_norm_backward, layer_norm_forward, rms_norm_backward,
+                                                     rms_norm_forward)
+
+            if rms:
+                _, rstd = rms_norm_forward(x, w, eps)
+                return lambda: rms_norm_backward(dy, x, w, rstd)
+            _, mean, rstd = layer_norm_forward(x, w, b, eps)
+            return lambda: layer_norm_backward(dy, x, w, mean, rstd)
+        if how == "torch":
+            xr, wr, br = (t.detach().requires_grad_() for t in (x, w, b))
+            y = torch_norm(suite[:-4])(xr, wr, br)
+            inputs = (xr, wr) if rms else (xr, wr, br)
+            return lambda: torch.autograd.grad(y, inputs, dy, retain_graph=True)
+        mean, rstd = _stats(x, w, eps, rms)
+        fn = compiled(suite, _backward_formula)
+        return lambda: fn(x, w, dy, mean, rstd)
+
+    return prepare
 
 
 def ours(suite: str):

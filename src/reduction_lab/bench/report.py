@@ -22,8 +22,10 @@ SUITE_TITLES = {
     "layer-norm": "LayerNorm前向",
     "rms-norm": "RMSNorm前向",
     "col-sum": "沿列求和",
+    "layer-norm-bwd": "LayerNorm反向",
+    "rms-norm-bwd": "RMSNorm反向",
 }
-_ROW_SUITES = ("softmax", "row-sum", "layer-norm", "rms-norm", "col-sum")
+_ROW_SUITES = ("softmax", "row-sum", "layer-norm", "rms-norm", "col-sum", "layer-norm-bwd", "rms-norm-bwd")
 
 
 def stem(suite: str, prefix: str = "h200") -> str:

@@ -171,3 +171,97 @@ def test_device_variables_are_race_checked():
 def test_bad_symbols(symbols, exc, words):
     with pytest.raises(exc, match=words):
         simt.launch(FILEVARS, "k", 2, 32, (np.zeros(64, np.float32), np.zeros(64, np.float32)), symbols=symbols)
+
+
+# ---------------------------------------------------------------- 向量类型、C++ 的类型转换、内部错误
+VEC = r"""
+__device__ float4 scale4(float4 v, float s) { return make_float4(v.x * s, v.y * s, v.z * s, v.w * s); }
+__global__ void copy4(const float* x, float* y, int n4) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n4) {
+        float4 v = reinterpret_cast<const float4*>(x)[i];
+        v = scale4(v, 2.0f);
+        v.w += 1.0f;
+        ((float4*)y)[i] = v;
+    }
+}
+__global__ void sum4(const float4* x, float* out) {
+    __shared__ float4 s[32];
+    int t = threadIdx.x;
+    s[t] = x[t];
+    __syncthreads();
+    if (t == 0) {
+        float acc = 0;
+        for (int k = 0; k < 32; k++) acc += s[k].x + s[k].y + s[k].z + s[k].w;
+        out[0] = acc;
+    }
+}
+__global__ void misaligned(const float* x, float* y) { float4 v = *(const float4*)(x + 1); y[0] = v.x; }
+__global__ void add4(const float4* x, float4* y) { y[0] = x[0] + x[1]; }
+__global__ void pairs(float2* y, int2* z) {
+    float2 a = make_float2(1.0f, 2.0f);
+    a.y = a.x + threadIdx.x;
+    y[threadIdx.x] = a;
+    y[threadIdx.x].x = 5.0f;
+    z[threadIdx.x] = make_int2(threadIdx.x, -static_cast<int>(threadIdx.x));
+    (z + threadIdx.x)->y *= 2;
+}
+__global__ void bad_member(float4* y) { y[0].q = 1.0f; }
+__global__ void by_value(float4 v, float* y) { y[0] = v.x; }
+"""
+
+
+def test_float4_loads_and_stores_count_one_wide_request_per_lane():
+    x = np.arange(256, dtype=np.float32)
+    y = np.zeros(256, np.float32)
+    rep = simt.launch(VEC, "copy4", 2, 32, (x, y, 64))
+    ref = x * 2
+    ref[3::4] += 1
+    assert np.array_equal(y, ref)
+    # 64 个线程各读 16 字节：2 个请求（每个 warp 一条 128 位指令），每个请求 512 字节 = 16 个扇区
+    assert (rep.global_load_requests, rep.global_load_sectors, rep.global_load_bytes) == (2, 32, 1024)
+    assert (rep.global_store_requests, rep.global_store_sectors) == (2, 32)
+
+
+def test_shared_float4_array_and_members():
+    x = np.arange(128, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    rep = simt.launch(VEC, "sum4", 1, 32, (x, out))
+    assert out[0] == x.sum()
+    assert (rep.shared_store_requests, rep.shared_store_wavefronts, rep.shared_store_bank_conflicts) == (1, 4, 0)
+
+
+def test_float2_int2_members_and_arrow():
+    y, z = np.zeros(64, np.float32), np.zeros(64, np.int32)
+    simt.launch(VEC, "pairs", 1, 32, (y, z))
+    t = np.arange(32)
+    assert y.reshape(32, 2).tolist() == np.stack([np.full(32, 5.0), 1.0 + t], 1).tolist()
+    assert z.reshape(32, 2).tolist() == np.stack([t, -2 * t], 1).tolist()
+
+
+@pytest.mark.parametrize("name,exc,line,words", [
+    ("misaligned", simt.SimtRuntimeError, 23, "对齐"),
+    ("add4", simt.UnsupportedError, 24, "运算"),
+    ("bad_member", simt.UnsupportedError, 33, ".q"),
+    ("by_value", simt.UnsupportedError, None, "by value"),
+])
+def test_vector_errors(name, exc, line, words):
+    x = np.zeros(64, np.float32)
+    args = (x, x) if name != "bad_member" else (x,)
+    if name == "by_value":
+        args = (1.0, x)
+    with pytest.raises(exc, match=words) as ei:
+        simt.launch(VEC, name, 1, 1, args)
+    assert ei.value.line == line
+
+
+def test_internal_errors_become_unsupported_with_the_line(monkeypatch):
+    from reduction_lab.simt import interpreter
+
+    def boom(self, *a):
+        raise TypeError("internal")
+    monkeypatch.setattr(interpreter.Machine, "b___syncthreads", boom)
+    src = "__global__ void k(float* o) {\n  o[threadIdx.x] = 1.0f;\n  __syncthreads();\n}"
+    with pytest.raises(simt.UnsupportedError, match="TypeError") as ei:
+        simt.launch(src, "k", 1, 32, (np.zeros(32, np.float32),))
+    assert ei.value.line == 3 and "第 3 行" in str(ei.value)

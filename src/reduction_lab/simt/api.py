@@ -18,7 +18,7 @@ import numpy as np
 
 from . import ctype as T
 from .counters import Report
-from .errors import LaunchError
+from .errors import LaunchError, SimtError, UnsupportedError
 from .frontend import parse
 from .interpreter import Machine, Val
 from .memory import Buffer, array_arg, scalar_arg
@@ -169,6 +169,9 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             if global_racecheck and not t.const:
                 buf.gtracker = GlobalTracker(buf.per)    # 指向 const 的参数只读：不必记录
             vals.append(Val(t, np.int64(0), buf))
+        elif t.is_vec:
+            raise UnsupportedError(f"内核 {name} 的参数 {pname}：按值传递的向量类型 {t!r} / kernel {name}, parameter {pname}: "
+                                   f"unsupported construct: {t!r} passed by value")
         else:
             vals.append(Val(t, scalar_arg(a, pname, t)))
     syms = _symbols(prog, symbols)
@@ -178,7 +181,17 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
                 symbols=syms)
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):
-        m.run(f, vals)
+        try:
+            m.run(f, vals)
+        except (SimtError, MemoryError, RecursionError):
+            raise
+        except Exception as e:      # 子集之外、没有被逐一识别的写法：报告所在的行，不让 Python 异常漏出去
+            ln = m.line(m.cur)
+            err = UnsupportedError(
+                f"内核 {name} 第 {ln} 行：模拟器无法执行这一行（不在支持的子集内：{type(e).__name__}: {e}）/ "
+                f"kernel {name}, line {ln}: unsupported construct ({type(e).__name__}: {e})")
+            err.kernel, err.line = name, ln if isinstance(ln, int) else None
+            raise err from e
     rep.elapsed_s = time.perf_counter() - t0
     for sname, a in (symbols or {}).items():
         buf = m.file_bufs.get(sname)

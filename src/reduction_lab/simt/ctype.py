@@ -15,6 +15,7 @@ class CType:
     is_ptr = False
     is_array = False
     is_void = False
+    is_vec = False
 
 
 class Scalar(CType):
@@ -68,6 +69,26 @@ class Ptr(CType):
         return f"{q}{self.base!r}*"
 
 
+class Vec(CType):
+    """CUDA 的向量类型（float4、int2 ...）：n 个相同标量的分量 .x .y .z .w，按 n 倍标量大小对齐。"""
+    is_vec = True
+
+    def __init__(self, name, elem, n):
+        self.name = name
+        self.elem = elem
+        self.n = n
+        self.size = elem.size * n
+        self.dtype = elem.dtype
+
+    def __repr__(self):
+        return self.name
+
+
+#: 支持的向量类型：名字 -> (分量类型名, 分量个数)
+VEC_NAMES = {"float2": ("float", 2), "float4": ("float", 4), "double2": ("double", 2),
+             "int2": ("int", 2), "int4": ("int", 4), "uint2": ("unsigned int", 2), "uint4": ("unsigned int", 4)}
+
+
 class Arr(CType):
     is_array = True
 
@@ -90,13 +111,13 @@ def elems_of(t):
     while t.is_array:
         n *= t.n
         t = t.elem
-    return n
+    return n * t.n if t.is_vec else n
 
 
 def scalar_of(t):
     while t.is_array:
         t = t.elem
-    return t
+    return t.elem if t.is_vec else t
 
 
 VOID = Void()
@@ -133,12 +154,14 @@ _SPEC = {
     ("float",): FLOAT, ("double",): DOUBLE,
 }
 
+VECS = {name: Vec(name, _SPEC[tuple(sorted(base.split()))], n) for name, (base, n) in VEC_NAMES.items()}
+
 # 预置的 typedef（LP64，与 nvcc 在 Linux x86-64 上一致）
 TYPEDEFS = {
     "size_t": ULONG, "ptrdiff_t": LONG, "ssize_t": LONG,
     "int8_t": CHAR, "uint8_t": UCHAR, "int16_t": SHORT, "uint16_t": USHORT,
     "int32_t": INT, "uint32_t": UINT, "int64_t": LONG, "uint64_t": ULONG,
-    "uint": UINT, "bool": BOOL,
+    "uint": UINT, "bool": BOOL, **VECS,
 }
 
 

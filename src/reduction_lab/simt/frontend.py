@@ -46,6 +46,8 @@ typedef long ssize_t; typedef signed char int8_t; typedef unsigned char uint8_t;
 typedef short int16_t; typedef unsigned short uint16_t; typedef int int32_t;
 typedef unsigned int uint32_t; typedef long int64_t; typedef unsigned long uint64_t;
 typedef unsigned int uint;
+typedef int float2; typedef int float4; typedef int double2; typedef int int2; typedef int int4;
+typedef int uint2; typedef int uint4;
 """
 _PRELUDE_TYPEDEFS = set(T.TYPEDEFS)
 
@@ -60,8 +62,8 @@ _REFUSED = [
     (r"\bextern\s+\"C\"\s*\{", "extern \"C\" { ... } 块"),
     (r"\bauto\b", "auto 类型推导"),
     (r"\bconstexpr\b", "constexpr"),
-    (r"\b(__half|half2|__half2|__nv_bfloat16|float2|float3|float4|int2|int4|uint4|double2)\b",
-     "向量或半精度类型"),
+    (r"\b(__half|half2|__half2|__nv_bfloat16|float3|int3|uint3|char4|uchar4|short2|longlong2|double4)\b",
+     "这种向量或半精度类型"),
     (r"\b(new|delete|operator|using|typename|throw|try|catch)\b", "C++ 语法"),
 ]
 
@@ -164,6 +166,8 @@ def preprocess(text, filename, defines=None, instances=(), templates=None):
     # #pragma（例如 #pragma unroll）不影响语义：删掉这一行
     out = re.sub(r"^[ \t]*#[ \t]*pragma[^\n]*$", "", out, flags=re.M)
     out = expand_templates(out, filename, instances, {} if templates is None else templates)
+    # C++ 的 reinterpret_cast<T>(e)、static_cast<T>(e)、const_cast<T>(e) 就是 C 的 (T)(e)（长度可以变，不跨行）
+    out = _cxx_casts(out)
     for pat, what in _REFUSED:
         m = re.search(pat, _strip_directives(out))
         if m:
@@ -348,6 +352,23 @@ def _mangle(inst, table):
         c = f"{inst.split('<', 1)[0]}__tpl{len(table)}"
         table[inst] = c
     return c
+
+
+_CXX_CAST = re.compile(r"\b(?:reinterpret_cast|static_cast|const_cast)\s*<([^<>;{}\n]*)>\s*\(")
+
+
+def _cxx_casts(out):
+    """C++ 的 reinterpret_cast<T>(e)、static_cast<T>(e)、const_cast<T>(e) 改写成 C 的 ((T)(e))（同一行之内）。"""
+    pos = 0
+    while True:
+        m = _CXX_CAST.search(out, pos)
+        if not m:
+            return out
+        close = _match_close(out, m.end() - 1, "(", ")")
+        if close < 0 or "\n" in out[m.start():close]:
+            return out      # 留给后面的检查报“不支持”
+        out = out[:m.start()] + f"(({m.group(1)})(" + out[m.end():close] + "))" + out[close + 1:]
+        pos = m.start() + 1
 
 
 def _cfile(filename):

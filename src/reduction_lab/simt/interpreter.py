@@ -111,7 +111,7 @@ BUILTIN_FUNCS.update(
         "__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block",
         "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "__ldg", "__mul24", "__umul24",
-    }
+    } | {"make_" + v for v in T.VECS}
 )
 
 _BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
@@ -154,6 +154,7 @@ class Machine:
         self.benign_same_value = benign_same_value   # 同值写入不算竞争（共享与全局内存）
         self.symbols = symbols or {}                 # 主机写入的 __constant__ / __device__ 变量（cudaMemcpyToSymbol）
         self.file_bufs = {}                          # 文件作用域变量 -> Buffer
+        self.cur = None
         self.max_iter = max_iter                  # 每个循环的迭代上限（None：不限）
         self.max_steps = max_lane_steps           # 整次启动的工作预算：线程步（None：不限）
         self.steps = 0
@@ -335,6 +336,7 @@ class Machine:
         self.ex(func.node.body, lanes, fr)
 
     def ex(self, node, lanes, fr):
+        self.cur = node      # 正在执行的语句（模拟器内部出错时报告它的行）
         h = self.S.get(type(node).__name__)
         if h is None:
             self.ev(node, lanes, fr)   # 表达式语句
@@ -393,7 +395,7 @@ class Machine:
                     p = Val(T.Ptr(sc), np.int64(k), buf)
                     self.store(p, self.conv(v, sc, node), lanes, node)
             return lanes
-        var = Var(t, t.dtype.type(0) if t.is_scalar else np.int64(0))
+        var = self.new_var(t)
         if node.init is not None:
             if isinstance(node.init, c_ast.InitList):
                 raise self.unsupported("标量的初始化列表", node)
@@ -554,12 +556,20 @@ class Machine:
                 raise self.unsupported("void 函数返回值", node)
             v = self.conv(self.ev(node.expr, lanes, fr), rt, node)
             if fr.ret is None:
-                fr.ret = Var(rt, rt.dtype.type(0) if rt.is_scalar else np.int64(0))
+                fr.ret = self.new_var(rt)
             self.write_var(fr.ret, lanes, v, node)
         return EMPTY
 
     # ------------------------------------------------------------ 变量
+    def new_var(self, t):
+        """寄存器变量；向量类型（float4 ...）的变量是每个分量一个标量变量。"""
+        if t.is_vec:
+            return Var(t, [Var(t.elem, t.elem.dtype.type(0)) for _ in range(t.n)])
+        return Var(t, t.dtype.type(0) if t.is_scalar else np.int64(0))
+
     def read_var(self, var, lanes):
+        if var.t.is_vec:
+            return tuple(self.read_var(c, lanes) for c in var.data)
         d = var.data
         if np.ndim(d) == 0:
             return d
@@ -569,6 +579,10 @@ class Machine:
         return d[lanes.idx]
 
     def write_var(self, var, lanes, val, node):
+        if var.t.is_vec:
+            for c, x in zip(var.data, val.v):
+                self.write_var(c, lanes, Val(var.t.elem, x), node)
+            return
         if var.t.is_ptr:
             if var.buf is not None and val.buf is not var.buf and lanes.n != self.L:
                 raise self.unsupported("同一个指针变量在不同线程中指向不同的数组", node)
@@ -704,7 +718,39 @@ class Machine:
                 raise self.unsupported(f"{node.name.name}.{f}", node)
             v = self.builtin_vec(node.name.name, f)
             return Val(T.UINT, v if np.ndim(v) == 0 else self.g(v, lanes))
-        raise self.unsupported("结构体成员访问 struct member access", node)
+        kind, x = self.vec_member(node, lanes, fr)
+        if kind == "reg":
+            return Val(x.t, self.read_var(x, lanes))
+        if kind == "mem":
+            return self.load(x, lanes, node)
+        return x
+
+    def vec_member(self, node, lanes, fr):
+        """向量类型的分量 v.x、p[i].y、p->z：('reg', 分量变量)、('mem', 分量指针) 或 ('val', 值)。"""
+        f = node.field.name
+        comp = "xyzw".find(f) if len(f) == 1 else -1
+        base = node.name
+        if node.type == "->":
+            p = self.ev(base, lanes, fr)
+            if not (p.t.is_ptr and p.t.base.is_vec):
+                raise self.unsupported("结构体成员访问 struct member access (->)", node)
+            vt, kind, x = p.t.base, "mem", p
+        elif isinstance(base, (c_ast.ID, c_ast.ArrayRef, c_ast.StructRef)) or \
+                (isinstance(base, c_ast.UnaryOp) and base.op == "*"):
+            kind, x = self.lvalue(base, lanes, fr)
+            vt = x.t if kind == "reg" else x.t.base
+        else:
+            x = self.ev(base, lanes, fr)
+            kind, vt = "val", x.t
+        if not vt.is_vec:
+            raise self.unsupported("结构体成员访问 struct member access", node)
+        if not 0 <= comp < vt.n:
+            raise self.unsupported(f"{vt.name} 没有分量 .{f}", node)
+        if kind == "reg":
+            return "reg", x.data[comp]
+        if kind == "mem":
+            return "mem", Val(T.Ptr(vt.elem, x.t.vol, x.t.const), x.v + comp, x.buf)
+        return "val", Val(vt.elem, x.v[comp])
 
     def truth(self, val):
         if val.t.is_ptr:
@@ -716,6 +762,10 @@ class Machine:
 
     def conv(self, val, t, node):
         """赋值转换 / conversion as if by assignment."""
+        if t.is_vec or val.t.is_vec:
+            if val.t is t:
+                return val
+            raise self.unsupported(f"{val.t!r} 与 {t!r} 之间的转换", node)
         if t.is_ptr:
             if not val.t.is_ptr:
                 if np.ndim(val.v) == 0 and int(val.v) == 0:
@@ -740,6 +790,8 @@ class Machine:
         return self.conv(v, t, node)
 
     def arith(self, op, a, b, node, lanes):
+        if a.t.is_vec or b.t.is_vec:
+            raise self.unsupported(f"向量类型的运算 {op}（CUDA 没有为 {(a.t if a.t.is_vec else b.t)!r} 定义运算符）", node)
         if a.t.is_ptr or b.t.is_ptr:
             return self.ptr_arith(op, a, b, node)
         if op in ("<<", ">>"):
@@ -896,6 +948,11 @@ class Machine:
             return "mem", p
         if k == "StructRef" and isinstance(node.name, c_ast.ID) and node.name.name in _BUILTIN_VARS:
             raise self.unsupported(f"给只读的 {node.name.name} 赋值", node)
+        if k == "StructRef":
+            kind, x = self.vec_member(node, lanes, fr)
+            if kind == "val":
+                raise self.unsupported("给临时值的分量赋值", node)
+            return kind, x
         raise self.unsupported(f"左值 {k}", node)
 
     def elem_ptr(self, node, lanes, fr):
@@ -1029,14 +1086,22 @@ class Machine:
                 f"(size {buf.per}): {far_en}; {nbad} thread(s) out of bounds",
                 node, lane=self.ids(lanes)[i])
 
-    def _account(self, p, lanes, node, store):
+    def _account(self, p, lanes, node, store, size=None):
         buf = p.buf
         if buf.kind == "local" or buf.constant:
             return None
         n = lanes.n
         off = np.broadcast_to(p.v, (n,)) if np.ndim(p.v) == 0 else p.v
         gw = self.g(self.gw, lanes)
-        size = buf.elem.size
+        esize = buf.elem.size
+        size = esize if size is None else size
+        if size != esize:    # 宽访问（float4 ...）：地址仍按元素计
+            if buf.kind == "global":
+                C.global_access(self.rep, store, gw, off * esize, size)
+            else:
+                base = buf.base if buf.base >= 0 else 0
+                C.shared_access(self.rep, store, gw, base + off * esize, size, self.g(self.lw, lanes))
+            return off
         if buf.kind == "global":
             C.global_access(self.rep, store, gw, off * size, size)
         else:
@@ -1045,12 +1110,36 @@ class Machine:
             C.shared_access(self.rep, store, gw, base + off * size, size, self.g(self.lw, lanes))
         return off
 
+    def vec_access(self, p, lanes, node, what, store):
+        """向量类型的一次访问（16 字节的 float4 ...）：检查两端的边界与对齐，计作每个线程一次宽访问；
+        返回每个分量的指针。"""
+        vt = p.t.base
+        el = vt.elem
+        self.check_bounds(p, lanes, node, what)
+        self.check_bounds(Val(T.Ptr(el), p.v + (vt.n - 1), p.buf), lanes, node, what)
+        base = p.buf.base if p.buf.kind == "shared" and p.buf.base >= 0 else 0
+        mis = (base + np.asarray(p.v) * el.size) % vt.size != 0
+        if np.any(mis):
+            i = int(np.flatnonzero(np.broadcast_to(mis, (lanes.n,)))[0])
+            raise self.fail(SimtRuntimeError, f"{vt.name} 访问 {p.buf.name}[{int(np.broadcast_to(p.v, (lanes.n,))[i])}] 的地址"
+                            f"没有按 {vt.size} 字节对齐（GPU 上是 misaligned address 错误）",
+                            f"misaligned {vt.size}-byte {vt.name} access to {p.buf.name}", node, lane=self.ids(lanes)[i])
+        self._account(p, lanes, node, store, vt.size)
+        return [Val(T.Ptr(el, p.t.vol, p.t.const), p.v + j, p.buf) for j in range(vt.n)]
+
     def load(self, p, lanes, node):
+        if p.t.base.is_vec:
+            if lanes.n == 0:
+                return Val(p.t.base, tuple(p.t.base.dtype.type(0) for _ in range(p.t.base.n)))
+            return Val(p.t.base, tuple(self._load(q, lanes, node) for q in self.vec_access(p, lanes, node, "读", False)))
         if lanes.n == 0:
             return Val(p.t.base, p.t.base.dtype.type(0))
         self.check_bounds(p, lanes, node, "读")
+        self._account(p, lanes, node, False)
+        return Val(p.t.base, self._load(p, lanes, node))
+
+    def _load(self, p, lanes, node):
         buf = p.buf
-        off = self._account(p, lanes, node, False)
         flat = self._flat(buf, p.v, lanes)
         if buf.tracker is not None:
             self.race(buf, flat, lanes, node, p.t.vol, False)
@@ -1062,19 +1151,29 @@ class Machine:
         el = p.t.base
         if buf.elem.dtype != el.dtype:
             v = T.cast(v, el)
-        return Val(el, v)
+        return v
 
     def store(self, p, val, lanes, node):
         if lanes.n == 0:
             return
+        if p.t.base.is_vec:
+            if p.t.const or p.buf is not None and p.buf.constant:
+                raise self.const_write(p.buf, node)
+            el = p.t.base.elem
+            for q, x in zip(self.vec_access(p, lanes, node, "写", True), val.v):
+                self._store(q, Val(el, x), lanes, node)
+            return
         self.check_bounds(p, lanes, node, "写")
+        self._account(p, lanes, node, True)
+        self._store(p, val, lanes, node)
+
+    def _store(self, p, val, lanes, node):
         buf = p.buf
         if p.t.const or buf.constant:
             raise self.const_write(buf, node)
         if not buf.data.flags.writeable:
             raise self.fail(SimtRuntimeError, f"写入只读数组 {buf.name}（传入的数组不可写）",
                             f"write to read-only array {buf.name}", node, lane=self.ids(lanes)[0])
-        self._account(p, lanes, node, True)
         flat = self._flat(buf, p.v, lanes)
         v = T.cast(val.v, buf.elem)
         if buf.tracker is not None:
@@ -1228,6 +1327,10 @@ class Machine:
         h = getattr(self, "b_" + name, None)
         if h is not None:
             return h(node, args, lanes, fr)
+        vt = T.VECS.get(name[5:]) if name.startswith("make_") else None
+        if vt is not None:
+            vals = self._args(args, vt.n, node, lanes, fr, name)
+            return Val(vt, tuple(self.conv(v, vt.elem, node).v for v in vals))
         return self.math(name, args, node, lanes, fr)
 
     def call_device(self, f, args, node, lanes, fr):
@@ -1238,7 +1341,7 @@ class Machine:
             raise self.unsupported("递归太深 recursion", node)
         nf = Frame(f)
         for (pname, pt, _), v in zip(f.params, vals):
-            var = Var(pt, pt.dtype.type(0) if pt.is_scalar else np.int64(0))
+            var = self.new_var(pt)
             self.write_var(var, lanes, self.conv(v, pt, node), node)
             nf.scopes[0][pname] = var
         self.depth += 1

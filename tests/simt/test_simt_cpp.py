@@ -265,3 +265,58 @@ def test_internal_errors_become_unsupported_with_the_line(monkeypatch):
     with pytest.raises(simt.UnsupportedError, match="TypeError") as ei:
         simt.launch(src, "k", 1, 32, (np.zeros(32, np.float32),))
     assert ei.value.line == 3 and "第 3 行" in str(ei.value)
+
+
+# ---------------------------------------------------------------- 结构体（成员都是同一种标量）
+STRUCTS = r"""
+struct Pair { float sum; float max; };
+typedef struct { int lo, hi; } Range;
+__device__ Pair combine(Pair a, Pair b) {
+    Pair r;
+    r.sum = a.sum + b.sum;
+    r.max = fmaxf(a.max, b.max);
+    return r;
+}
+__global__ void pair_reduce(const float* x, Pair* out, const Range* range) {
+    __shared__ Pair s[64];
+    int t = threadIdx.x;
+    Pair p = {x[t], x[t]};
+    s[t] = p;
+    __syncthreads();
+    for (int k = 32; k > 0; k >>= 1) {
+        if (t < k) s[t] = combine(s[t], s[t + k]);
+        __syncthreads();
+    }
+    if (t == 0) {
+        out[0] = s[0];
+        out[1].sum = range->hi - range[0].lo;
+        struct Pair q = {1.0f};
+        out[1].max = q.sum + q.max;
+    }
+}
+__global__ void no_member(Pair* out) { out[0].min = 1.0f; }
+"""
+
+
+def test_struct_members_arrays_by_value_and_by_pointer():
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(4, np.float32)
+    rep = simt.launch(STRUCTS, "pair_reduce", 1, 64, (x, out, np.array([3, 10], np.int32)))
+    assert out.tolist() == [x.sum(), 63.0, 7.0, 1.0]
+    # 结构体按成员逐个读写：第一次写 s[t] 是两条 4 字节的共享内存写
+    assert rep.shared_store_requests >= 4
+    assert simt.kernel_signature(STRUCTS, "pair_reduce")[1] == ("out", "Pair*", True)
+
+
+def test_struct_errors():
+    with pytest.raises(simt.UnsupportedError, match=r"\.min") as ei:
+        simt.launch(STRUCTS, "no_member", 1, 1, (np.zeros(2, np.float32),))
+    assert ei.value.line == 27
+    mixed = "struct M { int a; float b; };\n__global__ void k(float* o) { o[0] = 1.0f; }"
+    with pytest.raises(simt.UnsupportedError, match="different types") as ei:
+        simt.launch(mixed, "k", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 1 and "kernel.cu" in str(ei.value)
+    local = "__global__ void k(float* o) {\n  struct L { float a; } l;\n  o[0] = 1.0f;\n}"
+    with pytest.raises(simt.UnsupportedError, match="函数内定义") as ei:
+        simt.launch(local, "k", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 2

@@ -70,15 +70,18 @@ class Ptr(CType):
 
 
 class Vec(CType):
-    """CUDA 的向量类型（float4、int2 ...）：n 个相同标量的分量 .x .y .z .w，按 n 倍标量大小对齐。"""
+    """CUDA 的向量类型（float4、int2 ...）：n 个相同标量的分量 .x .y .z .w，按 n 倍标量大小对齐，一次读写
+    是一条宽指令（wide）。成员都是同一种标量的结构体也用它表示（fields 是成员名，按成员逐个读写）。"""
     is_vec = True
 
-    def __init__(self, name, elem, n):
+    def __init__(self, name, elem, n, fields=None, wide=True):
         self.name = name
         self.elem = elem
         self.n = n
         self.size = elem.size * n
         self.dtype = elem.dtype
+        self.fields = tuple(fields) if fields is not None else ("x", "y", "z", "w")[:n]
+        self.wide = wide
 
     def __repr__(self):
         return self.name

@@ -172,12 +172,17 @@ def preprocess(text, filename, defines=None, instances=(), templates=None):
         m = re.search(pat, _strip_directives(out))
         if m:
             line = _line_of(out, m.start())
-            raise UnsupportedError(
-                f"第 {line} 行：不支持 {what}（{m.group(0)!r}）/ line {line}: unsupported construct {m.group(0)!r}"
-            )
+            err = UnsupportedError(
+                f"{_cfile(filename)} 第 {line} 行：不支持 {what}（{m.group(0)!r}）/ {_cfile(filename)}, line {line}: "
+                f"unsupported construct {m.group(0)!r}")
+            err.line, err.file = line, _cfile(filename)
+            raise err
     for pat, rep in _REWRITE:
         out = pat.sub(rep, out)
-    return PRELUDE + f'#line 1 "{_cfile(filename)}"\n' + out
+    # C++ 里结构体名不写 struct 也是类型名：预先 typedef（放在序言里，行号不变）
+    names = sorted(set(re.findall(r"\bstruct\s+([A-Za-z_]\w*)\s*\{", _strip_directives(out))))
+    tds = "".join(f"typedef struct {n} {n};" for n in names)
+    return PRELUDE + tds + "\n" + f'#line 1 "{_cfile(filename)}"\n' + out
 
 
 # ---------------------------------------------------------------- 函数模板
@@ -416,6 +421,7 @@ class Program:
         self.typedefs = dict(T.TYPEDEFS)
         self.consts = {}   # 常量节点的缓存（节点随本对象存活）
         self.templates = {}   # 模板实例名（kern<256>）-> 生成的函数名
+        self.structs = {}     # 结构体名 -> Vec
         ctext = preprocess(text, filename, defines, instances, self.templates)
         parser = c_parser.CParser()
         try:
@@ -441,6 +447,9 @@ class Program:
             elif isinstance(ext, c_ast.Typedef):
                 if ext.name in _PRELUDE_TYPEDEFS:
                     continue
+                st = getattr(ext.type, "type", None)
+                if isinstance(st, c_ast.Struct) and st.decls is None and st.name == ext.name:
+                    continue      # typedef struct P P;（序言里为 C++ 的写法补上的）
                 self.typedefs[ext.name] = self.resolve(ext.type, ext)
             elif isinstance(ext, c_ast.Decl):
                 if isinstance(ext.type, c_ast.FuncDecl):
@@ -448,8 +457,11 @@ class Program:
                 if "_Thread_local" in (ext.storage or []):
                     self.shared_decls.append(ext)
                     continue
+                if isinstance(ext.type, c_ast.Struct) and ext.name is None:
+                    self.struct_type(ext.type)        # struct P { float x, y; };
+                    continue
                 if isinstance(ext.type, (c_ast.Struct, c_ast.Union, c_ast.Enum)):
-                    raise _unsupported("结构体/联合/枚举 struct/union/enum", ext)
+                    raise _unsupported("联合/枚举 union/enum", ext)
                 if "extern" in (ext.storage or []):
                     raise _unsupported(f"extern 文件作用域变量 {ext.name} / extern file-scope variable", ext)
                 t = self.resolve(ext.type, ext)
@@ -498,6 +510,8 @@ class Program:
                 names = [n for n in inner.names]
                 if len(names) == 1 and names[0] in self.typedefs:
                     t = self.typedefs[names[0]]
+                elif len(names) == 1 and names[0] in self.structs:
+                    t = self.structs[names[0]]
                 else:
                     t = T.spec_type(names)
                 if t is None:
@@ -505,7 +519,9 @@ class Program:
                 if vol and t.is_scalar:
                     return _Vol(t)
                 return t
-            raise _unsupported("结构体/联合/枚举 struct/union/enum", node)
+            if isinstance(inner, c_ast.Struct):
+                return self.struct_type(inner)
+            raise _unsupported("联合/枚举 union/enum", node)
         if isinstance(node, c_ast.PtrDecl):
             if isinstance(node.type, c_ast.FuncDecl):
                 raise _unsupported("函数指针 function pointer", node)
@@ -535,6 +551,33 @@ class Program:
         if isinstance(node, c_ast.FuncDecl):
             raise _unsupported("函数指针或函数声明 function pointer", node)
         raise _unsupported(type(node).__name__, node)
+
+    def struct_type(self, node):
+        """结构体：定义（带成员）或引用（只有名字）。只支持成员都是同一种标量的结构体。"""
+        if node.decls is None:
+            t = self.structs.get(node.name)
+            if t is None:
+                raise _unsupported(f"没有定义的结构体 struct {node.name}", node)
+            return t
+        fields, elem = [], None
+        for d in node.decls:
+            ft = self.resolve(d.type, d) if isinstance(d, c_ast.Decl) else None
+            if ft is None or not isinstance(ft, T.Scalar) or d.bitsize is not None:
+                raise _unsupported(f"结构体 {node.name or ''} 的成员 {getattr(d, 'name', '')}：只支持标量成员"
+                                   "（不支持数组、指针、嵌套结构体、位域、volatile 成员；struct member must be a scalar）", d)
+            if elem is not None and ft is not elem:
+                raise _unsupported(f"结构体 {node.name or ''} 的成员类型不同（{elem.name} 与 {ft.name}）："
+                                   "只支持成员都是同一种标量的结构体（struct with members of different types）", d)
+            elem = ft
+            fields.append(d.name)
+        if not fields:
+            raise _unsupported("空结构体 empty struct", node)
+        t = T.Vec(f"struct {node.name}" if node.name else "struct", elem, len(fields), fields, wide=False)
+        if node.name:
+            if node.name in self.structs:
+                raise _unsupported(f"重复定义的结构体 struct {node.name}", node)
+            self.structs[node.name] = t
+        return t
 
     def resolve_plain(self, node):
         t = self.resolve(node)
@@ -579,7 +622,12 @@ def type_string(node):
 
 def _unsupported(what, node):
     line = node.coord.line if node is not None and node.coord else "?"
-    return UnsupportedError(f"第 {line} 行：不支持 {what} / line {line}: unsupported: {what}")
+    file = getattr(node.coord, "file", None) if node is not None and node.coord else None
+    where_zh, where_en = (f"{file} 第 {line} 行", f"{file}, line {line}") if file else (f"第 {line} 行", f"line {line}")
+    err = UnsupportedError(f"{where_zh}：不支持 {what} / {where_en}: unsupported: {what}")
+    err.line = line if isinstance(line, int) else None
+    err.file = file
+    return err
 
 
 def const_int(node, prog):
@@ -681,8 +729,10 @@ class _Validator(c_ast.NodeVisitor):
         name = type(node).__name__
         if name in ("Goto", "Label"):
             raise _unsupported("goto/标签 goto", node)
+        if name == "Struct" and node.decls is None:
+            return      # struct P p; 引用文件作用域定义的结构体
         if name in ("Struct", "Union", "Enum"):
-            raise _unsupported("结构体/联合/枚举 struct/union/enum", node)
+            raise _unsupported("函数内定义的结构体、联合、枚举 struct/union/enum", node)
         if name in ("Switch", "Case", "Default"):
             raise _unsupported("switch 语句（请改用 if/else）switch", node)
         if name in ("CompoundLiteral", "StaticAssert", "Alignas", "NamedInitializer"):

@@ -397,6 +397,15 @@ class Machine:
             return lanes
         var = self.new_var(t)
         if node.init is not None:
+            if isinstance(node.init, c_ast.InitList) and t.is_vec:     # float4 v = {1, 2, 3, 4}; P p = {0};
+                ex = node.init.exprs
+                if len(ex) > t.n:
+                    raise self.unsupported(f"{t!r} 的初始化列表元素过多", node)
+                vals = tuple(self.conv(self.ev(ex[k], lanes, fr), t.elem, node).v if k < len(ex) else t.dtype.type(0)
+                             for k in range(t.n))
+                self.write_var(var, lanes, Val(t, vals), node)
+                fr.scopes[-1][node.name] = var
+                return lanes
             if isinstance(node.init, c_ast.InitList):
                 raise self.unsupported("标量的初始化列表", node)
             v = self.ev(node.init, lanes, fr)
@@ -728,7 +737,6 @@ class Machine:
     def vec_member(self, node, lanes, fr):
         """向量类型的分量 v.x、p[i].y、p->z：('reg', 分量变量)、('mem', 分量指针) 或 ('val', 值)。"""
         f = node.field.name
-        comp = "xyzw".find(f) if len(f) == 1 else -1
         base = node.name
         if node.type == "->":
             p = self.ev(base, lanes, fr)
@@ -744,8 +752,9 @@ class Machine:
             kind, vt = "val", x.t
         if not vt.is_vec:
             raise self.unsupported("结构体成员访问 struct member access", node)
-        if not 0 <= comp < vt.n:
+        if f not in vt.fields:
             raise self.unsupported(f"{vt.name} 没有分量 .{f}", node)
+        comp = vt.fields.index(f)
         if kind == "reg":
             return "reg", x.data[comp]
         if kind == "mem":
@@ -1129,9 +1138,13 @@ class Machine:
 
     def load(self, p, lanes, node):
         if p.t.base.is_vec:
+            vt = p.t.base
             if lanes.n == 0:
-                return Val(p.t.base, tuple(p.t.base.dtype.type(0) for _ in range(p.t.base.n)))
-            return Val(p.t.base, tuple(self._load(q, lanes, node) for q in self.vec_access(p, lanes, node, "读", False)))
+                return Val(vt, tuple(vt.dtype.type(0) for _ in range(vt.n)))
+            if not vt.wide:    # 结构体：逐个成员读
+                return Val(vt, tuple(self.load(Val(T.Ptr(vt.elem, p.t.vol, p.t.const), p.v + j, p.buf), lanes, node).v
+                                     for j in range(vt.n)))
+            return Val(vt, tuple(self._load(q, lanes, node) for q in self.vec_access(p, lanes, node, "读", False)))
         if lanes.n == 0:
             return Val(p.t.base, p.t.base.dtype.type(0))
         self.check_bounds(p, lanes, node, "读")
@@ -1159,9 +1172,13 @@ class Machine:
         if p.t.base.is_vec:
             if p.t.const or p.buf is not None and p.buf.constant:
                 raise self.const_write(p.buf, node)
-            el = p.t.base.elem
+            vt = p.t.base
+            if not vt.wide:    # 结构体：逐个成员写
+                for j, x in enumerate(val.v):
+                    self.store(Val(T.Ptr(vt.elem, p.t.vol, p.t.const), p.v + j, p.buf), Val(vt.elem, x), lanes, node)
+                return
             for q, x in zip(self.vec_access(p, lanes, node, "写", True), val.v):
-                self._store(q, Val(el, x), lanes, node)
+                self._store(q, Val(vt.elem, x), lanes, node)
             return
         self.check_bounds(p, lanes, node, "写")
         self._account(p, lanes, node, True)

@@ -320,3 +320,32 @@ def test_struct_errors():
     with pytest.raises(simt.UnsupportedError, match="函数内定义") as ei:
         simt.launch(local, "k", 1, 1, (np.zeros(1, np.float32),))
     assert ei.value.line == 2
+
+
+ENUMS = r"""
+enum Op { SUM, MAX = 4, MIN };
+enum { BLOCK = 32 };
+__device__ float apply(Op op, float a, float b) { return op == SUM ? a + b : (op == MAX ? fmaxf(a, b) : fminf(a, b)); }
+__global__ void k(const float* x, float* out, int op) {
+    __shared__ float s[BLOCK];
+    int t = threadIdx.x;
+    s[t] = x[t];
+    __syncthreads();
+    enum Op o = (Op)op;
+    if (t == 0) {
+        float a = s[0];
+        for (int i = 1; i < BLOCK; i++) a = apply(o, a, s[i]);
+        out[0] = a;
+        out[1] = MIN;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("op,want", [(0, 488.0), (4, 31.0), (5, -3.0)])
+def test_enums_number_like_c_and_size_arrays(op, want):
+    x = np.arange(32, dtype=np.float32)
+    x[5] = -3
+    out = np.zeros(2, np.float32)
+    simt.launch(ENUMS, "k", 1, 32, (x, out, op))
+    assert out.tolist() == [want, 5.0]

@@ -180,8 +180,10 @@ def preprocess(text, filename, defines=None, instances=(), templates=None):
     for pat, rep in _REWRITE:
         out = pat.sub(rep, out)
     # C++ 里结构体名不写 struct 也是类型名：预先 typedef（放在序言里，行号不变）
-    names = sorted(set(re.findall(r"\bstruct\s+([A-Za-z_]\w*)\s*\{", _strip_directives(out))))
+    body = _strip_directives(out)
+    names = sorted(set(re.findall(r"\bstruct\s+([A-Za-z_]\w*)\s*\{", body)))
     tds = "".join(f"typedef struct {n} {n};" for n in names)
+    tds += "".join(f"typedef int {n};" for n in sorted(set(re.findall(r"\benum\s+([A-Za-z_]\w*)\s*\{", body))))
     return PRELUDE + tds + "\n" + f'#line 1 "{_cfile(filename)}"\n' + out
 
 
@@ -422,6 +424,8 @@ class Program:
         self.consts = {}   # 常量节点的缓存（节点随本对象存活）
         self.templates = {}   # 模板实例名（kern<256>）-> 生成的函数名
         self.structs = {}     # 结构体名 -> Vec
+        self.enum_consts = {}  # 枚举常量 -> int
+        self.enums = set()     # 枚举类型名
         ctext = preprocess(text, filename, defines, instances, self.templates)
         parser = c_parser.CParser()
         try:
@@ -459,6 +463,9 @@ class Program:
                     continue
                 if isinstance(ext.type, c_ast.Struct) and ext.name is None:
                     self.struct_type(ext.type)        # struct P { float x, y; };
+                    continue
+                if isinstance(ext.type, c_ast.Enum) and ext.name is None:
+                    self.enum_type(ext.type)          # enum Mode { SUM, MAX = 4 };
                     continue
                 if isinstance(ext.type, (c_ast.Struct, c_ast.Union, c_ast.Enum)):
                     raise _unsupported("联合/枚举 union/enum", ext)
@@ -512,6 +519,8 @@ class Program:
                     t = self.typedefs[names[0]]
                 elif len(names) == 1 and names[0] in self.structs:
                     t = self.structs[names[0]]
+                elif len(names) == 1 and names[0] in self.enums:
+                    t = T.INT
                 else:
                     t = T.spec_type(names)
                 if t is None:
@@ -521,6 +530,8 @@ class Program:
                 return t
             if isinstance(inner, c_ast.Struct):
                 return self.struct_type(inner)
+            if isinstance(inner, c_ast.Enum):
+                return self.enum_type(inner)
             raise _unsupported("联合/枚举 union/enum", node)
         if isinstance(node, c_ast.PtrDecl):
             if isinstance(node.type, c_ast.FuncDecl):
@@ -578,6 +589,22 @@ class Program:
                 raise _unsupported(f"重复定义的结构体 struct {node.name}", node)
             self.structs[node.name] = t
         return t
+
+    def enum_type(self, node):
+        """枚举：常量按 C 的规则编号（没有写值的比前一个大 1），类型当作 int。"""
+        if node.values is None:
+            if node.name not in self.enums:
+                raise _unsupported(f"没有定义的枚举 enum {node.name}", node)
+            return T.INT
+        v = -1
+        for e in node.values.enumerators:
+            v = const_int(e.value, self) if e.value is not None else v + 1
+            if e.name in self.enum_consts:
+                raise _unsupported(f"重复的枚举常量 {e.name}", e)
+            self.enum_consts[e.name] = v
+        if node.name:
+            self.enums.add(node.name)
+        return T.INT
 
     def resolve_plain(self, node):
         t = self.resolve(node)
@@ -658,6 +685,8 @@ def const_int(node, prog):
         return const_int(node.expr, prog)
     elif isinstance(node, c_ast.TernaryOp):
         return const_int(node.iftrue if const_int(node.cond, prog) else node.iffalse, prog)
+    elif isinstance(node, c_ast.ID) and node.name in getattr(prog, "enum_consts", {}):
+        return prog.enum_consts[node.name]
     elif isinstance(node, c_ast.ID) and node.name in getattr(prog, "file_vars", {}):
         d, readonly = prog.file_vars[node.name]
         if readonly and isinstance(d.type, c_ast.TypeDecl) and d.init is not None \
@@ -731,6 +760,8 @@ class _Validator(c_ast.NodeVisitor):
             raise _unsupported("goto/标签 goto", node)
         if name == "Struct" and node.decls is None:
             return      # struct P p; 引用文件作用域定义的结构体
+        if name == "Enum" and node.values is None:
+            return      # enum Mode m;
         if name in ("Struct", "Union", "Enum"):
             raise _unsupported("函数内定义的结构体、联合、枚举 struct/union/enum", node)
         if name in ("Switch", "Case", "Default"):

@@ -641,6 +641,8 @@ class Machine:
         if var is None:
             if node.name == "warpSize":
                 return Val(T.INT, np.int32(32))
+            if node.name in self.prog.enum_consts:
+                return Val(T.INT, np.int32(self.prog.enum_consts[node.name]))
             var = self.global_shared(node.name)
             if var is None:
                 raise self.unsupported(f"未声明的标识符 {node.name}", node)

@@ -349,3 +349,46 @@ def test_enums_number_like_c_and_size_arrays(op, want):
     out = np.zeros(2, np.float32)
     simt.launch(ENUMS, "k", 1, 32, (x, out, op))
     assert out.tolist() == [want, 5.0]
+
+
+# ---------------------------------------------------------------- 引用参数、#pragma unroll
+REFS = r"""
+__device__ void accumulate(float& acc, const float& v, int &count) { acc += v; count++; }
+__device__ void swap(float &a, float &b) { float t = a; a = b; b = t; }
+__device__ float twice(const float& v) { return v + v; }
+__global__ void k(const float* x, float* out, int n) {
+    __shared__ float s[64];
+    int t = threadIdx.x;
+    float acc = 0.0f;
+    int cnt = 0;
+#pragma unroll 4
+    for (int i = t; i < n; i += blockDim.x) accumulate(acc, x[i], cnt);
+    s[t] = acc;
+    __syncthreads();
+    if (t < 32) swap(s[t], s[t + 32]);
+    __syncthreads();
+    out[t] = s[t];
+    out[64 + t] = cnt + twice(acc * 0.0f + 1.0f);
+    if ((cnt & 1) == 2) out[0] = 0;
+}
+__device__ void set(float& a) { a = 1.0f; }
+__global__ void rvalue(float* o) { set(o[0] + 1.0f); }
+"""
+
+
+def test_reference_parameters_alias_registers_and_memory():
+    x = np.arange(200, dtype=np.float32)
+    out = np.zeros(128, np.float32)
+    simt.launch(REFS, "k", 1, 64, (x, out, 200))
+    ref = np.array([x[t::64].sum() for t in range(64)])
+    assert out[:64].tolist() == np.concatenate([ref[32:], ref[:32]]).tolist()      # swap(s[t], s[t + 32])
+    assert out[64:].tolist() == [4 + 2.0] * 8 + [3 + 2.0] * 56                     # count++ 与 const T& 的临时值
+
+
+def test_reference_errors():
+    with pytest.raises(simt.CompileError, match="lvalue") as ei:
+        simt.launch(REFS, "rvalue", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 21
+    with pytest.raises(simt.UnsupportedError, match="引用参数") as ei:
+        simt.launch("\n__global__ void kernel_ref(float& o) { o = 1.0f; }", "kernel_ref", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 2

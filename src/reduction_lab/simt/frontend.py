@@ -168,6 +168,7 @@ def preprocess(text, filename, defines=None, instances=(), templates=None):
     out = expand_templates(out, filename, instances, {} if templates is None else templates)
     # C++ 的 reinterpret_cast<T>(e)、static_cast<T>(e)、const_cast<T>(e) 就是 C 的 (T)(e)（长度可以变，不跨行）
     out = _cxx_casts(out)
+    out = _references(out)
     for pat, what in _REFUSED:
         m = re.search(pat, _strip_directives(out))
         if m:
@@ -364,6 +365,24 @@ def _mangle(inst, table):
 _CXX_CAST = re.compile(r"\b(?:reinterpret_cast|static_cast|const_cast)\s*<([^<>;{}\n]*)>\s*\(")
 
 
+_FUNC_HEAD = re.compile(r"\b([A-Za-z_]\w*)\s*\(([^()]*)\)\s*(?:const\s*)?\{")
+_REF_PARAM = re.compile(r"^(\s*)([A-Za-z_][\w\s\*]*?)\s*&\s*([A-Za-z_]\w*)(\s*)$", re.S)
+
+
+def _references(out):
+    """函数定义的参数表里的引用参数 T& x 改写成 register T x（C 的 register 在这里只作记号，由解释器按引用绑定）。"""
+    def head(m):
+        if m.group(1) in ("if", "for", "while", "switch", "return", "sizeof"):
+            return m.group(0)
+        params = m.group(2).split(",")
+        new = []
+        for prm in params:
+            pm = _REF_PARAM.match(prm)
+            new.append(f"{pm.group(1)}register {pm.group(2)} {pm.group(3)}{pm.group(4)}" if pm else prm)
+        return m.group(0).replace(m.group(2), ",".join(new), 1) if new != params else m.group(0)
+    return _FUNC_HEAD.sub(head, out) if "&" in out else out
+
+
 def _cxx_casts(out):
     """C++ 的 reinterpret_cast<T>(e)、static_cast<T>(e)、const_cast<T>(e) 改写成 C 的 ((T)(e))（同一行之内）。"""
     pos = 0
@@ -399,6 +418,7 @@ class Function:
         ftype = decl.type
         self.ret_type = prog.resolve_plain(ftype.type)
         self.params = []      # (name, CType, type string)
+        self.refs = {}        # 引用参数（T&）的名字 -> 是否 const T&
         plist = ftype.args.params if ftype.args else []
         for p in plist:
             if isinstance(p, c_ast.EllipsisParam):
@@ -411,7 +431,13 @@ class Function:
             t = prog.resolve_plain(p.type)
             if t.is_array:  # 数组参数退化为指针
                 t = T.Ptr(t.elem, t.vol)
-            self.params.append((p.name, t, type_string(p.type)))
+            ts = type_string(p.type)
+            if "register" in (p.storage or []):     # 引用参数 T&（前端改写成 register T）
+                if self.is_kernel:
+                    raise _unsupported(f"内核的引用参数 {p.name}（__global__ 函数的参数不能是引用）", p)
+                self.refs[p.name] = "const" in (getattr(p.type, "quals", None) or [])
+                ts += "&"
+            self.params.append((p.name, t, ts))
         self.line = decl.coord.line if decl.coord else None
 
 

@@ -650,7 +650,8 @@ class Machine:
             buf = var.buf
             if var.t.is_array:   # 数组退化为指针
                 return Val(T.Ptr(var.t.elem, var.t.vol), np.int64(0), buf)
-            return self.load(Val(T.Ptr(var.t, buf.vol), np.int64(0), buf), lanes, node)
+            off = np.int64(0) if var.data is None else self.read_var(var, lanes)   # 引用：每个线程的偏移
+            return self.load(Val(T.Ptr(var.t, buf.vol), off, buf), lanes, node)
         return Val(var.t, self.read_var(var, lanes), var.buf)
 
     def global_shared(self, name):
@@ -945,7 +946,8 @@ class Machine:
             if var.mem:
                 if var.t.is_array:
                     raise self.unsupported("给数组整体赋值", node)
-                return "mem", Val(T.Ptr(var.t, var.buf.vol), np.int64(0), var.buf)
+                off = np.int64(0) if var.data is None else self.read_var(var, lanes)
+                return "mem", Val(T.Ptr(var.t, var.buf.vol), off, var.buf)
             return "reg", var
         if k == "ArrayRef":
             p = self.elem_ptr(node, lanes, fr)
@@ -1355,11 +1357,15 @@ class Machine:
     def call_device(self, f, args, node, lanes, fr):
         if len(args) != len(f.params):
             raise self.unsupported(f"{f.name} 的参数个数不对（{len(args)} != {len(f.params)}）", node)
-        vals = [self.ev(a, lanes, fr) for a in args]
+        vals = [self.bind_ref(a, pt, f.refs[pname], lanes, fr, node) if pname in f.refs else self.ev(a, lanes, fr)
+                for a, (pname, pt, _) in zip(args, f.params)]
         if self.depth > 64:
             raise self.unsupported("递归太深 recursion", node)
         nf = Frame(f)
         for (pname, pt, _), v in zip(f.params, vals):
+            if isinstance(v, Var):      # 引用参数：与实参是同一个变量
+                nf.scopes[0][pname] = v
+                continue
             var = self.new_var(pt)
             self.write_var(var, lanes, self.conv(v, pt, node), node)
             nf.scopes[0][pname] = var
@@ -1374,6 +1380,32 @@ class Machine:
             raise self.fail(UnsupportedError, f"函数 {f.name} 没有 return 语句就结束了",
                             f"function {f.name} ended without return", node)
         return Val(f.ret_type, self.read_var(nf.ret, lanes), nf.ret.buf)
+
+    def bind_ref(self, arg, pt, const, lanes, fr, node):
+        """引用参数 T& 绑定到实参：寄存器变量直接共用，内存里的元素（s[i]、*p）变成按线程偏移的内存变量；
+        const T& 的实参不是左值时绑定到一个临时值（按值传递）。"""
+        lv = isinstance(arg, (c_ast.ID, c_ast.ArrayRef, c_ast.StructRef)) or \
+            (isinstance(arg, c_ast.UnaryOp) and arg.op == "*")
+        if not lv:
+            if const:
+                return self.ev(arg, lanes, fr)
+            raise self.fail(CompileError, "非 const 引用参数的实参不是左值（nvcc 报错：initial value of reference to non-const "
+                            "must be an lvalue）", "initial value of reference to non-const must be an lvalue (nvcc rejects it)",
+                            node)
+        kind, x = self.lvalue(arg, lanes, fr)
+        if kind == "reg":
+            if x.t is not pt and not (x.t.is_scalar and pt.is_scalar and x.t.dtype == pt.dtype):
+                if const:
+                    return self.ev(arg, lanes, fr)
+                raise self.unsupported(f"引用参数类型 {pt!r} 与实参 {x.t!r} 不同", node)
+            return x
+        if T.scalar_of(x.t.base).dtype != T.scalar_of(pt).dtype or x.t.base.is_vec != pt.is_vec:
+            raise self.unsupported(f"引用参数类型 {pt!r} 与实参 {x.t.base!r} 不同", node)
+        var = Var(pt, None, x.buf, mem=True)
+        off = np.zeros(self.L, np.int64)
+        off[self.ids(lanes)] = x.v
+        var.data, var.owned = off, True
+        return var
 
     def _args(self, args, n, node, lanes, fr, name):
         if len(args) != n:

@@ -822,7 +822,13 @@ class _Validator(c_ast.NodeVisitor):
 
 @lru_cache(maxsize=64)
 def _parse_cached(text, filename, defines_key, instances=()):
-    return Program(text, filename, dict(defines_key), instances)
+    try:
+        return Program(text, filename, dict(defines_key), instances)
+    except (UnsupportedError, ValueError, TypeError, MemoryError, RecursionError):
+        raise
+    except Exception as e:     # 没有逐一识别的写法：不让 Python 异常漏出去
+        raise UnsupportedError(f"{_cfile(filename)}：无法解析（不在支持的子集内：{type(e).__name__}: {e}）/ "
+                               f"{_cfile(filename)}: unsupported construct ({type(e).__name__}: {e})") from e
 
 
 def parse(source, defines=None, kernel=None):

@@ -392,3 +392,62 @@ def test_reference_errors():
     with pytest.raises(simt.UnsupportedError, match="引用参数") as ei:
         simt.launch("\n__global__ void kernel_ref(float& o) { o = 1.0f; }", "kernel_ref", 1, 1, (np.zeros(1, np.float32),))
     assert ei.value.line == 2
+
+
+# ---------------------------------------------------------------- cooperative groups
+CG = r"""
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+__global__ void block_tile_sum(const float* x, float* out, float* red) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(block);
+    __shared__ float s[4];
+    float v = x[block.thread_rank()];
+    for (int k = tile.size() / 2; k > 0; k >>= 1) v += tile.shfl_down(v, k);
+    if (tile.thread_rank() == 0) s[tile.meta_group_rank()] = v;
+    block.sync();
+    if (block.thread_rank() == 0) out[blockIdx.x] = s[0] + s[1] + s[2] + s[3];
+    red[block.thread_rank()] = cg::reduce(tile, x[block.thread_rank()], cg::plus<float>());
+}
+__global__ void tiles8(const int* x, int* out) {
+    auto t8 = cg::tiled_partition<8>(cg::this_thread_block());
+    int v = x[threadIdx.x];
+    if (threadIdx.x < 16) {
+        int m = cg::reduce(t8, v, cg::greater<int>());
+        int d = t8.shfl_xor(v, 1);
+        out[threadIdx.x] = m * 100 + d;
+        t8.sync();
+    }
+}
+__global__ void partial_tile(const int* x, int* out) {
+    auto t8 = cg::tiled_partition<8>(cg::this_thread_block());
+    if (threadIdx.x < 4) out[threadIdx.x] = cg::reduce(t8, x[threadIdx.x], cg::plus<int>());
+}
+"""
+
+
+def test_cooperative_groups_block_and_tiles():
+    x = np.arange(128, dtype=np.float32)
+    out, red = np.zeros(1, np.float32), np.zeros(128, np.float32)
+    rep = simt.launch(CG, "block_tile_sum", 1, 128, (x, out, red))
+    assert out[0] == x.sum() and rep.barriers == 1
+    assert red.tolist() == np.repeat(x.reshape(4, 32).sum(1), 32).tolist()
+    xi = np.arange(64, dtype=np.int32)[::-1].copy()
+    o = np.zeros(64, np.int32)
+    simt.launch(CG, "tiles8", 1, 64, (xi, o))
+    lane = np.arange(16)
+    assert o[:16].tolist() == ((63 - 8 * (lane // 8)) * 100 + xi[lane ^ 1]).tolist() and not o[16:].any()
+
+
+def test_cooperative_groups_reduce_needs_the_whole_tile():
+    with pytest.raises(simt.WarpSyncError, match="4") as ei:
+        simt.launch(CG, "partial_tile", 1, 32, (np.arange(32, dtype=np.int32), np.zeros(32, np.int32)))
+    assert ei.value.line == 28
+
+
+def test_other_cooperative_groups_features_are_refused_with_a_line():
+    src = CG + "\n__device__ float f(cg::thread_block_tile<32> t, float v) { return t.shfl_down(v, 1); }\n"
+    with pytest.raises(simt.UnsupportedError) as ei:
+        simt.launch(src, "tiles8", 1, 64, (np.zeros(64, np.int32), np.zeros(64, np.int32)))
+    assert ei.value.line == 31 and "kernel.cu 第 31 行" in str(ei.value)

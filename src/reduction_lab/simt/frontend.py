@@ -169,6 +169,7 @@ def preprocess(text, filename, defines=None, instances=(), templates=None):
     # C++ 的 reinterpret_cast<T>(e)、static_cast<T>(e)、const_cast<T>(e) 就是 C 的 (T)(e)（长度可以变，不跨行）
     out = _cxx_casts(out)
     out = _references(out)
+    out = _coop_groups(out)
     for pat, what in _REFUSED:
         m = re.search(pat, _strip_directives(out))
         if m:
@@ -383,6 +384,75 @@ def _references(out):
     return _FUNC_HEAD.sub(head, out) if "&" in out else out
 
 
+_TID = "(threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y)"
+_NT = "(blockDim.x * blockDim.y * blockDim.z)"
+_CG_OPS = {"plus": "add", "greater": "max", "less": "min"}
+
+
+def _blank_match(m):
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
+def _call_args(out, open_paren):
+    """从 open_paren（左括号的位置）起的调用：返回 (右括号的位置, 顶层逗号拆开的实参)。"""
+    close = _match_close(out, open_paren, "(", ")")
+    if close < 0:
+        return -1, []
+    return close, _split_args(out[open_paren + 1:close])
+
+
+def _coop_groups(out):
+    """cooperative groups 的常用部分改写成内置函数：this_thread_block() 的 sync/thread_rank/size，
+    tiled_partition<W>(block) 的 shfl_down/shfl_up/shfl_xor/shfl/sync/thread_rank/size/meta_group_rank，
+    以及 reduce(tile, v, plus<T>() / greater<T>() / less<T>())。组对象不能传给函数，其他成员不支持。"""
+    if not re.search(r"cooperative_groups|this_thread_block|tiled_partition", out):
+        return out
+    aliases = re.findall(r"\bnamespace\s+(\w+)\s*=\s*cooperative_groups\s*;", out)
+    out = re.sub(r"\bnamespace\s+\w+\s*=\s*cooperative_groups\s*;", _blank_match, out)
+    out = re.sub(r"\busing\s+namespace\s+cooperative_groups\s*;", _blank_match, out)
+    for a in aliases + ["cooperative_groups"]:
+        out = re.sub(rf"\b{a}\s*::\s*", "", out)
+    blocks, tiles = {"this_thread_block()"}, {}
+    for m in re.finditer(r"\b(?:const\s+)?(?:thread_block|auto)\s*&?\s*(\w+)\s*=\s*this_thread_block\s*\(\s*\)\s*;", out):
+        blocks.add(m.group(1))
+    out = re.sub(r"\b(?:const\s+)?(?:thread_block|auto)\s*&?\s*(\w+)\s*=\s*this_thread_block\s*\(\s*\)\s*;", _blank_match, out)
+    tile_re = (r"\b(?:const\s+)?(?:thread_block_tile\s*<\s*(\d+)\s*>|auto)\s+(\w+)\s*=\s*"
+               r"tiled_partition\s*<\s*(\d+)\s*>\s*\(\s*(\w+|this_thread_block\s*\(\s*\))\s*\)\s*;")
+    for m in re.finditer(tile_re, out):
+        tiles[m.group(2)] = int(m.group(3))
+    out = re.sub(tile_re, _blank_match, out)
+    for b in blocks:
+        e = re.escape(b) if b != "this_thread_block()" else r"this_thread_block\s*\(\s*\)"
+        out = re.sub(rf"\b{e}\s*\.\s*sync\s*\(\s*\)", "__syncthreads()", out)
+        out = re.sub(rf"\bsync\s*\(\s*{e}\s*\)", "__syncthreads()", out)
+        out = re.sub(rf"\b{e}\s*\.\s*thread_rank\s*\(\s*\)", _TID, out)
+        out = re.sub(rf"\b{e}\s*\.\s*(?:size|num_threads)\s*\(\s*\)", _NT, out)
+    for t, w in tiles.items():
+        mask = f"__simt_tile_mask({w})"
+        out = re.sub(rf"\b{t}\s*\.\s*thread_rank\s*\(\s*\)", f"({_TID} % {w})", out)
+        out = re.sub(rf"\b{t}\s*\.\s*meta_group_rank\s*\(\s*\)", f"({_TID} / {w})", out)
+        out = re.sub(rf"\b{t}\s*\.\s*(?:size|num_threads)\s*\(\s*\)", f"{w}", out)
+        out = re.sub(rf"\b{t}\s*\.\s*sync\s*\(\s*\)", f"__syncwarp({mask})", out)
+        while True:     # t.shfl_down(v, k) -> __shfl_down_sync(mask, v, k, W)
+            m = re.search(rf"\b{t}\s*\.\s*(shfl_down|shfl_up|shfl_xor|shfl)\s*\(", out)
+            if not m:
+                break
+            close, args = _call_args(out, m.end() - 1)
+            if close < 0 or len(args) != 2:
+                break
+            out = out[:m.start()] + f"__{m.group(1)}_sync({mask}, {args[0]}, {args[1]}, {w})" + out[close + 1:]
+        while True:     # reduce(t, v, plus<T>())
+            m = re.search(rf"\breduce\s*\(\s*{t}\s*,", out)
+            if not m:
+                break
+            close, args = _call_args(out, out.index("(", m.start()))
+            op = re.match(r"\s*(\w+)\s*<[^<>]*>\s*\(\s*\)\s*$", args[2]) if close >= 0 and len(args) == 3 else None
+            if op is None or op.group(1) not in _CG_OPS:
+                break
+            out = out[:m.start()] + f"__simt_tile_reduce_{_CG_OPS[op.group(1)]}({args[1]}, {w})" + out[close + 1:]
+    return out
+
+
 def _cxx_casts(out):
     """C++ 的 reinterpret_cast<T>(e)、static_cast<T>(e)、const_cast<T>(e) 改写成 C 的 ((T)(e))（同一行之内）。"""
     pos = 0
@@ -461,9 +531,11 @@ class Program:
             m = re.match(r"[^:]*:(\d+):(\d+): (.*)", msg)
             line, what = (m.group(1), m.group(3)) if m else (_parser_line(parser), msg.split(": ", 1)[-1])
             if line is not None:
-                raise UnsupportedError(
-                    f"第 {line} 行：无法解析（不在支持的 C 子集内）/ line {line}: cannot parse: {what}"
-                ) from None
+                err = UnsupportedError(
+                    f"{_cfile(filename)} 第 {line} 行：无法解析（不在支持的 C 子集内）/ {_cfile(filename)}, line {line}: "
+                    f"cannot parse: {what}")
+                err.line, err.file = int(line), _cfile(filename)
+                raise err from None
             raise UnsupportedError(f"无法解析（不在支持的 C 子集内）/ cannot parse: {msg}") from None
         self.functions = {}
         self.shared_decls = []   # 文件作用域的 __shared__ 声明

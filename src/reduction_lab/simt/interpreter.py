@@ -111,6 +111,7 @@ BUILTIN_FUNCS.update(
         "__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block",
         "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "__ldg", "__mul24", "__umul24",
+        "__simt_tile_mask", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
     } | {"make_" + v for v in T.VECS}
 )
 
@@ -1615,6 +1616,56 @@ class Machine:
         """两个无符号整数的低 24 位相乘，取乘积的低 32 位。"""
         a, b = (self.conv(v, T.UINT, node).v.astype(np.uint64) for v in self._args(args, 2, node, lanes, fr, "__umul24"))
         return Val(T.UINT, np.asarray(((a & 0xFFFFFF) * (b & 0xFFFFFF)) & 0xFFFFFFFF, np.uint64).astype(np.uint32)[()])
+
+    # -- cooperative groups 的线程束分块（前端改写而来）
+    def _tile_width(self, w, node):
+        w = int(np.asarray(w.v).reshape(-1)[0])
+        if w not in (1, 2, 4, 8, 16, 32):
+            raise self.unsupported(f"tiled_partition<{w}>（只支持不超过 32 的 2 的幂）", node)
+        return w
+
+    def b___simt_tile_mask(self, node, args, lanes, fr):
+        (w,) = self._args(args, 1, node, lanes, fr, "tiled_partition")
+        w = self._tile_width(w, node)
+        if w == 32:
+            return Val(T.UINT, np.uint32(0xFFFFFFFF))
+        lw = self.g(self.lw, lanes).astype(np.int64)
+        return Val(T.UINT, ((np.int64((1 << w) - 1)) << (lw - lw % w)).astype(np.uint32))
+
+    def _tile_reduce(self, op, node, args, lanes, fr):
+        v, w = self._args(args, 2, node, lanes, fr, "cooperative_groups::reduce")
+        w = self._tile_width(w, node)
+        if v.t.is_ptr or v.t.is_vec:
+            raise self.unsupported("cooperative_groups::reduce 的值必须是标量", node)
+        ids = self.ids(lanes)
+        tl = self.g(self.tlin, lanes)
+        start = ids - tl % w
+        grp, cnt = np.unique(start, return_counts=True)
+        full = np.minimum(w, self.tpb - (grp - (grp // self.tpb) * self.tpb))
+        if np.any(cnt != full):
+            k = int(np.flatnonzero(cnt != full)[0])
+            raise self.fail(WarpSyncError, f"cooperative_groups::reduce：大小为 {w} 的分块里只有 {int(cnt[k])} 个线程执行它",
+                            f"cooperative_groups::reduce: only {int(cnt[k])} threads of a tile of {w} call it",
+                            node, lane=int(grp[k]))
+        buf = np.zeros(self.L, v.t.dtype)
+        buf[ids] = v.v
+        f = {"add": np.add, "max": np.maximum, "min": np.minimum}[op]
+        k = w // 2
+        while k:        # 蝴蝶交换：与 __shfl_xor_sync 的归约同样的加法顺序
+            part = ids - tl % w + ((tl % w) ^ k)
+            part = np.where(part - (ids - tl) < self.tpb, part, ids)
+            buf[ids] = f(buf[ids], buf[part]).astype(v.t.dtype)
+            k //= 2
+        return Val(v.t, buf[ids])
+
+    def b___simt_tile_reduce_add(self, node, args, lanes, fr):
+        return self._tile_reduce("add", node, args, lanes, fr)
+
+    def b___simt_tile_reduce_max(self, node, args, lanes, fr):
+        return self._tile_reduce("max", node, args, lanes, fr)
+
+    def b___simt_tile_reduce_min(self, node, args, lanes, fr):
+        return self._tile_reduce("min", node, args, lanes, fr)
 
     def b___ldg(self, node, args, lanes, fr):
         (p,) = self._args(args, 1, node, lanes, fr, "__ldg")

@@ -62,7 +62,28 @@ def test_bad_input_errors(backend):
     with pytest.raises(TypeError, match="dtype"):
         rl.softmax(torch.ones(2, 3, dtype=torch.int32, device=rl.DEVICE), backend=backend)
     with pytest.raises(ValueError, match="dim"):
+        rl.reduce_sum(torch.ones(2, 3, device=rl.DEVICE), dim=2, backend=backend)
+    if backend in rl.api.COLUMN_BACKENDS:
+        return
+    with pytest.raises(ValueError, match="dim=0"):
         rl.reduce_sum(torch.ones(2, 3, device=rl.DEVICE), dim=0, backend=backend)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 300), (513, 5)])
+def test_reduce_sum_dim0(shape):
+    """dim=0：每列求和，torch 与 triton 后端；triton 可求导（反向是广播）。"""
+    x = torch.randn(*shape, device=rl.DEVICE)
+    for backend in rl.api.COLUMN_BACKENDS:
+        torch.testing.assert_close(rl.reduce_sum(x, dim=0, backend=backend), x.sum(0), atol=1e-4, rtol=1e-5)
+    out = torch.empty(shape[1], device=rl.DEVICE)
+    assert rl.reduce_sum(x, dim=0, out=out) is out
+    torch.testing.assert_close(out, x.sum(0), atol=1e-4, rtol=1e-5)
+    with pytest.raises(ValueError, match="形状"):
+        rl.reduce_sum(x, dim=0, out=torch.empty(shape[1] + 1, device=rl.DEVICE))
+    xg = x.clone().requires_grad_(True)
+    dy = torch.randn(shape[1], device=rl.DEVICE)
+    rl.reduce_sum(xg, dim=0).backward(dy)
+    torch.testing.assert_close(xg.grad, dy.expand(shape[0], -1))
 
 
 def test_unknown_backend():

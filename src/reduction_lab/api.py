@@ -60,15 +60,30 @@ def _impl(backend: str, op: str):
 def _check_dim(x: torch.Tensor, dim) -> None:
     if isinstance(dim, bool) or not isinstance(dim, int) or dim not in (1, -1):
         raise ValueError(
-            f"只支持沿最后一维（dim=1 或 dim=-1）归约，得到 dim={dim!r}；对 dim=0 请先转置并 .contiguous() "
+            f"只支持沿最后一维（dim=1 或 dim=-1）归约，得到 dim={dim!r}；reduce_sum 在 torch 与 triton 后端上"
+            f"还支持沿列（dim=0）"
             f"(only dim=1 / dim=-1 is supported; got dim={dim!r})"
         )
+
+
+#: 沿列（dim=0）求和：torch 与 triton（reduction_lab.triton_kernels.col_sum，课程页面 docs/triton/column-sum.md）
+COLUMN_BACKENDS = ("torch", "triton")
 
 
 def _check_args(x, dim, backend, out, op):
     """所有参数的检查，在任何内核启动之前。返回是否需要求导。"""
     _check_backend(backend)
     check_matrix(x, "x", dtypes=DTYPES[backend], device=DEVICE)
+    if op == "reduce_sum" and not isinstance(dim, bool) and dim in (0, -2):
+        if backend not in COLUMN_BACKENDS:
+            raise ValueError(f"沿列求和（dim=0）只有 {', '.join(COLUMN_BACKENDS)} 后端支持，得到 backend={backend!r} "
+                             f"(dim=0 is supported by the {COLUMN_BACKENDS} backends only)")
+        if out is not None:
+            check_out(out, (x.shape[1],), x.dtype, x.device)
+            if torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
+                raise RuntimeError("需要求导时不能用 out= (out= does not support automatic differentiation)")
+            check_no_overlap(out, x, "out", "x")
+        return torch.is_grad_enabled() and x.requires_grad
     _check_dim(x, dim)
     if x.device.type == "cuda" and backend != "torch" and x.device.index != torch.cuda.current_device():
         cur = torch.cuda.current_device()
@@ -96,8 +111,11 @@ def _into(out, result):
 
 def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "triton", *,
                out: torch.Tensor | None = None) -> torch.Tensor:
-    """每行求和：(M, N) -> (M,)，dtype 与 x 相同。``out``：调用者提供的 (M,) 连续输出。"""
+    """每行求和：(M, N) -> (M,)，dtype 与 x 相同。``out``：调用者提供的 (M,) 连续输出。
+    ``dim=0``（torch 与 triton 后端）：每列求和 (M, N) -> (N,)，不做转置拷贝（docs/triton/column-sum.md）。"""
     needs_grad = _check_args(x, dim, backend, out, "reduce_sum")
+    if dim in (0, -2):
+        return _column_sum(x, backend, out, needs_grad)
     if backend == "torch":
         return x.sum(dim=1) if out is None else torch.sum(x, dim=1, out=out)
     if needs_grad:
@@ -107,6 +125,31 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "triton", *,
     if backend == "cuda" and out is not None:
         return _impl(backend, "reduce_sum")(x, out=out)
     return _into(out, _impl(backend, "reduce_sum")(x))
+
+
+class _ColumnSum(torch.autograd.Function):
+    """列求和的反向：dx[i, j] = dy[j]（广播，不启动内核）。"""
+
+    @staticmethod
+    def forward(ctx, x):
+        from .triton_kernels.col_sum import col_sum
+
+        ctx.rows = x.shape[0]
+        return col_sum(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy.unsqueeze(0).expand(ctx.rows, -1)
+
+
+def _column_sum(x, backend, out, needs_grad):
+    if backend == "torch":
+        return x.sum(dim=0) if out is None else torch.sum(x, dim=0, out=out)
+    if needs_grad:
+        return _ColumnSum.apply(x)
+    from .triton_kernels.col_sum import col_sum
+
+    return _into(out, col_sum(x))
 
 
 def softmax(x: torch.Tensor, dim: int = -1, backend: str = "triton", *,

@@ -119,8 +119,11 @@ function exactFirst(results, query) {
     const article = section.find(item => !item.location.includes("#")) || section[0];
     if (matches(article.title))
       return 2;
-    // 术语表的行（锚点 #term-…，hooks/zh_site.py 加的）不加这个优先：术语在讲义里的那一页更该在前
-    return section.some(item => !item.location.includes("#term-") && matches(item.title)) ? 1 : 0;
+    // 术语表的行（锚点 #term-…，hooks/zh_site.py 加的）排在标题相同的讲义小节之后：术语在讲义里的那一页
+    // 更该在前；没有这样的小节时，术语的定义排在只是正文里多次用到这个词的页面前面
+    if (section.some(item => !item.location.includes("#term-") && matches(item.title)))
+      return 1;
+    return section.some(item => item.location.includes("#term-") && matches(item.title)) ? 0.5 : 0;
   };
   return results
     .map((section, i) => [rank(section), i, section])

@@ -451,3 +451,38 @@ def test_other_cooperative_groups_features_are_refused_with_a_line():
     with pytest.raises(simt.UnsupportedError) as ei:
         simt.launch(src, "tiles8", 1, 64, (np.zeros(64, np.int32), np.zeros(64, np.int32)))
     assert ei.value.line == 31 and "kernel.cu 第 31 行" in str(ei.value)
+
+
+# ---------------------------------------------------------------- 取局部变量的地址
+ADDR = r"""
+__device__ void minmax(const float* x, int n, float* lo, float* hi) {
+    for (int i = 0; i < n; i++) { *lo = fminf(*lo, x[i]); *hi = fmaxf(*hi, x[i]); }
+}
+__device__ void inc4(float4* v) { v->x += 1.0f; v->w += 4.0f; }
+__global__ void k(const float* x, float* out, int past) {
+    float lo = 1e30f, hi = -1e30f;
+    minmax(x + threadIdx.x * 4, 4, &lo, &hi);
+    out[threadIdx.x * 2] = lo;
+    out[threadIdx.x * 2 + 1] = hi;
+    float4 v = make_float4(0, 0, 0, threadIdx.x);
+    inc4(&v);
+    out[64 + threadIdx.x] = v.x + v.w;
+    int c = 0;
+    atomicAdd(&c, 5);
+    out[96 + threadIdx.x] = c;
+    float* p = &lo;
+    p[past] = 3;
+}
+"""
+
+
+def test_address_of_locals():
+    x = np.random.default_rng(0).standard_normal(128).astype(np.float32)
+    out = np.zeros(128, np.float32)
+    simt.launch(ADDR, "k", 1, 32, (x, out, 0))
+    r = x.reshape(32, 4)
+    assert out[:64:2].tolist() == r.min(1).tolist() and out[1:64:2].tolist() == r.max(1).tolist()
+    assert out[64:96].tolist() == (1.0 + 4 + np.arange(32)).tolist() and (out[96:] == 5).all()
+    with pytest.raises(simt.OutOfBoundsError, match="lo") as ei:
+        simt.launch(ADDR, "k", 1, 32, (x, out, 1))
+    assert ei.value.line == 18

@@ -577,6 +577,20 @@ class Machine:
             return Var(t, [Var(t.elem, t.elem.dtype.type(0)) for _ in range(t.n)])
         return Var(t, t.dtype.type(0) if t.is_scalar else np.int64(0))
 
+    def spill(self, var, name):
+        """&x：把寄存器变量 x 搬进每个线程一份的局部内存，之后对 x 的读写都经过这块内存。"""
+        t = var.t
+        sc = T.scalar_of(t)
+        n = T.elems_of(t)
+        cur = [c.data for c in var.data] if t.is_vec else [var.data]
+        data = np.zeros(self.L * n, sc.dtype)
+        view = data.reshape(self.L, n)
+        for j, d in enumerate(cur):
+            view[:, j] = d
+        buf = Buffer("local", name, data, sc, n)
+        buf.t = t
+        var.data, var.buf, var.mem, var.owned = None, buf, True, False
+
     def read_var(self, var, lanes):
         if var.t.is_vec:
             return tuple(self.read_var(c, lanes) for c in var.data)
@@ -1031,7 +1045,10 @@ class Machine:
                 kind, x = self.lvalue(e, lanes, fr)
                 if kind == "mem":
                     return x
-                raise self.unsupported(f"取局部变量 {e.name} 的地址", node)
+                if x.t.is_ptr:
+                    raise self.unsupported(f"取指针变量 {e.name} 的地址（指向指针的指针）", node)
+                self.spill(x, e.name)
+                return Val(T.Ptr(x.t), np.int64(0), x.buf)
             if isinstance(e, c_ast.UnaryOp) and e.op == "*":
                 return self.ev(e.expr, lanes, fr)
             raise self.unsupported("取地址 &", node)

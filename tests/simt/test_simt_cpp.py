@@ -486,3 +486,18 @@ def test_address_of_locals():
     with pytest.raises(simt.OutOfBoundsError, match="lo") as ei:
         simt.launch(ADDR, "k", 1, 32, (x, out, 1))
     assert ei.value.line == 18
+
+
+def test_errors_in_an_included_header_name_the_header(tmp_path):
+    (tmp_path / "util.cuh").write_text("// helpers\n__device__ float get(const float* x, int i) {\n"
+                                       "    return x[i + 1];\n}\n", encoding="utf-8")
+    (tmp_path / "main.cu").write_text('#include "util.cuh"\n__global__ void k(const float* x, float* y) {\n'
+                                      "    y[threadIdx.x] = get(x, threadIdx.x);\n}\n", encoding="utf-8")
+    with pytest.raises(simt.OutOfBoundsError) as ei:
+        simt.launch(tmp_path / "main.cu", "k", 1, 4, (np.zeros(4, np.float32), np.zeros(4, np.float32)))
+    e = ei.value
+    assert (e.line, e.file, e.thread) == (3, "util.cuh", "(3,0,0)")
+    assert "util.cuh 第 3 行" in str(e) and "util.cuh, line 3" in str(e)
+    y = np.zeros(3, np.float32)
+    simt.launch(tmp_path / "main.cu", "k", 1, 3, (np.arange(4, dtype=np.float32), y))
+    assert y.tolist() == [1, 2, 3]

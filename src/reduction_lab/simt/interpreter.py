@@ -11,6 +11,8 @@ per warp, and shared accesses go through the race tracker.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from pycparser import c_ast
 
@@ -258,12 +260,26 @@ class Machine:
             f"({t % bx},{(t // bx) % by},{t // (bx * by)})",
         )
 
+    def header(self, node):
+        """节点在被 #include 的另一个文件里时返回那个文件名（报错时写在行号前），否则返回空串。"""
+        f = getattr(node.coord, "file", None) if node is not None and node.coord else None
+        main = self.prog.filename.replace("\\", "/").replace('"', "")
+        if not f or f == main or f.startswith("<"):
+            return ""
+        a, d = os.path.abspath(f), os.path.dirname(os.path.abspath(main))
+        if a == os.path.abspath(main):
+            return ""
+        return os.path.relpath(a, d) if a.startswith(d + os.sep) else f
+
     def unsupported(self, what, node):
         ln = self.line(node)
+        h = self.header(node)
+        hz, he = (f" {h}", f" {h},") if h else ("", "")
         err = UnsupportedError(
-            f"内核 {self.kernel} 第 {ln} 行：不支持 {what} / kernel {self.kernel}, line {ln}: unsupported: {what}"
+            f"内核 {self.kernel}{hz} 第 {ln} 行：不支持 {what} / kernel {self.kernel},{he} line {ln}: unsupported: {what}"
         )
         err.kernel = self.kernel
+        err.file = h or None
         err.line = ln if isinstance(ln, int) else None
         return err
 
@@ -277,8 +293,11 @@ class Machine:
             loc_en = f", block {b}, thread {t}"
         else:
             loc_en = ""
-        err = cls(f"内核 {self.kernel} 第 {ln} 行{loc}：{zh} / kernel {self.kernel}, line {ln}{loc_en}: {en}")
+        h = self.header(node)
+        hz, he = (f" {h}", f" {h},") if h else ("", "")
+        err = cls(f"内核 {self.kernel}{hz} 第 {ln} 行{loc}：{zh} / kernel {self.kernel},{he} line {ln}{loc_en}: {en}")
         err.kernel = self.kernel
+        err.file = h or None
         err.line = ln if isinstance(ln, int) else None
         err.block, err.thread = b, t
         return err

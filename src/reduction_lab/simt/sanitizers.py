@@ -73,7 +73,8 @@ class SharedTracker:
         f = flat[i]
         t = int(tid[i]) if np.ndim(tid) else int(tid)
         a, b = (self.rany[f], self.ralt[f]) if kind == "WAR" else (self.wany[f], self.walt[f])
-        return int(a) if int(a) != t else int(b)
+        o = int(a) if int(a) != t else int(b)
+        return o if o != t else -2      # 找不到另一个：报“多个”
 
     def _check_writer(self, flat, tid, epoch, vol, kind, report, same=None):
         """本次访问的字若在上次屏障之后被别的线程写过（同一 warp 内、隔着 __syncwarp 的访问除外），
@@ -100,6 +101,7 @@ class SharedTracker:
         warp = tid // 32
         newr = np.where((r == -1) | (r == tid), tid, -2)
         newrw = np.where((rw == -1) | (rw == warp), warp, -2)
+        dups = None
         if flat.size > 1:
             d = np.diff(flat)
             if not (d > 0).all():
@@ -122,9 +124,17 @@ class SharedTracker:
                 newrw = np.empty_like(nrw)
                 newr[order] = nr
                 newrw[order] = nrw
+                dups = True
                 # 同一个字的多个读者：最后一次赋值生效，值相同
         self.rvol[flat] = np.where(r == -1, vol, self.rvol[flat] & vol)
-        self.ralt[flat] = _alt(flat, tid, r == -1, self.rany[flat], self.ralt[flat])
+        # 说出另一个读者：rany 是最近的读者；单个读者变成多个时，原来的那个记进 ralt
+        m = (r >= 0) & (r != tid)
+        if m.any():
+            self.ralt[flat[m]] = r[m]
+        if dups is not None:     # 同一条语句里几个线程读同一个字：记下同组里的另一个
+            a = _alt(flat, tid, np.ones(flat.shape, bool), flat, flat)
+            k = a >= 0
+            self.ralt[flat[k]] = a[k]
         self.rany[flat] = tid
         self.reader[flat] = newr
         self.rwarp[flat] = newrw

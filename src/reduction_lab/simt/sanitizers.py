@@ -80,7 +80,10 @@ class SharedTracker:
         """本次访问的字若在上次屏障之后被别的线程写过（同一 warp 内、隔着 __syncwarp 的访问除外），
         报告 kind（RAW 或 WAW）。volatile 不算同步。same：不算竞争的同值写入。"""
         w = self.writer[flat]
-        haz = ((w >= 0) & (w != tid)) | ((w == ATOMIC) & ((self.wany[flat] != tid) | (self.walt[flat] != -1)))
+        haz = (w >= 0) & (w != tid)
+        at = w == ATOMIC
+        if at.any():    # 原子写者：只有本线程自己做过原子操作时不算
+            haz |= at & ((self.wany[flat] != tid) | (self.walt[flat] != -1))
         if same is not None:
             haz &= ~(same & (w >= 0))
         if haz.any():
@@ -127,15 +130,18 @@ class SharedTracker:
                 dups = True
                 # 同一个字的多个读者：最后一次赋值生效，值相同
         self.rvol[flat] = np.where(r == -1, vol, self.rvol[flat] & vol)
-        # 说出另一个读者：rany 是最近的读者；单个读者变成多个时，原来的那个记进 ralt
+        # 报告时说出两个不同的读者：一个字从一个读者变成多个读者时，把这两个线程记进 rany、ralt
         m = (r >= 0) & (r != tid)
         if m.any():
-            self.ralt[flat[m]] = r[m]
-        if dups is not None:     # 同一条语句里几个线程读同一个字：记下同组里的另一个
+            fm = flat[m]
+            self.ralt[fm] = r[m]
+            self.rany[fm] = tid[m] if np.ndim(tid) else tid
+        if dups is not None:     # 同一条语句里几个线程读同一个字：记下同组里的两个
             a = _alt(flat, tid, np.ones(flat.shape, bool), flat, flat)
             k = a >= 0
-            self.ralt[flat[k]] = a[k]
-        self.rany[flat] = tid
+            if k.any():
+                self.ralt[flat[k]] = a[k]
+                self.rany[flat[k]] = np.broadcast_to(tid, flat.shape)[k]
         self.reader[flat] = newr
         self.rwarp[flat] = newrw
         self.rep[flat] = epoch

@@ -501,3 +501,34 @@ def test_errors_in_an_included_header_name_the_header(tmp_path):
     y = np.zeros(3, np.float32)
     simt.launch(tmp_path / "main.cu", "k", 1, 3, (np.arange(4, dtype=np.float32), y))
     assert y.tolist() == [1, 2, 3]
+
+
+# ---------------------------------------------------------------- 函数指针
+FNPTR = r"""
+typedef float (*binop)(float, float);
+__device__ float add(float a, float b) { return a + b; }
+__device__ float mul(float a, float b) { return a * b; }
+__device__ float fold(binop op, const float* x, int n) {
+    float a = x[0];
+    for (int i = 1; i < n; i++) a = op(a, x[i]);
+    return a;
+}
+__global__ void k(const float* x, float* out, int null_lane) {
+    binop op = (threadIdx.x % 2) ? mul : &add;
+    float (*g)(float, float) = add;
+    float4 v = (threadIdx.x % 2) ? make_float4(1, 2, 3, 4) : make_float4(5, 6, 7, 8);
+    out[threadIdx.x] = fold(op, x, 4) + g(0.0f, 0.5f) + v.y;
+    binop z = 0;
+    if (threadIdx.x == null_lane) out[0] = z(1.0f, 2.0f);
+}
+"""
+
+
+def test_function_pointers_per_thread():
+    x = np.array([1, 2, 3, 4], np.float32)
+    out = np.zeros(8, np.float32)
+    simt.launch(FNPTR, "k", 1, 8, (x, out, -1))
+    assert out.tolist() == [10.5 + 6, 24.5 + 2] * 4
+    with pytest.raises(simt.SimtRuntimeError, match="null function pointer") as ei:
+        simt.launch(FNPTR, "k", 1, 8, (x, out, 5))
+    assert (ei.value.line, ei.value.thread) == (16, "(5,0,0)")

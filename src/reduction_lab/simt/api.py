@@ -169,7 +169,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             if global_racecheck and not t.const:
                 buf.gtracker = GlobalTracker(buf.per)    # 指向 const 的参数只读：不必记录
             vals.append(Val(t, np.int64(0), buf))
-        elif t.is_vec:
+        elif t.is_vec or t.is_fnptr:
             raise UnsupportedError(f"内核 {name} 的参数 {pname}：按值传递的向量类型 {t!r} / kernel {name}, parameter {pname}: "
                                    f"unsupported construct: {t!r} passed by value")
         else:

@@ -16,6 +16,21 @@ class CType:
     is_array = False
     is_void = False
     is_vec = False
+    is_fnptr = False
+
+
+class FnPtr(CType):
+    """指向 __device__ 函数的指针：值是函数的编号（0 是空指针）。"""
+    is_fnptr = True
+    name = "function pointer"
+    size = 8
+    dtype = np.dtype(np.int64)
+
+    def __repr__(self):
+        return "function pointer"
+
+
+FNPTR = FnPtr()
 
 
 class Scalar(CType):

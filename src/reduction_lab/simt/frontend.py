@@ -590,6 +590,8 @@ class Program:
         self.template_names = self.templates.pop(None, [])
         back = {c: inst for inst, c in self.templates.items()}
         self.kernels = [back.get(f.name, f.name) for f in self.functions.values() if f.is_kernel]
+        self.fn_ids = {name: i + 1 for i, name in enumerate(self.functions)}     # 函数指针的值（0：空指针）
+        self.fn_by_id = {i: name for name, i in self.fn_ids.items()}
 
     def kernel(self, name):
         if "<" in name:
@@ -633,7 +635,7 @@ class Program:
             raise _unsupported("联合/枚举 union/enum", node)
         if isinstance(node, c_ast.PtrDecl):
             if isinstance(node.type, c_ast.FuncDecl):
-                raise _unsupported("函数指针 function pointer", node)
+                return T.FNPTR        # 指向 __device__ 函数的指针（调用时按编号分组）
             base = self.resolve(node.type, where)
             vol = isinstance(base, _Vol)
             if vol:
@@ -851,6 +853,14 @@ class _Validator(c_ast.NodeVisitor):
     def __init__(self, prog, func):
         self.prog = prog
         self.func = func
+        # 函数指针类型的参数与局部变量：可以像函数一样调用
+        self.fnvars = {n for n, t, _ in func.params if t.is_fnptr}
+        for d in _decls(func.node.body):
+            try:
+                if prog.resolve_plain(d.type).is_fnptr:
+                    self.fnvars.add(d.name)
+            except UnsupportedError:
+                pass
 
     def generic_visit(self, node):
         name = type(node).__name__
@@ -874,15 +884,13 @@ class _Validator(c_ast.NodeVisitor):
             fn = node.name
             if not isinstance(fn, c_ast.ID):
                 raise _unsupported("通过表达式调用函数（函数指针）function pointer call", node)
-            if fn.name not in self.prog.functions and fn.name not in BUILTIN_FUNCS:
+            if fn.name not in self.prog.functions and fn.name not in BUILTIN_FUNCS and fn.name not in self.fnvars:
                 raise _unsupported(f"函数 {fn.name}()", node)
             if fn.name in self.prog.functions and self.prog.functions[fn.name].is_kernel:
                 raise _unsupported(f"在设备代码中启动内核 {fn.name}（动态并行）", node)
         if name == "Decl":
-            if isinstance(node.type, c_ast.FuncDecl) or (
-                isinstance(node.type, c_ast.PtrDecl) and isinstance(node.type.type, c_ast.FuncDecl)
-            ):
-                raise _unsupported("函数指针或局部函数声明 function pointer", node)
+            if isinstance(node.type, c_ast.FuncDecl):
+                raise _unsupported("局部函数声明 local function declaration", node)
             st = node.storage or []
             if "static" in st:
                 raise _unsupported("static 局部变量", node)
@@ -890,6 +898,15 @@ class _Validator(c_ast.NodeVisitor):
                 raise _unsupported("extern 局部变量", node)
         for c in node:
             self.visit(c)
+
+
+def _decls(node):
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, c_ast.Decl):
+            yield n
+        stack.extend(c for _, c in n.children())
 
 
 @lru_cache(maxsize=64)

@@ -128,6 +128,15 @@ STATIC_SHARED_LIMIT = 48 * 1024
 LOCAL_LIMIT = 512 * 1024
 
 
+def _merge(c, a, b, n):
+    """?: 的一个分量：c 为真的线程取 a（按这些线程排列），其余取 b。"""
+    a, b = np.asarray(a), np.asarray(b)
+    out = np.empty(n, np.result_type(a, b))
+    out[c] = a
+    out[~c] = b
+    return out
+
+
 def _walk(node):
     """AST 的所有子孙节点（先序）。"""
     stack = [node] if node is not None else []
@@ -677,6 +686,8 @@ class Machine:
                 return Val(T.INT, np.int32(32))
             if node.name in self.prog.enum_consts:
                 return Val(T.INT, np.int32(self.prog.enum_consts[node.name]))
+            if node.name in self.prog.fn_ids:       # 函数名当作函数指针
+                return Val(T.FNPTR, np.int64(self.prog.fn_ids[node.name]))
             var = self.global_shared(node.name)
             if var is None:
                 raise self.unsupported(f"未声明的标识符 {node.name}", node)
@@ -808,6 +819,12 @@ class Machine:
 
     def conv(self, val, t, node):
         """赋值转换 / conversion as if by assignment."""
+        if t.is_fnptr or val.t.is_fnptr:
+            if t.is_fnptr and val.t.is_fnptr:
+                return Val(t, val.v)
+            if t.is_fnptr and np.ndim(val.v) == 0 and not val.t.is_ptr and val.v == 0:
+                return Val(t, np.int64(0))
+            raise self.unsupported("函数指针与其他类型之间的转换", node)
         if t.is_vec or val.t.is_vec:
             if val.t is t:
                 return val
@@ -836,6 +853,8 @@ class Machine:
         return self.conv(v, t, node)
 
     def arith(self, op, a, b, node, lanes):
+        if a.t.is_fnptr or b.t.is_fnptr:
+            raise self.unsupported(f"函数指针的运算 {op}", node)
         if a.t.is_vec or b.t.is_vec:
             raise self.unsupported(f"向量类型的运算 {op}（CUDA 没有为 {(a.t if a.t.is_vec else b.t)!r} 定义运算符）", node)
         if a.t.is_ptr or b.t.is_ptr:
@@ -962,6 +981,13 @@ class Machine:
                 raise self.unsupported("?: 的两个分支指向不同的数组", node)
             rt = a.t
             out = np.empty(lanes.n, np.int64)
+        elif a.t.is_fnptr or b.t.is_fnptr or a.t.is_vec or b.t.is_vec:
+            if a.t is not b.t:
+                raise self.unsupported(f"?: 的两个分支类型不同（{a.t!r} 与 {b.t!r}）", node)
+            if a.t.is_vec:
+                return Val(a.t, tuple(_merge(c, x, y, lanes.n) for x, y in zip(a.v, b.v)))
+            rt = a.t
+            out = np.empty(lanes.n, np.int64)
         else:
             rt = T.common(a.t, b.t)
             out = np.empty(lanes.n, rt.dtype)
@@ -1060,6 +1086,8 @@ class Machine:
             e = node.expr
             if isinstance(e, c_ast.ArrayRef):
                 return self.elem_ptr(e, lanes, fr)
+            if isinstance(e, c_ast.ID) and fr.lookup(e.name) is None and e.name in self.prog.fn_ids:
+                return Val(T.FNPTR, np.int64(self.prog.fn_ids[e.name]))      # &f
             if isinstance(e, c_ast.ID):
                 kind, x = self.lvalue(e, lanes, fr)
                 if kind == "mem":
@@ -1379,6 +1407,9 @@ class Machine:
     def e_call(self, node, lanes, fr):
         name = node.name.name
         args = node.args.exprs if node.args is not None else []
+        var = fr.lookup(name)
+        if var is not None and var.t.is_fnptr:
+            return self.call_fnptr(var, args, node, lanes, fr)
         f = self.prog.functions.get(name)
         if f is not None:
             return self.call_device(f, args, node, lanes, fr)
@@ -1390,6 +1421,34 @@ class Machine:
             vals = self._args(args, vt.n, node, lanes, fr, name)
             return Val(vt, tuple(self.conv(v, vt.elem, node).v for v in vals))
         return self.math(name, args, node, lanes, fr)
+
+    def call_fnptr(self, var, args, node, lanes, fr):
+        """通过函数指针调用：按每个线程的指针值分组，每组调用一次对应的函数，再把返回值合起来。"""
+        ids = np.broadcast_to(np.asarray(self.read_var(var, lanes)), (lanes.n,))
+        uniq = np.unique(ids)
+        if (uniq == 0).any():
+            i = int(np.flatnonzero(ids == 0)[0])
+            raise self.fail(SimtRuntimeError, "通过空的函数指针调用", "call through a null function pointer", node,
+                            lane=self.ids(lanes)[i])
+        fs = [self.prog.functions[self.prog.fn_by_id[int(u)]] for u in uniq]
+        if any(f.is_kernel for f in fs):
+            raise self.unsupported("通过函数指针启动内核", node)
+        rt = fs[0].ret_type
+        if any(f.ret_type is not rt or len(f.params) != len(fs[0].params) for f in fs):
+            raise self.unsupported("函数指针指向的函数类型不同", node)
+        if len(fs) == 1:
+            return self.call_device(fs[0], args, node, lanes, fr)
+        out = None if rt.is_void else np.zeros(self.L, rt.dtype if rt.is_scalar else np.int64)
+        for u, f in zip(uniq, fs):
+            sub = self.sub(lanes, ids == u)
+            r = self.call_device(f, args, node, sub, fr)
+            if out is not None:
+                if not rt.is_scalar:
+                    raise self.unsupported("通过函数指针调用返回非标量的函数", node)
+                out[self.ids(sub)] = r.v
+        if out is None:
+            return Val(T.VOID, np.int32(0))
+        return Val(rt, out[self.ids(lanes)])
 
     def call_device(self, f, args, node, lanes, fr):
         if len(args) != len(f.params):

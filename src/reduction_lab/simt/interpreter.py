@@ -801,7 +801,8 @@ class Machine:
         if not vt.is_vec:
             raise self.unsupported("结构体成员访问 struct member access", node)
         if f not in vt.fields:
-            raise self.unsupported(f"{vt.name} 没有分量 .{f}", node)
+            raise self.fail(CompileError, f"{vt.name} 没有成员 .{f}（nvcc 报错）", f'class "{vt.name}" has no member "{f}" '
+                            "(nvcc rejects it)", node)
         comp = vt.fields.index(f)
         if kind == "reg":
             return "reg", x.data[comp]
@@ -856,7 +857,10 @@ class Machine:
         if a.t.is_fnptr or b.t.is_fnptr:
             raise self.unsupported(f"函数指针的运算 {op}", node)
         if a.t.is_vec or b.t.is_vec:
-            raise self.unsupported(f"向量类型的运算 {op}（CUDA 没有为 {(a.t if a.t.is_vec else b.t)!r} 定义运算符）", node)
+            vt = a.t if a.t.is_vec else b.t
+            raise self.fail(CompileError, f"向量类型的运算 {op}：CUDA 没有为 {vt!r} 定义运算符（nvcc 报错），请逐个分量计算",
+                            f'no operator "{op}" matches these operands ({vt!r}): nvcc rejects it; compute component by component',
+                            node)
         if a.t.is_ptr or b.t.is_ptr:
             return self.ptr_arith(op, a, b, node)
         if op in ("<<", ">>"):

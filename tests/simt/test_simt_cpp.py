@@ -537,6 +537,34 @@ def test_function_pointers_per_thread():
     assert (ei.value.line, ei.value.thread) == (16, "(5,0,0)")
 
 
+CONSTEXPR = r"""
+constexpr int BLOCK = 64;
+constexpr int HALF = BLOCK / 2;
+__device__ constexpr float two() { return 2.0f; }
+__global__ void k(const float* x, float* out) {
+    __shared__ float s[BLOCK];
+    constexpr int W = 32;
+    static constexpr unsigned FULL = 0xffffffffu;
+    s[threadIdx.x] = x[threadIdx.x] * two();
+    __syncthreads();
+    if (threadIdx.x < HALF) s[threadIdx.x] += s[threadIdx.x + HALF];
+    __syncthreads();
+    if (threadIdx.x < W) {
+        float v = s[threadIdx.x];
+        for (int k = W / 2; k > 0; k >>= 1) v += __shfl_down_sync(FULL, v, k);
+        if (threadIdx.x == 0) out[0] = v;
+    }
+}
+"""
+
+
+def test_constexpr_constants_and_functions():
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    simt.launch(CONSTEXPR, "k", 1, 64, (x, out))
+    assert out[0] == 2 * x.sum()
+
+
 # ---------------------------------------------------------------- 这些源码是真正的 CUDA：nvcc 接受，故意写错的内核 nvcc 同样拒绝
 _NVCC = shutil.which("nvcc")
 # 故意写错的内核：nvcc 的报错 -> 模拟器报的错误类
@@ -546,7 +574,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
-    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR]
+    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

@@ -61,7 +61,6 @@ _REFUSED = [
     (r"\b(static_cast|reinterpret_cast|const_cast|dynamic_cast)\b", "C++ 类型转换运算符"),
     (r"\bextern\s+\"C\"\s*\{", "extern \"C\" { ... } 块"),
     (r"\bauto\b", "auto 类型推导"),
-    (r"\bconstexpr\b", "constexpr"),
     (r"\b(__half|half2|__half2|__nv_bfloat16|float3|int3|uint3|char4|uchar4|short2|longlong2|double4)\b",
      "这种向量或半精度类型"),
     (r"\b(new|delete|operator|using|typename|throw|try|catch)\b", "C++ 语法"),
@@ -78,6 +77,7 @@ _REWRITE = [
     (re.compile(r"\b__restrict__\b"), "restrict"),
     (re.compile(r"\b__restrict\b"), "restrict"),
     (re.compile(r"\binline\b"), ""),
+    (re.compile(r"\b(?:static\s+)?constexpr\b"), "const"),     # constexpr 变量与函数：当作 const
 ]
 
 

@@ -3,6 +3,7 @@ __mul24（文档：docs/cuda/simulator.md）。"""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -565,6 +566,34 @@ def test_constexpr_constants_and_functions():
     assert out[0] == 2 * x.sum()
 
 
+LOCAL_CONST = r"""
+__global__ void k(const float* x, float* out, int m) {
+    const int N = 4;
+    constexpr int B = 32;
+    __shared__ float s[B * 2];
+    float a[N];
+    for (int i = 0; i < N; i++) a[i] = x[threadIdx.x * N + i];
+    s[threadIdx.x] = a[0] + a[3];
+    __syncthreads();
+    if (threadIdx.x == 0) { float t = 0; for (int i = 0; i < 2 * B; i++) t += s[i]; out[0] = t; }
+#if VLA
+    float bad[m];
+#endif
+}
+"""
+
+
+def test_local_constants_size_arrays_but_variables_do_not():
+    x = np.arange(256, dtype=np.float32)
+    out = np.zeros(1, np.float32)
+    simt.launch(LOCAL_CONST, "k", 1, 64, (x, out, 3))
+    r = x.reshape(64, 4)
+    assert out[0] == (r[:, 0] + r[:, 3]).sum()
+    with pytest.raises(simt.UnsupportedError, match="non-constant array size") as ei:
+        simt.launch(LOCAL_CONST, "k", 1, 64, (x, out, 3), defines={"VLA": 1})
+    assert ei.value.line == 12
+
+
 # ---------------------------------------------------------------- 这些源码是真正的 CUDA：nvcc 接受，故意写错的内核 nvcc 同样拒绝
 _NVCC = shutil.which("nvcc")
 # 故意写错的内核：nvcc 的报错 -> 模拟器报的错误类
@@ -574,12 +603,13 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
-    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR]
+    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")
         keep = [ln for ln in lines if not any(f"void {n}(" in ln for n in _PLANTED)]
-        good.append(f"namespace t{k} {{\n" + "\n".join(keep) + "\n}\n")
+        undef = "".join(f"#undef {d}\n" for d in re.findall(r"^#define (\w+)", s, flags=re.M))
+        good.append(f"namespace t{k} {{\n" + "\n".join(keep) + "\n}\n" + undef)
         bad += [ln for ln in lines if any(f"void {n}(" in ln for n in _PLANTED)]
     src = "\n".join(good).replace("#include <cooperative_groups.h>", "").replace(
         "#include <cooperative_groups/reduce.h>", "")

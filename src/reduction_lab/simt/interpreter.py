@@ -81,6 +81,7 @@ class Frame:
         self.scopes = [{}]
         self.loops = []
         self.ret = None
+        self.const_names = set()    # 声明为 const 的局部变量（可作数组长度）
 
     def lookup(self, name):
         for s in reversed(self.scopes):
@@ -327,7 +328,10 @@ class Machine:
                         and "extern" not in (n.storage or []):
                     decls.append(n)
                 elif isinstance(n, c_ast.Decl) and isinstance(n.type, c_ast.ArrayDecl):
-                    t = self.prog.resolve(n.type, n)
+                    try:
+                        t = self.prog.resolve(n.type, n)
+                    except UnsupportedError:
+                        continue      # 长度用到局部常量：执行到声明时再求值
                     t = t if isinstance(t, T.CType) else t.t
                     if t.is_array and t.n is not None:
                         local_bytes += T.elems_of(t) * T.scalar_of(t).size
@@ -341,7 +345,10 @@ class Machine:
                     todo.append(self.prog.functions[n.name.name])
         total = 0
         for d in decls:
-            t = self.prog.resolve(d.type, d)
+            try:
+                t = self.prog.resolve(d.type, d)
+            except UnsupportedError:
+                continue      # 长度用到局部常量：执行到声明时再检查（shared_var）
             if not isinstance(t, T.CType):
                 t = t.t
             if t.is_array and t.n is None:
@@ -391,9 +398,11 @@ class Machine:
     def s_decl(self, node, lanes, fr):
         st = node.storage or []
         if "_Thread_local" in st:
-            fr.scopes[-1][node.name] = self.shared_var(node)
+            fr.scopes[-1][node.name] = self.shared_var(node, fr)
             return lanes
-        t = self.prog.resolve(node.type, node)
+        t = self.resolve_decl(node, fr)
+        if "const" in (node.quals or []):
+            fr.const_names.add(node.name)
         vol = False
         if not isinstance(t, T.CType):  # volatile 标量
             t, vol = t.t, True
@@ -442,14 +451,40 @@ class Machine:
         fr.scopes[-1][node.name] = var
         return lanes
 
-    def shared_var(self, node):
+    def resolve_decl(self, node, fr):
+        """声明的类型；数组长度用到局部常量（const int N = 8; float a[N];）时在这里求值。"""
+        try:
+            return self.prog.resolve(node.type, node)
+        except UnsupportedError:
+            d = node.type
+            if fr is None or not isinstance(d, c_ast.ArrayDecl) or d.dim is None:
+                raise
+            dims = []
+            while isinstance(d, c_ast.ArrayDecl):
+                dims.append(d.dim)
+                d = d.type
+            names = {n.name for dim in dims for n in _walk(dim) if isinstance(n, c_ast.ID)}
+            if not names or not all(n in fr.const_names or fr.lookup(n) is None for n in names):
+                raise
+            t = self.prog.resolve(d, node)
+            vol = not isinstance(t, T.CType)
+            if vol:
+                t = t.t
+            for dim in reversed(dims):
+                v = self.ev(dim, self.ALL, fr) if dim is not None else None
+                if v is None or np.ndim(v.v) or not v.t.is_int or int(v.v) <= 0:
+                    raise self.unsupported("数组长度不是正的整数常量", node)
+                t = T.Arr(t, int(v.v), vol)
+            return t
+
+    def shared_var(self, node, fr=None):
         key = id(node)
         buf = self.shared.get(key)
         if buf is None:
             if node.init is not None:
                 raise self.fail(CompileError, f"__shared__ 变量 {node.name} 不能带初始值（nvcc 报错）；请在内核里由线程写入，再 __syncthreads()",
                                 f"initializer not allowed for __shared__ variable {node.name} (nvcc rejects it)", node)
-            t = self.prog.resolve(node.type, node)
+            t = self.resolve_decl(node, fr)
             vol = False
             if not isinstance(t, T.CType):
                 t, vol = t.t, True

@@ -129,6 +129,11 @@ def norm_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, x_row_strid
     else:
         mean = tl.sum(x, axis=1) / n_cols            # 归约 1：均值
         xc = tl.where(mask, x - mean[:, None], 0.0)
+        # 修正一次：float32 求和的舍入让 mean 偏了 c，而 x - mean 是精确的，再求一次它的均值就得到 c
+        # （整行相同、数值很大时，不修正的话 (x - mean) * rstd 会把这点舍入误差放大成 O(1)）
+        c = tl.sum(xc, axis=1) / n_cols
+        mean += c
+        xc = tl.where(mask, xc - c[:, None], 0.0)
         tl.store(mean_ptr + rows, mean, mask=row_mask)
     var = tl.sum(xc * xc, axis=1) / n_cols           # 归约 2（RMSNorm 唯一的归约）：寄存器里的两遍法
     rstd = 1.0 / tl.sqrt(var + eps)

@@ -79,7 +79,7 @@ def prewarm(x, cfgs, jobs):
     from concurrent.futures import ThreadPoolExecutor
 
     M, N = x.shape
-    target = tk._current_target(x.device)
+    target = tk.current_target(x.device)
     work = []
     for cfg in cfgs:
         work.append(("reduce_sum", (M, N), cfg))

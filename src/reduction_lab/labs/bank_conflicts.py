@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from .core import Lab, time_against
+from .core import Lab, sim_precheck, time_against
 from .grading import Case, Hint, find_line
-from .reduce_sum_cuda import compile_hint, sim_precheck, simt_hint
+from .hints import compile_hint, simt_hint
 
 FILE = "transpose.cu"
 KERNEL = "transpose_kernel"
@@ -42,7 +42,6 @@ class BankConflicts(Lab):
     notebook = "labs/bank-conflicts.ipynb"
     files = (FILE,)
     backend = "cuda"
-    open_first = FILE
 
     def cases(self, mode):
         cases = [Case("转置", s) for s in [(32, 32), (64, 96), (33, 70), (100, 37), (1, 1)]]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from ..checks import check_matrix, check_out
-from .grading import Case, Hint
+from ..checks import check_matrix
+from .grading import Case, Hint, Mismatch, compare, rows_text, tolerance
 
 SEED_SHAPES = [(1, 128), (16, 128), (16, 256), (32, 128)]
 
@@ -71,6 +71,25 @@ def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
     return x.to(device=device_of(mode), dtype=case.dtype)
 
 
+def run_row_sum_case(lab, impl, case: Case, mode: str, call):
+    """行和用例（CUDA C 与 TileLang 实验共用）：``call(x)`` 返回输出；与 float64 的参考比较，
+    不对时交给 ``lab.wrong_answer(Mismatch, impl)``。"""
+    if case.kind == "error":
+        return run_error_case(impl["op"], case, mode)
+    x = make_input(case, mode)
+    out = call(x)
+    if mode == "gpu":
+        torch.cuda.synchronize()
+    ref = x.double().sum(dim=1)
+    atol, rtol = tolerance(x.shape[1], torch.float32)
+    ok, err, bad = compare(out.reshape(-1) if out.numel() == x.shape[0] else out, ref, atol, rtol)
+    if ok:
+        return True, err, "", None
+    if out.numel() != x.shape[0]:
+        return False, err, "形状不对", lab.wrong_shape(out, x, impl)
+    return False, err, f"行 {rows_text(bad)} 不对", lab.wrong_answer(Mismatch(x, out, ref, bad, atol, rtol), impl)
+
+
 # ---------------------------------------------------------------- 课程的报错约定
 
 def check_rows_input(x, dim, device: str, dtypes=(torch.float32,)) -> None:
@@ -81,10 +100,6 @@ def check_rows_input(x, dim, device: str, dtypes=(torch.float32,)) -> None:
     if x.shape[0] > 1 and x.stride(0) != x.shape[1]:
         raise ValueError(f"x 的行必须首尾相接（stride(0) == N），得到 stride {tuple(x.stride())}；先 .contiguous() "
                          f"(rows of x must be contiguous, got stride {tuple(x.stride())})")
-
-
-def check_out_arg(out, shape, x) -> None:
-    check_out(out, shape, torch.float32 if x.dtype == torch.float32 else x.dtype, x.device)
 
 
 def bad_call(op, case: Case, mode: str, out_shape):

@@ -26,7 +26,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from . import LabError, check, get, list_labs, start
+    from . import LabError, check, get, list_labs
 
     try:
         if args.lab_command == "list":

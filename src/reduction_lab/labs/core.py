@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import itertools
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -32,9 +35,15 @@ class Lab:
     title: str = ""
     lecture: str = ""          # 对应的讲义页面（docs/ 下的路径）
     notebook: str = ""         # 实验页面（docs/labs/ 下的 .ipynb）
-    files: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()   # 学习者要改的文件；第一个是 lab start 之后提示打开的
     backend: str = ""
-    open_first: str = ""       # lab start 之后提示打开的文件
+
+    @property
+    def file(self) -> str:
+        """学习者要改的（第一个）文件。"""
+        return self.files[0]
+
+    open_first = file
 
     # ---- 骨架
     def skeleton_dir(self) -> Path:
@@ -168,6 +177,44 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
     if want_bench and result.passed and mode == "gpu":
         result.bench_note, result.bench = lab.bench(impl)
     return result
+
+
+# ---------------------------------------------------------------- 学习者的代码
+
+_counter = itertools.count()
+
+
+def load_module(path: Path, stem: str):
+    """按路径导入学习者的 Python 文件（每次一个新名字，改过的内核不会用到旧的缓存）。"""
+    import reduction_lab  # noqa: F401  先于 triton：sim 模式要打开解释器
+
+    name = f"_reduction_lab_lab_{stem}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def sim_precheck(lab, mode, paths, run, label):
+    """gpu 模式：先在模拟器（或 Triton 解释器）里跑一个小用例。GPU 不报告屏障发散、
+    共享内存竞争、越界读与未初始化的读，这里找出它们。sim 模式下用例本身就在模拟器里运行。"""
+    if mode != "gpu":
+        return [], []
+    import numpy as np
+
+    try:
+        with np.errstate(all="ignore"):
+            run()
+    except Exception as exc:  # noqa: BLE001
+        h = lab.on_error(None, exc, paths)
+        h.cause = f"模拟器检查（{label}）：" + h.cause
+        return [f"模拟器检查（{label}）：发现问题，见下。", ""], [h]
+    return [f"模拟器检查（{label}）：没有发现屏障发散、数据竞争、越界或未初始化的读。", ""], []
 
 
 # ---------------------------------------------------------------- gpu 计时

@@ -236,6 +236,26 @@ def compare(got: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float):
     return not bad_rows, max_err, bad_rows
 
 
+class Mismatch:
+    """一个没通过的行和用例：float64 的输入、输出与参考，不对的行，以及判断「输出是否正好是某种常见错误
+    会算出的结果」的 :meth:`same`（各实验的诊断用它比较候选结果）。"""
+
+    def __init__(self, x: torch.Tensor, got: torch.Tensor, ref: torch.Tensor, bad: list[int], atol: float, rtol: float):
+        self.x = x.detach().cpu().double()
+        self.got = got.detach().cpu().double().reshape(-1)
+        self.ref = ref.detach().cpu().double()
+        self.bad, self.atol, self.rtol = bad, atol, rtol
+
+    def same(self, candidate: torch.Tensor) -> bool:
+        c, g = candidate[self.bad], self.got[self.bad]
+        return bool(((g - c).abs() <= self.atol + self.rtol * c.abs()).all())
+
+    def first_row(self) -> str:
+        r = self.bad[0]
+        return (f"第 {r} 行：应为 {self.ref[r].item():.6g}，得到 {self.got[r].item():.6g}"
+                f"（不对的行：{rows_text(self.bad)}）")
+
+
 def rows_text(rows: list[int], limit: int = 8) -> str:
     s = ", ".join(map(str, rows[:limit]))
     return s + (f" 等 {len(rows)} 行" if len(rows) > limit else "")

@@ -39,8 +39,6 @@ class OnlineSoftmax(SoftmaxTriton):
     lecture = "triton/tiling.md"
     notebook = "labs/online-softmax.ipynb"
     files = (FILE,)
-    open_first = FILE
-    file = FILE
     kernel = "online_softmax_kernel"
     passes = 2
 

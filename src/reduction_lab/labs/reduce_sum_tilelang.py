@@ -11,9 +11,8 @@ import re
 import torch
 
 from . import cases as C
-from .core import Lab, time_against
-from .grading import Case, Hint, compare, find_line, rows_text, tolerance, traceback_line, zh_part
-from .softmax_triton import load_module
+from .core import Lab, load_module, time_against
+from .grading import Case, Hint, find_line, traceback_line, zh_part
 
 FILE = "reduce_sum.py"
 
@@ -30,7 +29,6 @@ class ReduceSumTileLang(Lab):
     notebook = "labs/reduce-sum.ipynb"
     files = (FILE,)
     backend = "tilelang"
-    open_first = FILE
 
     def cases(self, mode):
         return C.row_sum_cases(mode)
@@ -44,36 +42,17 @@ class ReduceSumTileLang(Lab):
         return {"op": module.reduce_sum, "path": paths[FILE], "text": text, "block_n": _block_n(text)}
 
     def run_case(self, impl, case: Case, mode):
-        op = impl["op"]
-        if case.kind == "error":
-            return C.run_error_case(op, case, mode)
-        x = C.make_input(case, mode)
-        out = op(x)
-        if mode == "gpu":
-            torch.cuda.synchronize()
-        ref = x.double().sum(dim=1)
-        atol, rtol = tolerance(x.shape[1], torch.float32)
-        ok, err, bad = compare(out, ref, atol, rtol)
-        if ok:
-            return True, err, "", None
-        return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(x, out, ref, bad, impl)
+        return C.run_row_sum_case(self, impl, case, mode, impl["op"])
 
-    def wrong_answer(self, x, out, ref, bad, impl) -> Hint:
-        xs = x.detach().cpu().double()
-        got = out.detach().cpu().double().reshape(-1)
-        if got.shape[0] != xs.shape[0]:
-            return Hint("wrong-shape", f"输出形状应为 ({xs.shape[0]},)，得到 {tuple(out.shape)}", FILE,
-                        find_line(impl["text"], r"T\.empty", lang="py"))
+    def wrong_shape(self, out, x, impl) -> Hint:
+        return Hint("wrong-shape", f"输出形状应为 ({x.shape[0]},)，得到 {tuple(out.shape)}", FILE,
+                    find_line(impl["text"], r"T\.empty", lang="py"))
+
+    def wrong_answer(self, mm, impl) -> Hint:
+        xs, same, first = mm.x, mm.same, mm.first_row()
         N = xs.shape[1]
         bn = impl["block_n"]
         text = impl["text"]
-        atol, rtol = tolerance(N, torch.float32)
-        r = bad[0]
-        first = f"第 {r} 行：应为 {ref[r].item():.6g}，得到 {got[r].item():.6g}（不对的行：{rows_text(bad)}）"
-
-        def same(candidate):
-            return bool(((got[bad] - candidate[bad]).abs() <= atol + rtol * candidate[bad].abs()).all())
-
         full = (N // bn) * bn
         if N % bn and same(xs[:, :full].sum(1)):
             return Hint("tail-tile", f"最后一个不满的列块（{N % bn} 列）没有算进去", FILE,
@@ -82,8 +61,7 @@ class ReduceSumTileLang(Lab):
         if N > bn and same(xs[:, :bn].sum(1)):
             return Hint("one-tile", "只加了第一个列块", FILE, find_line(text, r"T\.Serial", lang="py"), first,
                         "for k in T.Serial(n_tiles) 的循环体里按 k 取列块：T.copy(x[bx, k * block_n], tile)。")
-        last = xs[:, (-(-N // bn) - 1) * bn:].sum(1)
-        if N > bn and same(last):
+        if N > bn and same(xs[:, (-(-N // bn) - 1) * bn:].sum(1)):
             return Hint("overwrite", "只剩最后一个列块的和：累加写成了赋值", FILE,
                         find_line(text, r"acc\[\w*\]\s*=", lang="py"), first, "acc[i] += part[i]，不是 acc[i] = part[i]。")
         return Hint("wrong-sum", "和不对", FILE, None, first,

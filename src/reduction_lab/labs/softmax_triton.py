@@ -7,38 +7,15 @@ gpu 模式下「访存计数」用例同样在解释器里运行，其余用例�
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import re
-import sys
-from pathlib import Path
 
 import torch
 
 from . import cases as C
-from .core import Lab, time_against
+from .core import Lab, load_module, sim_precheck, time_against
 from .grading import Case, Hint, compare, error_line, find_line, rows_text, tolerance, traceback_line, zh_part
 
 FILE = "softmax.py"
-_counter = itertools.count()
-
-
-def load_module(path: Path, stem: str):
-    """按路径导入学习者的模块（每次一个新名字，改过的内核不会用到旧的缓存）。"""
-    import reduction_lab  # noqa: F401  先于 triton：sim 模式要打开解释器
-
-    name = f"_reduction_lab_lab_{stem}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
 def _pow2(n: int) -> bool:
     return n & (n - 1) == 0
 
@@ -50,8 +27,6 @@ class SoftmaxTriton(Lab):
     notebook = "labs/softmax-triton.ipynb"
     files = (FILE,)
     backend = "triton"
-    open_first = FILE
-    file = FILE
     kernel = "softmax_kernel"
     #: 每个输入元素读几遍（融合 softmax 读一遍；在线 softmax 两遍：先求 (m, d)，再归一化）
     passes = 1
@@ -159,7 +134,6 @@ class SoftmaxTriton(Lab):
 
     def extra_checks(self, impl, mode, paths):
         from ..memcount import count_memory
-        from .reduce_sum_cuda import sim_precheck
 
         def run():
             x = torch.randn(3, 781, device="cuda")

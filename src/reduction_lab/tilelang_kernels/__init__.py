@@ -69,15 +69,21 @@ def _kernels():
             "softmax_backward": backward.softmax_backward_kernel}
 
 
-def _jit_for(kernel: str, target):
-    """同一个 @tilelang.jit 内核换一个编译目标（各自有自己的进程内缓存）。"""
-    key = (kernel, repr(target))
+def retarget(jit_kernel, target):
+    """同一个 @tilelang.jit 内核换一个编译目标（各自有自己的进程内缓存；同一对只生成一次）。
+    实验的骨架也用它在 CPU 的 ``"c"`` 目标与当前 GPU 之间切换。"""
+    key = (id(jit_kernel), repr(target))
     if key not in _jits:
-        _jits[key] = dataclasses.replace(_kernels()[kernel], target=target)
-    return _jits[key]
+        _jits[key] = (jit_kernel, dataclasses.replace(jit_kernel, target=target))
+    return _jits[key][1]
 
 
-def _current_target(device: torch.device):
+def _jit_for(kernel: str, target):
+    return retarget(_kernels()[kernel], target)
+
+
+def current_target(device: torch.device):
+    """当前模式的编译目标：sim 模式是 TileLang 的 ``"c"``（CPU），gpu 模式是该设备的 ``sm_XY``。"""
     if MODE == "sim":
         return "c"
     major, minor = torch.cuda.get_device_capability(device)
@@ -178,7 +184,7 @@ def _check(x: torch.Tensor, name: str = "x") -> None:
 
 def _run(kernel: str, x: torch.Tensor, cfg: dict, *more: torch.Tensor) -> torch.Tensor:
     gpu = MODE == "gpu"
-    jit = _jit_for(kernel, _current_target(x.device))
+    jit = _jit_for(kernel, current_target(x.device))
     return jit(x, *more, cpu=not gpu, **cfg)
 
 

@@ -13,6 +13,7 @@ import reduction_lab
 import tilelang
 import tilelang.language as T
 from reduction_lab.checks import check_matrix, check_out
+from reduction_lab.tilelang_kernels import current_target, retarget
 
 tilelang.set_log_level("WARNING")
 
@@ -53,25 +54,9 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, out: torch.Tensor | None = None) -
                          f"(rows of x must be contiguous)")
     if out is not None:
         check_out(out, (x.shape[0],), torch.float32, x.device)
-    if reduction_lab.MODE == "sim":
-        y = _for_target("c")(x, cpu=True)                          # CPU：TileLang 的 C 目标
-    else:
-        major, minor = torch.cuda.get_device_capability(x.device)
-        y = _for_target({"kind": "cuda", "arch": f"sm_{major}{minor}"})(x)
+    # 没有 GPU 时编译成 TileLang 的 C 目标在 CPU 上运行，有 GPU 时编译成这块 GPU 的 CUDA
+    y = retarget(reduce_sum_kernel, current_target(x.device))(x, cpu=reduction_lab.MODE == "sim")
     if out is None:
         return y
     out.copy_(y)
     return out
-
-
-_targets = {}
-
-
-def _for_target(target):
-    """同一个 @tilelang.jit 内核换一个编译目标（各自缓存编译结果）。"""
-    import dataclasses
-
-    key = repr(target)
-    if key not in _targets:
-        _targets[key] = dataclasses.replace(reduce_sum_kernel, target=target)
-    return _targets[key]

@@ -1,0 +1,68 @@
+"""模拟器与编译器的错误 -> 学习者看得懂的诊断（CUDA C 的实验共用）。"""
+
+from __future__ import annotations
+
+import re
+
+from .grading import Hint, error_line, zh_part
+
+# 模拟器的错误 -> (key, 原因, 怎么改)
+_SIMT_HINTS = {
+    "BarrierDivergenceError": (
+        "barrier-divergence", "__syncthreads() 没有被线程块里的所有线程执行到（屏障写在了分支里）",
+        "把 __syncthreads() 移到 if (tid < s) 的外面、循环体之内：每一步所有线程都要到达同一个屏障。\n"
+        "真实 GPU 上这是未定义行为：可能死锁，也可能悄悄算出（或算错）结果，所以模拟器把它当作错误。"),
+    "SharedMemoryRaceError": (
+        "shared-race", "共享内存数据竞争：一个线程读了别的线程还没写完（或正要改写）的 sdata",
+        "写完 sdata[tid] 之后，以及树形归约的每一步之后，都要 __syncthreads()。"),
+    "GlobalMemoryRaceError": (
+        "global-race", "全局内存数据竞争：几个线程（常常是不同线程块的）不用原子操作写同一个 out[row]，或读了别的线程块正在写的结果",
+        "每个输出元素只让一个线程写（例如 if (tid == 0) out[row] = sdata[0];）；几个线程块合写一个元素时两边都用 atomicAdd，"
+        "并在启动前把输出清零。\n一次启动之内，不同线程块之间没有任何顺序：要用别的线程块的结果，就放到下一次启动。"),
+    "OutOfBoundsError": (
+        "out-of-bounds", "越界访问",
+        "检查循环的边界（j < cols，不是 j <= cols）、行偏移 row * cols 和写出的下标 out[row]。"),
+    "UninitializedReadError": (
+        "uninitialized-read", "读了没有任何线程写过的内存",
+        "写入和读出的下标要一致（同一个行距、同一个分块大小）；先写、同步、再读。\n"
+        "真实 GPU 上读到的是上一次留下的任意值，不是 0，所以这种错误在 GPU 上常常只是偶尔算错。"),
+    "LoopLimitError": (
+        "endless-loop", "循环停不下来",
+        "检查循环变量是否在变（s >>= 1、j += blockDim.x）以及循环条件。"),
+    "CompileError": (
+        "compile-error", "nvcc 会拒绝这段代码", "按报错修改这一行（例如不能写 const 指针指向的内存、__shared__ 变量不能带初始值）。"),
+    "UnsupportedError": (
+        "unsupported", "模拟器不支持这一行的写法",
+        "换成讲义里用到的写法；模拟器支持的子集见「CUDA C模拟器」一页。"),
+    "WarpSyncError": (
+        "warp-sync", "warp 级原语的参与线程不对", "检查 __shfl_*_sync 的掩码与调用它的线程。"),
+    "SimtRuntimeError": ("runtime-error", "运行时错误", ""),
+}
+
+
+def simt_hint(exc: BaseException, file: str) -> Hint | None:
+    msg = str(exc)
+    if type(exc).__name__ == "UnsupportedError":
+        m = re.search(r"未声明的标识符 (\w+)", msg)
+        if m:
+            return Hint("undeclared", f"用到了没有声明的变量 {m.group(1)}", file, error_line(exc),
+                        detail=zh_part(msg), fix=f"先声明 {m.group(1)}（或检查拼写）。")
+        if "无法解析" in msg:
+            return Hint("syntax-error", "语法错误：这一行（或上一行的结尾）无法解析", file, error_line(exc),
+                        detail=zh_part(msg), fix="常见原因：上一行少了分号、括号没有配对。")
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _SIMT_HINTS:
+            key, cause, fix = _SIMT_HINTS[cls.__name__]
+            return Hint(key, f"{cause}（模拟器：{type(exc).__name__}）", file, error_line(exc),
+                        detail=zh_part(str(exc)), fix=fix)
+    return None
+
+
+def compile_hint(exc: BaseException, file: str) -> Hint | None:
+    """nvrtc / 模拟器前端的编译错误，带行号。"""
+    text = str(exc)
+    m = re.search(rf"{re.escape(file)}\((\d+)\): (?:catastrophic )?(?:error|错误)[^\n]*", text)
+    if m:
+        return Hint("compile-error", "编译错误", file, int(m.group(1)), detail=m.group(0),
+                    fix="按编译器的提示修改这一行。")
+    return None

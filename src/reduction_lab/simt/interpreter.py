@@ -113,6 +113,8 @@ BUILTIN_FUNCS.update(
         "max", "min", "abs", "fma", "fmaf", "__fdividef", "__builtin_inff", "__builtin_nanf",
         "__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block",
         "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
+        "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
+        "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
     } | {"make_" + v for v in T.VECS}
@@ -1655,6 +1657,53 @@ class Machine:
     b___threadfence_block = b___threadfence
 
     # -- 线程束洗牌
+    def _warp_mask(self, name, mask, lanes, node):
+        """warp 级 *_sync 内置函数的 mask 规则：执行它的线程必须在自己的 mask 中，mask 中（存在）的线程
+        都必须执行它，且用同一个 mask。返回 (每个线程的 mask, 本线程束里执行它的线程的位图)。"""
+        ids = self.ids(lanes)
+        lw = self.g(self.lw, lanes)
+        tl = self.g(self.tlin, lanes)
+        m = np.asarray(T.cast(mask.v, T.UINT)).astype(np.int64)
+        gw = self.g(self.gw, lanes)
+        starts = np.flatnonzero(np.concatenate(([True], gw[1:] != gw[:-1])))
+        bits = np.left_shift(np.int64(1), lw)
+        active = np.bitwise_or.reduceat(bits, starts)
+        wi = np.cumsum(np.concatenate(([True], gw[1:] != gw[:-1]))) - 1
+        act = active[wi]
+        # 部分线程束：不存在的线程不要求
+        exist_n = np.minimum(32, self.tpb - (tl - lw))
+        exist = (np.int64(1) << exist_n) - 1
+        need = m & exist
+        missing = need & ~act
+        selfbit = (m >> lw) & 1
+        if np.any(missing != 0) or np.any(selfbit == 0):
+            i = int(np.flatnonzero((np.broadcast_to(missing, ids.shape) != 0) | (np.broadcast_to(selfbit, ids.shape) == 0))[0])
+            mm = int(np.broadcast_to(m, ids.shape)[i])
+            raise self.fail(
+                WarpSyncError,
+                f"{name} 的 mask 0x{mm:08x} 与实际执行这条指令的线程 0x{int(act[i]):08x} 不一致"
+                f"（mask 中的线程都必须执行它，执行它的线程也必须在 mask 中）",
+                f"{name} mask 0x{mm:08x} does not match the lanes that execute it (0x{int(act[i]):08x}): "
+                f"every lane named in the mask must execute it and every executing lane must be in the mask",
+                node, lane=ids[i])
+        if np.ndim(m) and m.size > 1 and np.any(m != m[0]):
+            # 各线程的 mask 不同：mask 中的每个线程都必须用同一个 mask
+            table = np.full((int(wi[-1]) + 1, 32), -1, np.int64)
+            table[wi, lw] = m
+            named = ((m[:, None] >> np.arange(32)) & 1).astype(bool)
+            row = table[wi]
+            bad = named & (row != -1) & (row != m[:, None])
+            if bad.any():
+                i, j = (int(k) for k in np.argwhere(bad)[0])
+                raise self.fail(
+                    WarpSyncError,
+                    f"{name}：lane {int(lw[i])} 的 mask 是 0x{int(m[i]):08x}，其中的 lane {j} 却用 mask 0x{int(row[i, j]):08x} "
+                    f"执行这条指令（mask 中的线程必须用同一个 mask），结果未定义",
+                    f"{name}: lane {int(lw[i])} uses mask 0x{int(m[i]):08x} but lane {j}, named in it, executes the call "
+                    f"with mask 0x{int(row[i, j]):08x}; every lane in the mask must use the same mask (undefined behaviour)",
+                    node, lane=ids[i])
+        return m, act
+
     def _shfl(self, kind, node, args, lanes, fr):
         if len(args) not in (3, 4):
             raise self.unsupported(f"__shfl_{kind}_sync 的参数个数", node)
@@ -1690,28 +1739,16 @@ class Machine:
         own = own | (src_t >= self.tpb)
         src_lane = np.where(own, ids, src_lane)
         # 检查 mask：本线程与源线程都必须在 mask 中并且执行到这里
-        m = np.asarray(T.cast(mask.v, T.UINT)).astype(np.int64)
-        gw = self.g(self.gw, lanes)
-        starts = np.flatnonzero(np.concatenate(([True], gw[1:] != gw[:-1])))
-        bits = np.left_shift(np.int64(1), lw)
-        active = np.bitwise_or.reduceat(bits, starts)
-        wi = np.cumsum(np.concatenate(([True], gw[1:] != gw[:-1]))) - 1
-        act = active[wi]
-        # 部分线程束：不存在的线程不要求
-        exist_n = np.minimum(32, self.tpb - (tl - lw))
-        exist = (np.int64(1) << exist_n) - 1
-        need = m & exist
-        missing = need & ~act
-        selfbit = (m >> lw) & 1
-        if np.any(missing != 0) or np.any(selfbit == 0):
-            i = int(np.flatnonzero((np.broadcast_to(missing, ids.shape) != 0) | (np.broadcast_to(selfbit, ids.shape) == 0))[0])
-            mm = int(np.broadcast_to(m, ids.shape)[i])
+        m, act = self._warp_mask(f"__shfl_{kind}_sync", mask, lanes, node)
+        # 源线程必须在 mask 中（拿回自己的值的线程除外）：否则取到的值未定义
+        outside = ~own & (((m >> src) & 1) == 0)
+        if np.any(outside):
+            i = int(np.flatnonzero(np.broadcast_to(outside, ids.shape))[0])
+            mm, sl, ln = int(np.broadcast_to(m, ids.shape)[i]), int(np.broadcast_to(src, ids.shape)[i]), int(lw[i])
             raise self.fail(
                 WarpSyncError,
-                f"__shfl_{kind}_sync 的 mask 0x{mm:08x} 与实际执行这条指令的线程 0x{int(act[i]):08x} 不一致"
-                f"（mask 中的线程都必须执行它，执行它的线程也必须在 mask 中）",
-                f"__shfl_{kind}_sync mask 0x{mm:08x} does not match the lanes that execute it (0x{int(act[i]):08x}): "
-                f"every lane named in the mask must execute it and every executing lane must be in the mask",
+                f"__shfl_{kind}_sync：lane {ln} 要读 lane {sl} 的值，但 lane {sl} 不在 mask 0x{mm:08x} 中，读到的值未定义",
+                f"__shfl_{kind}_sync: the source lane {sl} of lane {ln} is not in mask 0x{mm:08x}; the value read is undefined",
                 node, lane=ids[i])
         full_t = v.t
         buf = np.zeros(self.L, full_t.dtype) if lanes.idx is not None else None
@@ -1737,6 +1774,66 @@ class Machine:
 
     def b___shfl_sync(self, node, args, lanes, fr):
         return self._shfl("idx", node, args, lanes, fr)
+
+    # -- warp 级归约 __reduce_*_sync（sm_80 起；只有 32 位整数版本）
+    def _reduce_sync(self, op, node, args, lanes, fr):
+        name = f"__reduce_{op}_sync"
+        mask, v = self._args(args, 2, node, lanes, fr, name)
+        t = v.t
+        if op in ("add", "min", "max"):
+            # 重载只有 (unsigned, unsigned) 与 (unsigned, int)：比 int 窄的整数提升为 int，其他类型两者都能匹配
+            ok = t.is_scalar and t.is_int and (t.rank < T.INT.rank or t.bits == 32)
+            if not ok:
+                raise self.fail(CompileError, f"{name} 只有 unsigned int 与 int 两个版本，参数类型 {t!r} 与两者都能匹配"
+                                f"（nvcc 报错）；浮点数请用 __shfl_xor_sync 归约",
+                                f'more than one instance of overloaded function "{name}" matches the argument list '
+                                f"(argument type {t!r}; only unsigned int and int versions exist)", node)
+            rt = T.UINT if t.kind == "u" and t.bits == 32 else T.INT
+        else:
+            if not t.is_scalar:
+                raise self.fail(CompileError, f"{name} 的参数必须能转换成 unsigned int，得到 {t!r}（nvcc 报错）",
+                                f"{name} takes an unsigned int, got {t!r}", node)
+            rt = T.UINT
+        m, _ = self._warp_mask(name, mask, lanes, node)
+        ids = self.ids(lanes)
+        x = np.broadcast_to(np.asarray(T.cast(v.v, rt)), ids.shape).astype(np.int64)
+        # 同一线程束、同一 mask 的线程为一组（规则检查之后，组里恰好是 mask 中存在的线程）
+        key = self.g(self.gw, lanes).astype(np.int64) * (1 << 32) + np.broadcast_to(m, ids.shape)
+        _, grp = np.unique(key, return_inverse=True)
+        ng = int(grp.max()) + 1 if grp.size else 0
+        if op == "add":
+            acc = np.zeros(ng, np.int64)
+            np.add.at(acc, grp, x)
+            acc &= 0xFFFFFFFF
+        elif op in ("min", "max"):
+            f = np.minimum if op == "min" else np.maximum
+            acc = np.full(ng, np.iinfo(np.int64).max if op == "min" else np.iinfo(np.int64).min, np.int64)
+            f.at(acc, grp, x)
+        else:
+            f = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op]
+            acc = np.full(ng, 0xFFFFFFFF if op == "and" else 0, np.int64)
+            f.at(acc, grp, x)
+        r = acc[grp]
+        out = (r & 0xFFFFFFFF).astype(np.uint32)
+        return Val(rt, out.view(np.int32) if rt is T.INT else out)
+
+    def b___reduce_add_sync(self, node, args, lanes, fr):
+        return self._reduce_sync("add", node, args, lanes, fr)
+
+    def b___reduce_min_sync(self, node, args, lanes, fr):
+        return self._reduce_sync("min", node, args, lanes, fr)
+
+    def b___reduce_max_sync(self, node, args, lanes, fr):
+        return self._reduce_sync("max", node, args, lanes, fr)
+
+    def b___reduce_and_sync(self, node, args, lanes, fr):
+        return self._reduce_sync("and", node, args, lanes, fr)
+
+    def b___reduce_or_sync(self, node, args, lanes, fr):
+        return self._reduce_sync("or", node, args, lanes, fr)
+
+    def b___reduce_xor_sync(self, node, args, lanes, fr):
+        return self._reduce_sync("xor", node, args, lanes, fr)
 
     # -- 原子操作与只读加载
     def b___mul24(self, node, args, lanes, fr):

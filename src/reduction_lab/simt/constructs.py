@@ -1,0 +1,889 @@
+"""模拟器的构造登记表：每种 C/C++/CUDA 写法一个小而真实的内核（文档：docs/cuda/simulator.md 的「支持的构造」）。
+
+Registry of constructs. Each :class:`Construct` holds one small kernel that uses
+one construct, a builder for its launch arguments (fixed seed), a numpy
+reference for its outputs, and what the simulator should do with it:
+``"run"`` (intended to be supported) or ``"refuse"`` (outside the subset on
+purpose: it must raise :class:`~reduction_lab.simt.UnsupportedError` naming the
+file and the line given in ``refused_line``).
+
+Whether an entry actually runs is never written down here: :func:`check` runs
+it and reports what happened, and the page table, the tests and
+``scripts/simt_differential.py`` all call it.
+
+    from reduction_lab.simt import constructs
+    for c in constructs.REGISTRY:
+        print(c.name, constructs.check(c).status)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import traceback
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["Construct", "Case", "Result", "REGISTRY", "by_name", "check", "run", "make_case", "materialize",
+           "source_sha256", "sum_bound", "U32"]
+
+#: float32 的单位舍入 u = 2**-24
+U32 = float(np.finfo(np.float32).eps) / 2
+
+
+def sum_bound(abs_sum, n):
+    """n 个 float32 按任意顺序相加，与精确和之差不超过 (n - 1) u sum|x_i|（递归求和的经典界，任何结合顺序都成立）。"""
+    return max(int(n) - 1, 0) * U32 * np.asarray(abs_sum, dtype=np.float64)
+
+
+@dataclass
+class Case:
+    """一次启动的输入：``args`` 与内核形参一一对应（numpy 数组或 numpy 标量，类型与形参一致），
+    ``symbols`` 是启动前写入的文件作用域变量（``simt.launch(..., symbols=...)``）。"""
+
+    args: list
+    symbols: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Construct:
+    """一个构造的登记项。
+
+    ``inputs(rng)`` 造出 :class:`Case`；``expected(case)`` 用 numpy 算出期望的输出 ``{键: 数组}``，
+    键是 ``args`` 的下标（int）或 ``symbols`` 的名字（str），在启动之前调用（看到的是输入）；
+    ``bound(case)`` 是浮点输出允许的绝对误差 ``{键: 标量或数组}``（缺省为 0：逐位相等）；
+    ``files`` 是放在源文件旁边的头文件 ``{文件名: 内容}``；``status_expected`` 是 ``"run"`` 或
+    ``"refuse"``，后者的 ``refused_line`` 是该写法所在的行（源文件里从 1 数起）。"""
+
+    name: str
+    category: str
+    description: str
+    source: str
+    kernel: str
+    grid: object
+    block: object
+    inputs: Callable
+    expected: Callable | None = None
+    bound: Callable | None = None
+    shared_bytes: int = 0
+    files: dict = field(default_factory=dict)
+    status_expected: str = "run"
+    refused_line: int | None = None
+
+
+@dataclass
+class Result:
+    """:func:`check` 的结果。``status``：``"ran"``（运行且输出与参考一致）、``"wrong"``（运行了，输出不一致）、
+    ``"refused"``（UnsupportedError）、``"error"``（其他 SimtError）、``"crash"``（漏出的 Python 异常，是缺陷）。"""
+
+    status: str
+    line: int | None = None
+    file: str | None = None
+    message: str = ""
+    max_error: float = 0.0
+    outputs: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- 输入的小工具
+
+def _rng_of(name):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def _ints(rng, n, lo=-50, hi=50, dtype=np.int32):
+    return rng.integers(lo, hi, n).astype(dtype)
+
+
+def _floats(rng, n):
+    return rng.standard_normal(n).astype(np.float32)
+
+
+def _zeros(n, dtype=np.float32):
+    return np.zeros(n, dtype)
+
+
+def _f64(a):
+    return np.asarray(a, dtype=np.float64)
+
+
+def _block_sums(x, b):
+    return _f64(x).reshape(-1, b).sum(1)
+
+
+def _block_bound(x, b):
+    return sum_bound(np.abs(_f64(x)).reshape(-1, b).sum(1), b)
+
+
+# ---------------------------------------------------------------- 课程自己的写法
+
+_TREE = r"""
+#define BLOCK 128
+// 共享内存树形归约（顺序寻址），每个线程块写一个部分和
+__global__ void tree_sum(const float* x, float* out, int n) {
+    __shared__ float s[BLOCK];
+    int tid = threadIdx.x;
+    int i = blockIdx.x * BLOCK + tid;
+    s[tid] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (int k = BLOCK / 2; k > 0; k >>= 1) {
+        if (tid < k) s[tid] += s[tid + k];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+_DYN_SHARED = r"""
+// 动态共享内存（extern __shared__，大小由启动参数给出）+ 网格步长循环
+__global__ void grid_stride_sum(const float* x, float* out, int n) {
+    extern __shared__ float sdata[];
+    unsigned int tid = threadIdx.x;
+    float acc = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + tid; i < n; i += gridDim.x * blockDim.x) acc += x[i];
+    sdata[tid] = acc;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+"""
+
+_WARP = r"""
+// 一个 warp 求和：5 次 __shfl_down_sync 之后 lane 0 持有 32 个数的和
+__device__ int warp_sum(int v) {
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v += __shfl_down_sync(0xffffffff, v, offset);
+    return v;
+}
+__global__ void warp_sums(const int* x, int* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = warp_sum(x[i]);
+    if ((threadIdx.x & 31) == 0) out[i / 32] = v;
+}
+"""
+
+_XOR = r"""
+// 蝶形归约：__shfl_xor_sync 之后 warp 里每个线程都持有最大值
+__global__ void warp_allmax(const float* x, float* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = x[i];
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, offset));
+    out[i] = v;
+}
+"""
+
+_ATOMIC = r"""
+// 原子操作：每个线程块先在共享内存里做直方图，再 atomicAdd 到全局；atomicMax 求全局最大值
+#define BINS 16
+__global__ void histogram(const int* x, int* hist, int* vmax, int n) {
+    __shared__ int h[BINS];
+    int tid = threadIdx.x;
+    if (tid < BINS) h[tid] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + tid; i < n; i += gridDim.x * blockDim.x) {
+        atomicAdd(&h[x[i] & (BINS - 1)], 1);
+        atomicMax(vmax, x[i]);
+    }
+    __syncthreads();
+    if (tid < BINS) atomicAdd(&hist[tid], h[tid]);
+}
+"""
+
+_BALLOT = r"""
+// warp 投票：__ballot_sync 得到谓词为真的线程的位掩码，__popc 数出个数
+__global__ void count_positive(const float* x, int* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned mask = __ballot_sync(0xffffffff, x[i] > 0.0f);
+    if ((threadIdx.x & 31) == 0) out[i / 32] = __popc(mask);
+}
+"""
+
+# ---------------------------------------------------------------- 结构体、枚举、typedef
+
+_STRUCT = r"""
+// 结构体：成员、局部变量、按值传给 __device__ 函数并返回
+struct MinMax { float lo; float hi; };
+__device__ MinMax merge(MinMax a, MinMax b) {
+    MinMax r;
+    r.lo = fminf(a.lo, b.lo);
+    r.hi = fmaxf(a.hi, b.hi);
+    return r;
+}
+__global__ void minmax(const float* x, float* out) {
+    __shared__ MinMax s[64];
+    int t = threadIdx.x;
+    MinMax m = {x[t], x[t]};
+    s[t] = m;
+    __syncthreads();
+    for (int k = 32; k > 0; k >>= 1) {
+        if (t < k) s[t] = merge(s[t], s[t + k]);
+        __syncthreads();
+    }
+    if (t == 0) { out[0] = s[0].lo; out[1] = s[0].hi; }
+}
+"""
+
+_STRUCT_ARRAY = r"""
+// 结构体数组放在全局内存：每个线程读一个 Point，按指针访问成员（p->x、pts[i].y）
+struct Point { float x; float y; };
+__device__ float norm2(const Point* p) { return p->x * p->x + p->y * p->y; }
+__global__ void centroid(const Point* pts, Point* out, float* r2, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        r2[i] = norm2(&pts[i]);
+        atomicAdd(&out->x, pts[i].x);
+        atomicAdd(&out->y, pts[i].y);
+    }
+}
+"""
+
+_STRUCT_MIXED = r"""
+// 成员类型不同的结构体（int 与 float 混在一起），真实代码里很常见
+struct Stat { int count; float sum; };
+__global__ void stats(const float* x, Stat* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        atomicAdd(&out->count, 1);
+        atomicAdd(&out->sum, x[i]);
+    }
+}
+"""
+
+_ENUM = r"""
+// 枚举：选择归约运算，也用作数组长度
+enum Op { OP_SUM, OP_MAX, OP_MIN, NUM_OPS };
+__device__ float apply(Op op, float a, float b) {
+    return op == OP_SUM ? a + b : (op == OP_MAX ? fmaxf(a, b) : fminf(a, b));
+}
+__global__ void three_reductions(const float* x, float* out) {
+    __shared__ float s[NUM_OPS][32];
+    int t = threadIdx.x;
+    for (int op = 0; op < NUM_OPS; op++) s[op][t] = x[t];
+    __syncthreads();
+    for (int k = 16; k > 0; k >>= 1) {
+        if (t < k)
+            for (int op = 0; op < NUM_OPS; op++) s[op][t] = apply((Op)op, s[op][t], s[op][t + k]);
+        __syncthreads();
+    }
+    if (t < NUM_OPS) out[t] = s[t][0];
+}
+"""
+
+_TYPEDEF = r"""
+// typedef 给标量类型起名（real、index_t），也给指针起名
+typedef float real;
+typedef unsigned int index_t;
+typedef const real* real_cptr;
+__global__ void scale_add(real_cptr x, real* y, real a, int n) {
+    index_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (index_t)n) y[i] = a * x[i] + y[i];
+}
+"""
+
+# ---------------------------------------------------------------- 模板
+
+_TPL_KERNEL = r"""
+// 整数模板形参的内核：块大小是编译期常量，启动时写出实参 block_sum<256>
+template <int BLOCK>
+__global__ void block_sum(const float* x, float* out) {
+    __shared__ float s[BLOCK];
+    int tid = threadIdx.x;
+    s[tid] = x[blockIdx.x * BLOCK + tid];
+    __syncthreads();
+    for (int k = BLOCK / 2; k > 0; k >>= 1) {
+        if (tid < k) s[tid] += s[tid + k];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = s[0];
+}
+template __global__ void block_sum<256>(const float*, float*);
+"""
+
+_TPL_TYPE = r"""
+// 类型模板形参：同一个内核用于 int 与 float，显式实参调用 __device__ 模板
+template <typename T>
+__device__ T warp_reduce(T v) {
+    for (int k = 16; k > 0; k >>= 1) v += __shfl_down_sync(0xffffffff, v, k);
+    return v;
+}
+template <typename T>
+__global__ void warp_totals(const T* x, T* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    T v = warp_reduce<T>(x[i]);
+    if ((threadIdx.x & 31) == 0) out[i / 32] = v;
+}
+template __global__ void warp_totals<int>(const int*, int*);
+"""
+
+_TPL_IMPLICIT = r"""
+// 隐式实例化：调用函数模板时不写实参，由实参类型推导出 T
+template <typename T>
+__device__ T square(T v) { return v * v; }
+__global__ void sum_squares(const int* x, int* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    atomicAdd(out, square(x[i]));
+}
+"""
+
+_TPL_CLASS = r"""
+// 类模板：一个小的定长累加器，成员函数在设备上调用
+template <typename T, int N>
+struct Accum {
+    T v[N];
+    __device__ void clear() { for (int i = 0; i < N; i++) v[i] = 0; }
+    __device__ void add(int k, T x) { v[k % N] += x; }
+    __device__ T total() const { T s = 0; for (int i = 0; i < N; i++) s += v[i]; return s; }
+};
+__global__ void accum_rows(const int* x, int* out, int n) {
+    Accum<int, 4> acc;
+    acc.clear();
+    for (int j = 0; j < n; j++) acc.add(j, x[threadIdx.x * n + j]);
+    out[threadIdx.x] = acc.total();
+}
+"""
+
+# ---------------------------------------------------------------- C++ 的其他写法
+
+_REFS = r"""
+// 引用参数：T& 改写调用者的变量，const T& 只读
+__device__ void accumulate(float& acc, int& count, const float& v) {
+    acc += v;
+    count += 1;
+}
+__global__ void row_mean(const float* x, float* out, int n) {
+    float acc = 0.0f;
+    int count = 0;
+    for (int j = 0; j < n; j++) accumulate(acc, count, x[threadIdx.x * n + j]);
+    out[threadIdx.x] = acc / count;
+}
+"""
+
+_ADDR = r"""
+// 取局部变量的地址：&lo、&hi 交给 __device__ 函数写回两个结果
+__device__ void range_of(const int* x, int n, int* lo, int* hi) {
+    for (int i = 0; i < n; i++) {
+        *lo = min(*lo, x[i]);
+        *hi = max(*hi, x[i]);
+    }
+}
+__global__ void spans(const int* x, int* out, int n) {
+    int lo = 2147483647, hi = -2147483647;
+    range_of(x + threadIdx.x * n, n, &lo, &hi);
+    out[threadIdx.x] = hi - lo;
+}
+"""
+
+_FNPTR = r"""
+// 指向 __device__ 函数的指针：同一个归约循环，运算由参数选择
+typedef int (*binop)(int, int);
+__device__ int add(int a, int b) { return a + b; }
+__device__ int bigger(int a, int b) { return a > b ? a : b; }
+__device__ int fold(binop op, const int* x, int n) {
+    int a = x[0];
+    for (int i = 1; i < n; i++) a = op(a, x[i]);
+    return a;
+}
+__global__ void fold_rows(const int* x, int* out, int n) {
+    binop op = (threadIdx.x % 2 == 0) ? add : &bigger;
+    out[threadIdx.x] = fold(op, x + threadIdx.x * n, n);
+}
+"""
+
+_OVERLOAD = r"""
+// 重载：同名的 __device__ 函数按参数类型选择
+__device__ int twice(int v) { return 2 * v; }
+__device__ float twice(float v) { return 2.0f * v; }
+__global__ void doubled(const int* a, const float* b, float* out) {
+    int i = threadIdx.x;
+    out[i] = twice(a[i]) + twice(b[i]);
+}
+"""
+
+_NAMESPACE = r"""
+// 自己的命名空间：工具函数放在 util 里，调用时写 util::
+namespace util {
+__device__ float square(float v) { return v * v; }
+}
+__global__ void squares(const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = util::square(x[i]);
+}
+"""
+
+_AUTO = r"""
+// auto：局部变量的类型由初值推导
+__global__ void auto_sum(const int* x, int* out, int n) {
+    auto tid = threadIdx.x;
+    auto acc = 0;
+    for (auto j = 0; j < n; j++) acc += x[tid * n + j];
+    out[tid] = acc;
+}
+"""
+
+_CONSTEXPR = r"""
+// constexpr 常量与函数：块大小与 warp 数都在编译期算出
+constexpr int BLOCK = 64;
+__host__ __device__ constexpr int warps(int b) { return b / 32; }
+__global__ void per_warp_max(const int* x, int* out) {
+    __shared__ int s[BLOCK];
+    int t = threadIdx.x;
+    s[t] = x[blockIdx.x * BLOCK + t];
+    __syncthreads();
+    if (t < warps(BLOCK)) {
+        int m = s[t * 32];
+        for (int j = 1; j < 32; j++) m = max(m, s[t * 32 + j]);
+        out[blockIdx.x * warps(BLOCK) + t] = m;
+    }
+}
+"""
+
+_STATIC_CAST = r"""
+// C++ 的类型转换运算符：static_cast 在 int 与 float 之间转换
+__global__ void to_fixed(const float* x, int* q, float scale) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    q[i] = static_cast<int>(x[i] * scale);
+}
+"""
+
+# ---------------------------------------------------------------- 文件作用域变量
+
+_CONSTANT = r"""
+// __constant__ 内存：主机在启动前写入（cudaMemcpyToSymbol，simt 里是 symbols=）
+#define TAPS 5
+__constant__ float taps[TAPS];
+__constant__ int offset;
+__global__ void fir(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float acc = 0.0f;
+    for (int k = 0; k < TAPS; k++) {
+        int j = i + k - offset;
+        if (j >= 0 && j < n) acc += taps[k] * x[j];
+    }
+    y[i] = acc;
+}
+"""
+
+_DEVICE_VAR = r"""
+// 文件作用域的 __device__ 变量：整个网格共用一份，内核结束后由主机读回（cudaMemcpyFromSymbol）
+__device__ int total;
+__device__ int per_block[4];
+__global__ void count_even(const int* x) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if ((x[i] & 1) == 0) {
+        atomicAdd(&total, 1);
+        atomicAdd(&per_block[blockIdx.x], 1);
+    }
+}
+"""
+
+# ---------------------------------------------------------------- 向量类型
+
+_VEC = r"""
+// 向量类型：make_float4 构造，.x/.y/.z/.w 读写
+__global__ void swizzle(const float* x, float4* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float4 v = make_float4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]);
+    float4 w;
+    w.x = v.w; w.y = v.z; w.z = v.y; w.w = v.x + v.y;
+    out[i] = w;
+}
+"""
+
+_VEC_LOAD = r"""
+// 16 字节的向量化读：reinterpret_cast<const float4*> 一次读 4 个 float
+__global__ void sum4(const float* x, float* out, int n4) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n4) {
+        float4 v = reinterpret_cast<const float4*>(x)[i];
+        out[i] = (v.x + v.y) + (v.z + v.w);
+    }
+}
+"""
+
+# ---------------------------------------------------------------- cooperative groups
+
+_CG_BLOCK = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// cooperative groups 的线程块：block.sync() 代替 __syncthreads()，thread_rank()、size()
+__global__ void cg_block_sum(const float* x, float* out) {
+    cg::thread_block block = cg::this_thread_block();
+    __shared__ float s[128];
+    unsigned int t = block.thread_rank();
+    s[t] = x[blockIdx.x * block.size() + t];
+    block.sync();
+    for (unsigned int k = block.size() / 2; k > 0; k >>= 1) {
+        if (t < k) s[t] += s[t + k];
+        block.sync();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+_CG_TILE = r"""
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+// cooperative groups 的分块：tiled_partition<32> 的 shfl_down 与 cg::reduce
+__global__ void cg_tile_sums(const int* x, int* by_shfl, int* by_reduce) {
+    auto block = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(block);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = x[i];
+    for (int k = tile.size() / 2; k > 0; k >>= 1) v += tile.shfl_down(v, k);
+    int r = cg::reduce(tile, x[i], cg::plus<int>());
+    tile.sync();
+    if (tile.thread_rank() == 0) by_shfl[i / 32] = v;
+    by_reduce[i] = r;
+}
+"""
+
+# ---------------------------------------------------------------- 内置函数与预处理
+
+_MUL24 = r"""
+// __mul24：24 位整数乘法（老代码里常用来算下标）
+__global__ void mul24_index(const int* x, int* y) {
+    int i = __mul24(blockIdx.x, blockDim.x) + threadIdx.x;
+    y[i] = __mul24(x[i], 3);
+}
+"""
+
+_INCLUDE = r"""
+#include "local.h"
+// #include "local.h"：源文件旁边的头文件提供 warp 求和
+__global__ void include_sum(const float* x, float* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = warp_sum_f(x[i]);
+    if ((threadIdx.x & 31) == 0) out[i / 32] = v;
+}
+"""
+
+_LOCAL_H = r"""// local.h
+__device__ float warp_sum_f(float v) {
+    for (int k = 16; k > 0; k >>= 1) v += __shfl_down_sync(0xffffffff, v, k);
+    return v;
+}
+"""
+
+_UNROLL = r"""
+// #pragma unroll：每个线程同时发出 4 次独立的读
+#define PER_THREAD 4
+__global__ void unrolled_sum(const float* x, float* out) {
+    int base = (blockIdx.x * blockDim.x + threadIdx.x) * PER_THREAD;
+    float acc[PER_THREAD];
+#pragma unroll
+    for (int k = 0; k < PER_THREAD; k++) acc[k] = x[base + k];
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < PER_THREAD; k++) s += acc[k];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+"""
+
+# ---------------------------------------------------------------- 有意拒绝的写法（行号从源文件第 1 行数起）
+
+_TEXTURE = r"""
+// 纹理引用（CUDA 12 已移除）：tex1Dfetch 从纹理读
+texture<float, 1, cudaReadModeElementType> tex;
+__global__ void from_texture(float* y) {
+    int i = threadIdx.x;
+    y[i] = tex1Dfetch(tex, i);
+}
+"""
+
+_ASM = r"""
+// 内联 PTX 汇编：读 %laneid
+__global__ void lane_ids(int* out) {
+    int lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    out[threadIdx.x] = lane;
+}
+"""
+
+_DYNPAR = r"""
+// 动态并行：内核里再启动一个内核
+__global__ void child(float* y) { y[threadIdx.x] = 1.0f; }
+__global__ void parent(float* y) {
+    if (threadIdx.x == 0)
+        child<<<1, 32>>>(y);
+}
+"""
+
+_NEW = r"""
+// 设备端 new / delete（堆分配）
+__global__ void heap_scratch(float* y) {
+    float* tmp = new float[4];
+    for (int k = 0; k < 4; k++) tmp[k] = k;
+    y[threadIdx.x] = tmp[threadIdx.x % 4];
+    delete[] tmp;
+}
+"""
+
+_VIRTUAL = r"""
+// 虚函数：按对象的动态类型调用
+struct Shape {
+    __device__ virtual float area() const { return 0.0f; }
+};
+__global__ void areas(float* y) {
+    Shape s;
+    y[threadIdx.x] = s.area();
+}
+"""
+
+_EXCEPT = r"""
+// 异常：设备代码里的 throw
+__global__ void checked(const float* x, float* y) {
+    if (x[threadIdx.x] < 0.0f)
+        throw 1;
+    y[threadIdx.x] = x[threadIdx.x];
+}
+"""
+
+
+# ---------------------------------------------------------------- 登记表
+
+def _c(name, category, description, source, kernel, grid, block, inputs, expected=None, bound=None, **kw):
+    return Construct(name=name, category=category, description=description, source=source, kernel=kernel,
+                     grid=grid, block=block, inputs=inputs, expected=expected, bound=bound, **kw)
+
+
+def _refused(name, description, source, kernel, line, args):
+    return _c(name, "有意拒绝", description, source, kernel, 1, 32, lambda rng: Case(args()),
+              status_expected="refuse", refused_line=line)
+
+
+REGISTRY: tuple[Construct, ...] = (
+    # 课程写法
+    _c("shared_tree", "课程写法", "共享内存树形归约（顺序寻址）", _TREE, "tree_sum", 3, 128,
+       lambda rng: Case([_floats(rng, 384), _zeros(3), np.int32(384)]),
+       lambda c: {1: _block_sums(c.args[0], 128)}, lambda c: {1: _block_bound(c.args[0], 128)}),
+    _c("dynamic_shared", "课程写法", "动态共享内存extern __shared__与网格步长循环", _DYN_SHARED, "grid_stride_sum", 2, 64,
+       lambda rng: Case([_floats(rng, 1000), _zeros(2), np.int32(1000)]),
+       lambda c: {1: np.array([_f64(c.args[0])[(np.arange(1000) // 64) % 2 == b].sum() for b in range(2)])},
+       lambda c: {1: sum_bound(np.abs(_f64(c.args[0])).sum(), 1000)}, shared_bytes=64 * 4),
+    _c("warp_shuffle", "课程写法", "__shfl_down_sync求一个warp之和", _WARP, "warp_sums", 2, 64,
+       lambda rng: Case([_ints(rng, 128), _zeros(4, np.int32)]),
+       lambda c: {1: c.args[0].reshape(-1, 32).sum(1)}),
+    _c("warp_xor", "课程写法", "__shfl_xor_sync蝶形归约求最大值", _XOR, "warp_allmax", 1, 64,
+       lambda rng: Case([_floats(rng, 64), _zeros(64)]),
+       lambda c: {1: np.repeat(c.args[0].reshape(-1, 32).max(1), 32)}),
+    _c("atomics", "课程写法", "共享内存直方图 + atomicAdd / atomicMax", _ATOMIC, "histogram", 2, 64,
+       lambda rng: Case([_ints(rng, 300, 0, 1000), _zeros(16, np.int32), np.full(1, -1, np.int32), np.int32(300)]),
+       lambda c: {1: np.bincount(c.args[0] & 15, minlength=16), 2: np.array([c.args[0].max()])}),
+    _c("ballot", "内置函数", "__ballot_sync与__popc数出满足条件的线程", _BALLOT, "count_positive", 1, 64,
+       lambda rng: Case([_floats(rng, 64), _zeros(2, np.int32)]),
+       lambda c: {1: (c.args[0].reshape(-1, 32) > 0).sum(1)}),
+    # 结构体、枚举、typedef
+    _c("struct_by_value", "结构体", "结构体的成员、初始化列表、共享内存数组，按值传参与返回", _STRUCT, "minmax", 1, 64,
+       lambda rng: Case([_floats(rng, 64), _zeros(2)]),
+       lambda c: {1: np.array([c.args[0].min(), c.args[0].max()])}),
+    _c("struct_by_pointer", "结构体", "全局内存里的结构体数组，按指针访问成员（p->x、pts[i].y）", _STRUCT_ARRAY, "centroid", 2, 32,
+       lambda rng: Case([_ints(rng, 120, -9, 9).astype(np.float32), _zeros(2), _zeros(60), np.int32(60)]),
+       lambda c: {1: c.args[0].reshape(-1, 2).astype(np.float64).sum(0),
+                  2: (c.args[0].reshape(-1, 2).astype(np.float64) ** 2).sum(1)}),
+    _c("struct_mixed_members", "结构体", "成员类型不同的结构体（int与float）", _STRUCT_MIXED, "stats", 2, 32,
+       lambda rng: Case([_ints(rng, 50, -9, 9).astype(np.float32), _zeros(2, np.int32), np.int32(50)]),
+       lambda c: {1: np.array([50, int(c.args[0].sum())], np.int32)}),
+    _c("enum", "枚举", "枚举选择归约运算，枚举常量作数组长度", _ENUM, "three_reductions", 1, 32,
+       lambda rng: Case([_floats(rng, 32), _zeros(3)]),
+       lambda c: {1: np.array([_f64(c.args[0]).sum(), c.args[0].max(), c.args[0].min()])},
+       lambda c: {1: np.array([sum_bound(np.abs(_f64(c.args[0])).sum(), 32), 0, 0])}),
+    _c("typedef", "typedef", "typedef定义的标量与指针类型", _TYPEDEF, "scale_add", 2, 32,
+       lambda rng: Case([_floats(rng, 50), _floats(rng, 50), np.float32(0.5), np.int32(50)]),
+       lambda c: {1: c.args[2] * c.args[0] + c.args[1]},
+       # nvcc 可能把 a * x + y 合成一条 FMA（只舍入一次）：允许两次舍入之差
+       lambda c: {1: 2 * U32 * (np.abs(_f64(c.args[2]) * c.args[0]) + np.abs(_f64(c.args[1])))}),
+    # 模板
+    _c("template_int_kernel", "模板", "整数模板形参的内核，以block_sum<256>启动，显式实例化", _TPL_KERNEL, "block_sum<256>", 2, 256,
+       lambda rng: Case([_floats(rng, 512), _zeros(2)]),
+       lambda c: {1: _block_sums(c.args[0], 256)}, lambda c: {1: _block_bound(c.args[0], 256)}),
+    _c("template_type", "模板", "类型模板形参，显式实参调用__device__模板", _TPL_TYPE, "warp_totals<int>", 2, 64,
+       lambda rng: Case([_ints(rng, 128), _zeros(4, np.int32)]),
+       lambda c: {1: c.args[0].reshape(-1, 32).sum(1)}),
+    _c("template_implicit", "模板", "隐式实例化：调用函数模板不写实参，由实参推导", _TPL_IMPLICIT, "sum_squares", 2, 32,
+       lambda rng: Case([_ints(rng, 64), _zeros(1, np.int32)]),
+       lambda c: {1: np.array([(c.args[0].astype(np.int64) ** 2).sum()])}),
+    _c("class_template", "模板", "类模板（带成员函数的定长累加器）", _TPL_CLASS, "accum_rows", 1, 32,
+       lambda rng: Case([_ints(rng, 32 * 6), _zeros(32, np.int32), np.int32(6)]),
+       lambda c: {1: c.args[0].reshape(32, 6).sum(1)}),
+    # C++ 的其他写法
+    _c("reference_params", "C++", "__device__函数的引用参数T&与const T&", _REFS, "row_mean", 1, 32,
+       lambda rng: Case([_ints(rng, 32 * 8, -8, 8).astype(np.float32), _zeros(32), np.int32(8)]),
+       lambda c: {1: c.args[0].reshape(32, 8).astype(np.float64).sum(1) / 8}),
+    _c("address_of_local", "C++", "取局部变量的地址&x，交给__device__函数写回", _ADDR, "spans", 1, 32,
+       lambda rng: Case([_ints(rng, 32 * 5), _zeros(32, np.int32), np.int32(5)]),
+       lambda c: {1: np.ptp(c.args[0].reshape(32, 5), axis=1)}),
+    _c("function_pointer", "C++", "指向__device__函数的指针，各线程指向不同的函数", _FNPTR, "fold_rows", 1, 32,
+       lambda rng: Case([_ints(rng, 32 * 4), _zeros(32, np.int32), np.int32(4)]),
+       lambda c: {1: np.where(np.arange(32) % 2 == 0, c.args[0].reshape(32, 4).sum(1), c.args[0].reshape(32, 4).max(1))}),
+    _c("overload", "C++", "重载的__device__函数（按参数类型选择）", _OVERLOAD, "doubled", 1, 32,
+       lambda rng: Case([_ints(rng, 32), _ints(rng, 32, -8, 8).astype(np.float32), _zeros(32)]),
+       lambda c: {2: 2.0 * c.args[0] + 2.0 * c.args[1]}),
+    _c("namespace", "C++", "自己的命名空间与util::f调用", _NAMESPACE, "squares", 1, 32,
+       lambda rng: Case([_ints(rng, 32, -8, 8).astype(np.float32), _zeros(32)]),
+       lambda c: {1: _f64(c.args[0]) ** 2}),
+    _c("auto", "C++", "auto推导局部变量的类型", _AUTO, "auto_sum", 1, 32,
+       lambda rng: Case([_ints(rng, 32 * 3), _zeros(32, np.int32), np.int32(3)]),
+       lambda c: {1: c.args[0].reshape(32, 3).sum(1)}),
+    _c("constexpr", "C++", "constexpr常量与函数作数组长度和条件", _CONSTEXPR, "per_warp_max", 2, 64,
+       lambda rng: Case([_ints(rng, 128), _zeros(4, np.int32)]),
+       lambda c: {1: c.args[0].reshape(-1, 32).max(1)}),
+    _c("static_cast", "C++", "static_cast在float与int之间转换", _STATIC_CAST, "to_fixed", 1, 32,
+       lambda rng: Case([_floats(rng, 32), _zeros(32, np.int32), np.float32(100.0)]),
+       lambda c: {1: np.trunc(c.args[0] * np.float32(100.0)).astype(np.int32)}),
+    # 文件作用域变量
+    _c("constant_memory", "文件作用域变量", "__constant__数组与标量，由主机在启动前写入（symbols=）", _CONSTANT, "fir", 2, 32,
+       lambda rng: Case([_ints(rng, 60, -5, 5).astype(np.float32), _zeros(60), np.int32(60)],
+                        {"taps": np.array([1, -2, 3, -2, 1], np.float32), "offset": np.int32(2)}),
+       lambda c: {1: np.convolve(_f64(c.args[0]), _f64(c.symbols["taps"])[::-1], mode="same")}),
+    _c("device_variable", "文件作用域变量", "文件作用域的__device__变量，启动后读回", _DEVICE_VAR, "count_even", 4, 32,
+       lambda rng: Case([_ints(rng, 128)], {"total": np.zeros(1, np.int32), "per_block": np.zeros(4, np.int32)}),
+       lambda c: {"total": np.array([(c.args[0] % 2 == 0).sum()]),
+                  "per_block": (c.args[0].reshape(4, 32) % 2 == 0).sum(1)}),
+    # 向量类型
+    _c("float4_members", "向量类型", "float4的.x/.y/.z/.w与make_float4", _VEC, "swizzle", 1, 32,
+       lambda rng: Case([_ints(rng, 128, -9, 9).astype(np.float32), _zeros(128)]),
+       lambda c: {1: (lambda v: np.stack([v[:, 3], v[:, 2], v[:, 1], v[:, 0] + v[:, 1]], 1).reshape(-1))(
+           _f64(c.args[0]).reshape(-1, 4))}),
+    _c("float4_load", "向量类型", "reinterpret_cast<const float4*>的16字节读", _VEC_LOAD, "sum4", 1, 32,
+       lambda rng: Case([_floats(rng, 120), _zeros(30), np.int32(30)]),
+       lambda c: {1: _f64(c.args[0]).reshape(-1, 4).sum(1)},
+       lambda c: {1: sum_bound(np.abs(_f64(c.args[0])).reshape(-1, 4).sum(1), 4)}),
+    # cooperative groups
+    _c("cg_block", "cooperative groups", "this_thread_block()的sync、thread_rank、size", _CG_BLOCK, "cg_block_sum", 2, 128,
+       lambda rng: Case([_floats(rng, 256), _zeros(2)]),
+       lambda c: {1: _block_sums(c.args[0], 128)}, lambda c: {1: _block_bound(c.args[0], 128)}),
+    _c("cg_tile", "cooperative groups", "tiled_partition<32>的shfl_down、sync与cg::reduce", _CG_TILE, "cg_tile_sums", 2, 64,
+       lambda rng: Case([_ints(rng, 128), _zeros(4, np.int32), _zeros(128, np.int32)]),
+       lambda c: {1: c.args[0].reshape(-1, 32).sum(1), 2: np.repeat(c.args[0].reshape(-1, 32).sum(1), 32)}),
+    # 内置函数与预处理
+    _c("mul24", "内置函数", "__mul24算下标与乘积", _MUL24, "mul24_index", 2, 32,
+       lambda rng: Case([_ints(rng, 64, -1000, 1000), _zeros(64, np.int32)]),
+       lambda c: {1: c.args[0] * 3}),
+    _c("include_local", "预处理", "#include \"local.h\"读入源文件旁边的头文件", _INCLUDE, "include_sum", 1, 64,
+       lambda rng: Case([_ints(rng, 64, -9, 9).astype(np.float32), _zeros(2)]),
+       lambda c: {1: _f64(c.args[0]).reshape(-1, 32).sum(1)}, files={"local.h": _LOCAL_H}),
+    _c("pragma_unroll", "预处理", "#pragma unroll展开的局部数组循环", _UNROLL, "unrolled_sum", 1, 32,
+       lambda rng: Case([_floats(rng, 128), _zeros(32)]),
+       lambda c: {1: _f64(c.args[0]).reshape(-1, 4).sum(1)},
+       lambda c: {1: sum_bound(np.abs(_f64(c.args[0])).reshape(-1, 4).sum(1), 4)}),
+    # 有意拒绝的写法
+    _refused("texture", "纹理引用texture<>与tex1Dfetch", _TEXTURE, "from_texture", 3, lambda: [_zeros(32)]),
+    _refused("inline_asm", "内联PTX汇编asm(...)", _ASM, "lane_ids", 5, lambda: [_zeros(32, np.int32)]),
+    _refused("dynamic_parallelism", "动态并行：内核里用<<<...>>>启动内核", _DYNPAR, "parent", 6, lambda: [_zeros(32)]),
+    _refused("new_delete", "设备端new / delete", _NEW, "heap_scratch", 4, lambda: [_zeros(32)]),
+    _refused("virtual", "虚函数", _VIRTUAL, "areas", 4, lambda: [_zeros(32)]),
+    _refused("exceptions", "设备代码里的throw", _EXCEPT, "checked", 5, lambda: [_zeros(32), _zeros(32)]),
+)
+
+_BY_NAME = {c.name: c for c in REGISTRY}
+assert len(_BY_NAME) == len(REGISTRY), "登记表里有重名的项"
+
+
+def by_name(name: str) -> Construct:
+    """按名字取登记项。"""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"没有名为 {name!r} 的构造；可选：{', '.join(_BY_NAME)} (no construct {name!r})") from None
+
+
+# ---------------------------------------------------------------- 运行与核对
+
+def make_case(c: Construct) -> Case:
+    """固定种子（由名字得出）造出输入：两次调用得到相同的数组。"""
+    return c.inputs(_rng_of(c.name))
+
+
+def materialize(c: Construct, directory) -> Path:
+    """把源文件（``NAME.cu``）与它的头文件写进 ``directory``，返回 .cu 的路径。"""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    for fname, text in c.files.items():
+        (d / fname).write_text(text, encoding="utf-8")
+    p = d / f"{c.name}.cu"
+    p.write_text(c.source, encoding="utf-8")
+    return p
+
+
+def source_sha256(c: Construct) -> str:
+    """源码与头文件的 sha256：GPU 对照数据据此判断是否过期。"""
+    h = hashlib.sha256(c.source.encode())
+    for fname in sorted(c.files):
+        h.update(b"\0" + fname.encode() + b"\0" + c.files[fname].encode())
+    return h.hexdigest()
+
+
+def _copy(case: Case) -> Case:
+    return Case([np.copy(a) if isinstance(a, np.ndarray) else a for a in case.args],
+                {k: np.copy(v) for k, v in case.symbols.items()})
+
+
+def outputs_of(c: Construct, case: Case) -> dict:
+    """``expected`` 的键在 ``case`` 里对应的数组。"""
+    return {k: (case.symbols[k] if isinstance(k, str) else case.args[k]) for k in c.expected(case)}
+
+
+def compare(got, want, bound):
+    """(最大误差, 是否在界内)：整数逐位相等，浮点 |got - want| <= bound。"""
+    got = np.asarray(got).reshape(-1)
+    want = np.asarray(want).reshape(-1)
+    if got.shape != want.shape:
+        return float("inf"), False
+    if got.dtype.kind in "iub":
+        err = np.abs(got.astype(np.int64) - want.astype(np.int64))
+        return float(err.max(initial=0)), bool((err == 0).all())
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    bad = np.isnan(err) & ~(np.isnan(got) & np.isnan(want))
+    err = np.where(np.isnan(err), 0.0, err)
+    return float(err.max(initial=0)), bool(not bad.any() and (err <= np.asarray(bound, np.float64)).all())
+
+
+def run(c: Construct, case: Case | None = None, workdir=None):
+    """在模拟器里启动一次，返回 (case, report)；``case`` 的数组被原地写入。
+    模拟器的错误照常抛出。"""
+    from . import api
+
+    case = make_case(c) if case is None else case
+    with tempfile.TemporaryDirectory(prefix="simt_construct_") as tmp:
+        path = materialize(c, workdir or tmp)
+        rep = api.launch(path, c.kernel, c.grid, c.block, case.args, shared_bytes=c.shared_bytes,
+                         symbols=dict(case.symbols) or None)
+    return case, rep
+
+
+def check(c: Construct) -> Result:
+    """运行一项并与 numpy 参考比较。从不抛出：结果的 ``status`` 说明发生了什么。"""
+    from .errors import SimtError, UnsupportedError
+
+    case = make_case(c)
+    try:
+        want = c.expected(_copy(case)) if c.expected is not None else {}
+        bounds = c.bound(_copy(case)) if c.bound is not None else {}
+    except Exception as e:                          # 参考本身出错：登记表的缺陷
+        return Result("crash", message=f"reference: {type(e).__name__}: {e}")
+    try:
+        case, _ = run(c, case)
+    except UnsupportedError as e:
+        return Result("refused", line=e.line, file=getattr(e, "file", None), message=str(e))
+    except SimtError as e:
+        return Result("error", line=e.line, file=getattr(e, "file", None), message=f"{type(e).__name__}: {e}")
+    except Exception as e:
+        return Result("crash", message="".join(traceback.format_exception(e))[-4000:])
+    worst, ok = 0.0, True
+    outs = {}
+    for k, w in want.items():
+        got = case.symbols[k] if isinstance(k, str) else case.args[k]
+        err, good = compare(got, w, bounds.get(k, 0.0))
+        outs[k] = np.copy(got)
+        worst, ok = max(worst, err), ok and good
+    return Result("ran" if ok else "wrong", max_error=worst, outputs=outs,
+                  message="" if ok else f"输出与 numpy 参考不一致，最大误差 {worst} / output differs from the reference")

@@ -1,0 +1,274 @@
+// softmax_cluster.cu：一行大到一个SM的共享内存放不下时，用Hopper的线程块簇（thread block cluster）
+// 把整行留在片上。包装函数：reduction_lab.cuda_kernels.cluster.softmax_cluster。
+// 课程页面：docs/cuda/cluster-softmax.md。
+//
+//   softmax_cluster_rows  一个簇（CLUSTER_SIZE个线程块）处理一行：每块把自己那一段用16字节的向量
+//                         读进动态共享内存，同时算出本段的(最大值m, sum exp(x - m))；簇内各块经
+//                         分布式共享内存（cluster.map_shared_rank）交换这一对数，合并出整行的结果；
+//                         每块再从共享内存算出并写回自己那一段。全局内存：每个元素读一次、写一次。
+//
+// 编译期常量：
+//   CLUSTER_SIZE  每簇的线程块数：1、2、4、8（可移植的上限）或16（启动前要设置内核属性
+//                 cudaFuncAttributeNonPortableClusterSizeAllowed = 1）
+//   USE_BF16      0：floatX = float；1：floatX = __nv_bfloat16。累加一律用float
+// 启动：grid = M * CLUSTER_SIZE（1维），block = 32的倍数（至多1024个线程），
+//       动态共享内存 = vecs_per_cta * 16字节（超过48 KiB要先调大cudaFuncAttributeMaxDynamicSharedMemorySize）。
+//       vecs_per_cta >= ceil(ceil((n_cols + VEC - 1) / VEC) / CLUSTER_SIZE)，VEC = 16 / sizeof(floatX)。
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+
+namespace cg = cooperative_groups;
+
+#ifndef CLUSTER_SIZE
+#define CLUSTER_SIZE 8
+#endif
+#if CLUSTER_SIZE != 1 && CLUSTER_SIZE != 2 && CLUSTER_SIZE != 4 && CLUSTER_SIZE != 8 && CLUSTER_SIZE != 16
+#error "CLUSTER_SIZE must be 1, 2, 4, 8 or 16"
+#endif
+#ifndef USE_BF16
+#define USE_BF16 0
+#endif
+#if USE_BF16 != 0 && USE_BF16 != 1
+#error "USE_BF16 must be 0 or 1"
+#endif
+
+#if USE_BF16
+typedef __nv_bfloat16 floatX;
+#else
+typedef float floatX;
+#endif
+
+#if CLUSTER_SIZE > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER_SIZE, 1, 1)
+#else
+#define CLUSTER_DIMS
+#endif
+
+constexpr int VEC = 16 / sizeof(floatX);      // 一个16字节向量里的元素数：float 4个，bf16 8个
+constexpr int UNROLL = 8;                     // 每个线程一批同时在途的向量读
+constexpr float LOG2E = 1.4426950408889634f;  // exp(x) = exp2(x * log2(e))
+#define NEG_INF (__int_as_float(0xff800000))  // NVRTC没有math.h的INFINITY
+
+// --8<-- [start:vec]
+// 16字节向量与float之间的转换。共享内存里按原始类型存放（bf16的行只占一半），计算一律用float。
+__device__ __forceinline__ void unpack(uint4 u, float (&f)[VEC])
+{
+#if USE_BF16
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);             // 低16位是前一个元素
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u); // bf16就是float的高16位
+    }
+#else
+    f[0] = __uint_as_float(u.x);
+    f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z);
+    f[3] = __uint_as_float(u.w);
+#endif
+}
+
+__device__ __forceinline__ uint4 pack(const float (&f)[VEC])
+{
+#if USE_BF16
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        w[i] = (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(f[2 * i]))
+             | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(f[2 * i + 1])) << 16);
+    return make_uint4(w[0], w[1], w[2], w[3]);
+#else
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
+#endif
+}
+
+__device__ __forceinline__ float to_float(floatX v)
+{
+#if USE_BF16
+    return __bfloat162float(v);
+#else
+    return v;
+#endif
+}
+
+__device__ __forceinline__ floatX from_float(float v)
+{
+#if USE_BF16
+    return __float2bfloat16_rn(v);
+#else
+    return v;
+#endif
+}
+// --8<-- [end:vec]
+
+// --8<-- [start:edges]
+// 列号先整体右移head个元素（head = 行首到上一个16字节边界的元素数），第v个向量就是移位后的
+// 列[v * VEC, v * VEC + VEC)，正好落在16字节边界上。移位后的有效范围是[head, end)，end = n_cols + head。
+// 整个落在范围内的向量一次读16字节；行首、行尾的半截向量逐个元素读，范围外填-inf
+// （最大值的单位元；exp(-inf - m) = 0，对和也没有贡献）。
+__device__ __forceinline__ uint4 load_vec(const floatX *xr, int v, int head, int end)
+{
+    const int g = v * VEC;
+    if (g >= head && g + VEC <= end)
+        return *reinterpret_cast<const uint4 *>(xr + (g - head));
+    float f[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; e++)
+        f[e] = (g + e >= head && g + e < end) ? to_float(xr[g + e - head]) : NEG_INF;
+    return pack(f);
+}
+
+__device__ __forceinline__ uint4 neg_inf_vec()
+{
+    float f[VEC];
+#pragma unroll
+    for (int e = 0; e < VEC; e++)
+        f[e] = NEG_INF;
+    return pack(f);
+}
+
+// 写回：y的行首与x的行首在16字节边界上的相位相同（vector_ok）时整向量写，否则逐个元素写
+__device__ __forceinline__ void store_vec(floatX *yr, int v, int head, int end, const float (&f)[VEC],
+                                          bool vector_ok)
+{
+    const int g = v * VEC;
+    if (vector_ok && g >= head && g + VEC <= end) {
+        __stcs(reinterpret_cast<uint4 *>(yr + (g - head)), pack(f));   // 流式写：这一行不会再被本内核读
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; e++)
+        if (g + e >= head && g + e < end)
+            yr[g + e - head] = from_float(f[e]);
+}
+// --8<-- [end:edges]
+
+// --8<-- [start:combine]
+// (m, s)：一段元素的最大值m与sum exp(x - m)。两段合并时都换算到共同的最大值上再相加；
+// 两段都是空的（m = -inf）时结果仍是(-inf, 0)，不会算出exp(-inf - (-inf)) = nan。
+__device__ __forceinline__ void combine(float &m, float &s, float m2, float s2)
+{
+    const float mm = fmaxf(m, m2);
+    s = (mm == NEG_INF) ? 0.0f : s * exp2f((m - mm) * LOG2E) + s2 * exp2f((m2 - mm) * LOG2E);
+    m = mm;
+}
+
+// warp内蝶形合并：5步之后32个lane都持有整个warp的(m, s)
+__device__ __forceinline__ void warp_combine(float &m, float &s)
+{
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffff, m, offset);
+        const float s2 = __shfl_xor_sync(0xffffffff, s, offset);
+        combine(m, s, m2, s2);
+    }
+}
+
+// 块内合并，所有线程都得到整块的(m, s)。每个kernel只调用一次，所以一次__syncthreads()就够。
+__device__ __forceinline__ void block_combine(float &m, float &s)
+{
+    __shared__ float red_m[32], red_s[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    warp_combine(m, s);
+    if (lane == 0) {
+        red_m[warp] = m;
+        red_s[warp] = s;
+    }
+    __syncthreads();
+    m = lane < nwarps ? red_m[lane] : NEG_INF;
+    s = lane < nwarps ? red_s[lane] : 0.0f;
+    warp_combine(m, s);
+}
+// --8<-- [end:combine]
+
+// 属性写在前置声明上（定义处保持 extern "C" __global__ void 名字 的写法）
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(1024)
+softmax_cluster_rows(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
+                     long long y_row_stride, int n_cols, int vecs_per_cta);
+
+// --8<-- [start:kernel]
+extern "C" __global__ void softmax_cluster_rows(const floatX *__restrict__ x, floatX *__restrict__ y,
+                                                long long x_row_stride, long long y_row_stride,
+                                                int n_cols, int vecs_per_cta)
+{
+    extern __shared__ uint4 slice[];          // 本块的那一段：vecs_per_cta个16字节向量
+#if CLUSTER_SIZE > 1
+    cg::cluster_group cluster = cg::this_cluster();
+    const int rank = (int)cluster.block_rank();   // 本块在簇里的编号：0 .. CLUSTER_SIZE - 1
+#else
+    const int rank = 0;
+#endif
+    const long long row = blockIdx.x / CLUSTER_SIZE;   // 一个簇一行
+    const floatX *xr = x + row * x_row_stride;
+    floatX *yr = y + row * y_row_stride;
+    const int head = (int)((reinterpret_cast<unsigned long long>(xr) / sizeof(floatX)) % VEC);
+    const bool vector_ok = head == (int)((reinterpret_cast<unsigned long long>(yr) / sizeof(floatX)) % VEC);
+    const int end = n_cols + head;
+    const int v0 = rank * vecs_per_cta;                          // 本块的第一个向量
+    const int nv = min(vecs_per_cta, (end + VEC - 1) / VEC - v0);  // 本块的向量数（最后几块可能更少或没有）
+
+    // 1. 读：全局内存 -> 共享内存，每个元素只读这一次；同时在线地累计本线程的(m, s)
+    float m = NEG_INF, s = 0.0f;
+    for (int base = 0; base < nv; base += UNROLL * blockDim.x) {
+        uint4 u[UNROLL];
+#pragma unroll
+        for (int i = 0; i < UNROLL; i++) {          // 先发出一批互不依赖的读，再使用
+            const int k = base + i * blockDim.x + threadIdx.x;
+            u[i] = k < nv ? load_vec(xr, v0 + k, head, end) : neg_inf_vec();   // 批尾多出的位置填-inf
+        }
+#pragma unroll
+        for (int i = 0; i < UNROLL; i++) {          // 逐个向量：存进共享内存，更新(m, s)
+            const int k = base + i * blockDim.x + threadIdx.x;
+            if (k < nv)
+                slice[k] = u[i];
+            float f[VEC];
+            unpack(u[i], f);
+            float bm = f[0];
+#pragma unroll
+            for (int e = 1; e < VEC; e++)
+                bm = fmaxf(bm, f[e]);
+            if (bm > m) {                           // 最大值变大：已有的和按新的最大值缩小
+                s *= exp2f((m - bm) * LOG2E);
+                m = bm;
+            }
+            if (m != NEG_INF) {
+#pragma unroll
+                for (int e = 0; e < VEC; e++)
+                    s += exp2f((f[e] - m) * LOG2E);
+            }
+        }
+    }
+
+    // 2. 合并：先在块内，再在簇内
+    block_combine(m, s);
+#if CLUSTER_SIZE > 1
+    __shared__ float2 part;                         // 本块的(m, s)，簇里的其他块来读
+    if (threadIdx.x == 0)
+        part = make_float2(m, s);
+    cluster.sync();                                 // 各块的part都已写好，并对整个簇可见
+    const int lane = threadIdx.x & 31;
+    float2 p = make_float2(NEG_INF, 0.0f);
+    if (lane < CLUSTER_SIZE)
+        p = *cluster.map_shared_rank(&part, lane);  // 分布式共享内存：读第lane块的part
+    m = p.x;
+    s = p.y;
+    warp_combine(m, s);                             // 每个warp各自合并，不必再同步
+    cluster.barrier_arrive();                       // 宣告：本块不再读别的块的共享内存
+#endif
+
+    // 3. 写：从共享内存算出exp(x - m) / s，每个元素只写这一次
+    const float inv = 1.0f / s;
+    for (int k = threadIdx.x; k < nv; k += blockDim.x) {   // 与第1步同一个线程读写同一个向量
+        float f[VEC];
+        unpack(slice[k], f);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            f[e] = exp2f((f[e] - m) * LOG2E) * inv;
+        store_vec(yr, v0 + k, head, end, f, vector_ok);
+    }
+#if CLUSTER_SIZE > 1
+    cluster.barrier_wait();   // 等簇里每一块都读完了part再退出：块退出后它的共享内存就不能再访问
+#endif
+}
+// --8<-- [end:kernel]

@@ -25,6 +25,8 @@ CONFIGS = {
     "bank_conflicts.cu": [{}, {"WIDE_FLOAT4": 1}],
     "tree_demo.cu": [{}],
     "warp_shuffle.cu": [{}],
+    "softmax_cluster.cu": [{"CLUSTER_SIZE": 1, "USE_BF16": 0}, {"CLUSTER_SIZE": 16, "USE_BF16": 0},
+                           {"CLUSTER_SIZE": 2, "USE_BF16": 1}, {"CLUSTER_SIZE": 16, "USE_BF16": 1}],
 }
 
 CASES = [(f, d) for f, ds in CONFIGS.items() for d in ds]

@@ -1,0 +1,352 @@
+"""模拟器在公开的真实内核上的覆盖率：哪些内核能运行，哪些被拒绝，拒绝的是哪些构造。
+
+    python scripts/simt_coverage.py CORPUS_DIR [--json OUT]
+
+CORPUS_DIR 下每个含 ``CORPUS.json``（``{"repo": "owner/name", "commit": "...", "paths": [...]}``）的子目录是一个
+公开仓库的一部分，由 ``--extract`` 从本地的 git 镜像取出（内核源码不进本仓库）：
+
+    python scripts/simt_coverage.py --extract GITDIR PATH [PATH ...] --repo OWNER/NAME --into CORPUS_DIR/NAME
+
+对每个 .cu 文件里的每个 ``__global__`` 内核：用模拟器的前端解析，再用小的合成参数启动（指针给足够大的零数组，
+整数给 64，浮点给 1.0；2 个线程块、每块 64 个线程；工作预算 2**20 个线程步、每个内核 20 秒），归为：
+
+* ``ran``：运行结束；``sanitizer``：运行中报告了越界、竞争、屏障分化、工作预算用完等（也算运行了）；
+* ``refused``：UnsupportedError，记下被拒绝的构造；``parse_error``：前端无法解析（UnsupportedError 里的
+  "cannot parse"）；``compile_error``：模拟器判定 nvcc 会拒绝；``launch_error``：合成的启动被拒绝；
+* ``no_instance``：模板内核，文件里没有可启动的实例；``timeout``：超过 20 秒；
+* ``exception``：漏出的 Python 异常——模拟器的缺陷，连同回溯记下来。
+
+按路径的稳定哈希（sha256 的首字节的奇偶）把语料分成「开发」与「留出」两半，两半分别统计。
+结果写成 JSON（``--json``，默认打印摘要）；提交的结果在 docs/data/simt_coverage.json。
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import traceback
+from pathlib import Path
+
+os.environ.setdefault("REDUCTION_LAB_MODE", "sim")
+
+import numpy as np  # noqa: E402
+
+from reduction_lab import simt  # noqa: E402
+
+GRID, BLOCK = 2, 64
+ARRAY_ELEMS = 1 << 14          # 每个指针参数的元素数
+INT_ARG, FLOAT_ARG = 64, 1.0
+LANE_STEPS = 1 << 20
+SECONDS = 20
+
+_DTYPES = {
+    "bool": np.bool_, "_Bool": np.bool_, "char": np.int8, "signed char": np.int8, "unsigned char": np.uint8,
+    "short": np.int16, "unsigned short": np.uint16, "int": np.int32, "signed": np.int32, "unsigned": np.uint32,
+    "unsigned int": np.uint32, "long": np.int64, "long long": np.int64, "unsigned long": np.uint64,
+    "unsigned long long": np.uint64, "size_t": np.uint64, "int8_t": np.int8, "uint8_t": np.uint8,
+    "int16_t": np.int16, "uint16_t": np.uint16, "int32_t": np.int32, "uint32_t": np.uint32, "int64_t": np.int64,
+    "uint64_t": np.uint64, "uint": np.uint32, "float": np.float32, "double": np.float64,
+}
+_SANITIZER = ("OutOfBoundsError", "BarrierDivergenceError", "SharedMemoryRaceError", "GlobalMemoryRaceError",
+              "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "UninitializedReadError")
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Timeout()
+
+
+def split_of(key: str) -> str:
+    """稳定的一分为二：sha256(路径) 首字节为偶数是 development，奇数是 held_out。"""
+    return "development" if hashlib.sha256(key.encode()).digest()[0] % 2 == 0 else "held_out"
+
+
+def _strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def kernels_in(text):
+    """(名字, 是否模板, 显式实例名或 None) 的列表，按源码里的 __global__ 定义与声明找出。"""
+    t = _strip_comments(text)
+    out, seen = [], set()
+    for m in re.finditer(r"(template\s*<[^;{}]*>\s*)?(?:[A-Za-z_]\w*\s+)*__global__\s+(?:[A-Za-z_]\w*\s+)*?void\s+"
+                         r"(?:__launch_bounds__\s*\([^)]*\)\s*)?([A-Za-z_]\w*)\s*(<[^;{}()]*>)?\s*\(", t):
+        tpl, name, inst = m.group(1), m.group(2), m.group(3)
+        if inst:                                         # 显式实例化：template __global__ void k<float>(...);
+            for i, (n, is_t, _) in enumerate(out):
+                if n == name and out[i][2] is None:
+                    out[i] = (n, True, f"{name}{inst}")
+            if name not in seen:
+                seen.add(name)
+                out.append((name, True, f"{name}{inst}"))
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        out.append((name, bool(tpl), None))
+    return out
+
+
+# GPUVerify 的规约注解（它自己的 cuda.h 里声明的内建函数）：不是 CUDA，单独归类
+_GPUVERIFY = re.compile(r"^函数 (__(requires|ensures|assert|invariant|global_invariant|assume|axiom|read|write|implies|"
+                        r"same_group|ptr_base|ptr_offset|other_\w+|uniform_\w+|distinct_\w+|add_noovfl\w*|enabled|"
+                        r"no_read|no_write|return_val\w*|old\w*|global_requires|global_ensures|barrier_invariant\w*|"
+                        r"function_wide_\w+|non_temporal\w*|array_snapshot|is_pow2|mod_pow2|at_most_one|read_implies|"
+                        r"write_implies|reads_from|writes_to|atomic_has_taken_value|\w*_offset_bytes))\(\)")
+VERIFIER = "GPUVerify 的规约注解（__requires、__ensures、__assert、__invariant 等）"
+DECLARED_ONLY = "只有声明、没有定义的函数（验证器当作任意值）"
+
+# 无法解析时，按出错的那一行认出常见的写法
+_PARSE_PATTERNS = [
+    (r"\btexture\s*<", "纹理引用 texture<>"),
+    (r"__(requires|ensures|axiom|assert|invariant|global_invariant|assume)\b", VERIFIER),
+    (r"__attribute__", "__attribute__((...))"),
+    (r"\b(struct|class)\s+\w+\s*:", "结构体继承"),
+    (r"\bgrid_group\b|\bthis_grid\b", "cooperative groups 的网格组 grid_group"),
+    (r"\bcurand\w*", "cuRAND 的类型与函数"),
+    (r"\b\w+\s*&\s*\w+\s*=", "引用变量 T& x = ..."),
+    (r"\w+\s*=\s*[^,()=]+\)\s*(\{|$)", "参数的默认实参"),
+    (r"^\s*#\s*pragma", "#pragma 之后的一行"),
+    (r"^\s*#\s*include", "#include 的头文件"),
+]
+
+
+def _source_line(path, err):
+    """出错的那一行（在头文件里时读头文件）。"""
+    ln = getattr(err, "line", None)
+    if not isinstance(ln, int):
+        return ""
+    f = Path(path)
+    hdr = getattr(err, "file", None)
+    if hdr and (f.parent / hdr).is_file():
+        f = f.parent / hdr
+    try:
+        lines = f.read_text(encoding="utf-8", errors="replace").split("\n")
+    except OSError:
+        return ""
+    return lines[ln - 1] if 1 <= ln <= len(lines) else ""
+
+
+def construct_of(msg: str, line_text: str = "", source: str = "") -> str:
+    """从 UnsupportedError 的信息里取出被拒绝的构造，去掉行号、路径、标识符，便于合并计数。"""
+    if "找不到头文件" in msg or "include not found" in msg:
+        m = re.search(r"include not found: (\S+)", msg)
+        return f'#include "{m.group(1) if m else "?"}"（找不到头文件）'
+    if "无法解析" in msg or "cannot parse" in msg:
+        for pat, what in _PARSE_PATTERNS:
+            if re.search(pat, line_text):
+                return what if what == VERIFIER else f"无法解析：{what}"
+        return "无法解析：其他"
+    m = re.search(r"不支持\s*(.+)$", msg.split("\n")[0])
+    what = m.group(1) if m else msg
+    what = re.split(r"\s?/ ", what, maxsplit=1)[0]
+    what = re.sub(r"\b结构体 \w+", "结构体", what)
+    what = re.sub(r"的成员 \w+：", "的成员：", what)
+    what = re.sub(r"^的模板形参", "内核的模板形参", what)
+    what = re.sub(r"(内核|参数|变量) [A-Za-z_]\w*", r"\1", what)
+    what = re.sub(r"(模板形参|文件作用域数组) '?[^'（）]*'?", r"\1", what)
+    what = re.sub(r"(类模板或模板声明|函数重载或重复定义|函数模板的重载或特化) \S+", r"\1", what)
+    what = re.sub(r"\s+", " ", what).strip()
+    if _GPUVERIFY.match(what):
+        return VERIFIER
+    fm = re.match(r"^函数 ([A-Za-z_]\w*)\(\)$", what)
+    if fm and re.search(rf"\b{fm.group(1)}\s*\([^;{{}}]*\)\s*;", _strip_comments(source)):
+        return DECLARED_ONLY
+    return what[:80]
+
+
+def _args_for(src, kname):
+    sig = simt.kernel_signature(src, kname)
+    dts = []
+    for _, ctype, is_ptr in sig:
+        base = " ".join(re.sub(r"\b(const|volatile|restrict|__restrict__|__restrict)\b|\*", " ", ctype).split())
+        dts.append(_DTYPES.get(base, np.float32))
+    return sig, dts
+
+
+def _make_args(sig, dts):
+    args = []
+    for (_, _, is_ptr), dt in zip(sig, dts):
+        if is_ptr:
+            args.append(np.zeros(ARRAY_ELEMS, dt))
+        else:
+            args.append(FLOAT_ARG if np.dtype(dt).kind == "f" else (True if np.dtype(dt).kind == "b" else INT_ARG))
+    return args
+
+
+def run_kernel(path: Path, launch_name: str):
+    """启动一个内核，返回 (类别, 详情)。"""
+    src = str(path)
+    try:
+        sig, dts = _args_for(src, launch_name)
+        for _ in range(len(sig) + 1):
+            try:
+                simt.launch(src, launch_name, GRID, BLOCK, _make_args(sig, dts), shared_bytes=4096,
+                            max_lane_steps=LANE_STEPS)
+                return "ran", None
+            except TypeError as e:
+                m = re.search(r"parameter (\w+) expects (\w+) elements", str(e))
+                names = [p[0] for p in sig]
+                if not m or m.group(1) not in names:
+                    raise
+                dts[names.index(m.group(1))] = np.dtype(m.group(2)).type
+        raise RuntimeError("参数类型无法确定")
+    except _Timeout:
+        return "timeout", None
+    except simt.UnsupportedError as e:
+        c = construct_of(str(e), _source_line(path, e), path.read_text(encoding="utf-8", errors="replace"))
+        return ("parse_error" if c.startswith("无法解析") else "refused"), {"construct": c, "line": e.line,
+                                                                          "message": str(e)[:300]}
+    except simt.CompileError as e:
+        return "compile_error", {"message": str(e)[:300]}
+    except simt.LaunchError as e:
+        return "launch_error", {"message": str(e)[:300]}
+    except simt.SimtError as e:
+        if type(e).__name__ in _SANITIZER:
+            return "sanitizer", {"error": type(e).__name__}
+        return "exception", {"traceback": "".join(traceback.format_exception(e))[-3000:]}
+    except (Exception, RecursionError) as e:
+        return "exception", {"traceback": "".join(traceback.format_exception(e))[-3000:]}
+
+
+def scan(corpus: Path, limit=None, verbose=False):
+    repos, rows = [], []
+    for manifest in sorted(corpus.glob("*/CORPUS.json")):
+        meta = json.loads(manifest.read_text(encoding="utf-8"))
+        root = manifest.parent
+        repos.append({"repo": meta["repo"], "commit": meta["commit"], "paths": meta.get("paths", [])})
+        files = sorted(p for p in root.rglob("*.cu") if p.is_file())
+        for p in files[:limit]:
+            rel = p.relative_to(root).as_posix()
+            key = f"{meta['repo']}:{rel}"
+            text = p.read_text(encoding="utf-8", errors="replace")
+            for name, is_tpl, inst in kernels_in(text):
+                t0 = time.perf_counter()
+                if is_tpl and inst is None:
+                    cat, detail = "no_instance", None
+                else:
+                    signal.setitimer(signal.ITIMER_REAL, SECONDS)
+                    try:
+                        cat, detail = run_kernel(p, inst or name)
+                    except _Timeout:
+                        cat, detail = "timeout", None
+                    finally:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                row = {"repo": meta["repo"], "file": rel, "kernel": inst or name, "split": split_of(key),
+                       "outcome": cat, "seconds": round(time.perf_counter() - t0, 3)}
+                if detail:
+                    row.update(detail)
+                rows.append(row)
+                if verbose:
+                    print(f"{cat:13s} {key} {inst or name} {(detail or {}).get('construct', '')}", flush=True)
+    return repos, rows
+
+
+OUTCOMES = ("ran", "sanitizer", "refused", "parse_error", "compile_error", "launch_error", "no_instance",
+            "timeout", "exception")
+
+
+def summarize(rows):
+    counts = collections.Counter(r["outcome"] for r in rows)
+    total = len(rows)
+    refused = counts["refused"] + counts["parse_error"]
+    cons = collections.Counter(r["construct"] for r in rows if r["outcome"] in ("refused", "parse_error"))
+    verifier = cons[VERIFIER] + cons[DECLARED_ONLY]
+    return {
+        "kernels": total,
+        "files": len({(r["repo"], r["file"]) for r in rows}),
+        "outcomes": {k: counts[k] for k in OUTCOMES},
+        "ran_total": counts["ran"] + counts["sanitizer"],
+        "refused_total": refused,
+        "refused_share": round(refused / total, 4) if total else 0.0,
+        # 因为 GPUVerify 自己的注解或只声明不定义的函数而被拒绝的内核：不算 CUDA 的构造
+        "refused_verifier_specific": verifier,
+        "refused_share_cuda_only": round((refused - verifier) / (total - verifier), 4) if total > verifier else 0.0,
+        "refused_constructs": [{"construct": k, "kernels": v} for k, v in sorted(cons.items(), key=lambda kv: (-kv[1], kv[0]))],
+    }
+
+
+def extract(gitdir, paths, repo, into):
+    into = Path(into)
+    into.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "--git-dir", gitdir, "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    arch = subprocess.run(["git", "--git-dir", gitdir, "archive", "--format=tar", commit, *paths],
+                          capture_output=True, check=True).stdout
+    import io
+
+    with tarfile.open(fileobj=io.BytesIO(arch)) as tf:
+        tf.extractall(into, filter="data")
+    (into / "CORPUS.json").write_text(json.dumps({"repo": repo, "commit": commit, "paths": list(paths)}), encoding="utf-8")
+    print(f"{repo}@{commit[:12]}: {sum(1 for _ in into.rglob('*.cu'))} 个 .cu 文件 -> {into}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("corpus", nargs="?", help="语料目录（每个子目录一个 CORPUS.json）")
+    ap.add_argument("--json", help="把结果写成 JSON")
+    ap.add_argument("--limit", type=int, help="每个仓库最多扫描的文件数（调试用）")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--extract", nargs="+", metavar=("GITDIR", "PATH"), help="从 git 镜像取出语料")
+    ap.add_argument("--repo", help="--extract 的仓库名 owner/name")
+    ap.add_argument("--into", help="--extract 的目标目录")
+    a = ap.parse_args(argv)
+    if a.extract:
+        if not (a.repo and a.into and len(a.extract) >= 2):
+            ap.error("--extract GITDIR PATH ... 需要 --repo 与 --into")
+        extract(a.extract[0], a.extract[1:], a.repo, a.into)
+        return 0
+    if not a.corpus or not Path(a.corpus).is_dir():
+        ap.error(f"语料目录不存在：{a.corpus!r} (corpus directory not found)")
+    if not list(Path(a.corpus).glob("*/CORPUS.json")):
+        ap.error(f"{a.corpus} 下没有 */CORPUS.json：先用 --extract 取出语料 (no CORPUS.json found)")
+    signal.signal(signal.SIGALRM, _alarm)
+    t0 = time.perf_counter()
+    repos, rows = scan(Path(a.corpus), a.limit, a.verbose)
+    doc = {
+        "what": "simt front end and launch on public race-checker kernels (scripts/simt_coverage.py)",
+        "launch": {"grid": GRID, "block": BLOCK, "array_elements": ARRAY_ELEMS, "int_arg": INT_ARG,
+                   "float_arg": FLOAT_ARG, "max_lane_steps": LANE_STEPS, "seconds_per_kernel": SECONDS},
+        "corpus": repos,
+        "all": summarize(rows),
+        "development": summarize([r for r in rows if r["split"] == "development"]),
+        "held_out": summarize([r for r in rows if r["split"] == "held_out"]),
+        "exceptions": [{k: r[k] for k in ("repo", "file", "kernel", "traceback")} for r in rows
+                       if r["outcome"] == "exception"],
+        "kernels": [{k: r[k] for k in ("repo", "file", "kernel", "split", "outcome") if k in r}
+                    | ({"construct": r["construct"]} if "construct" in r else {}) for r in rows],
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    s = doc["all"]
+    print(f"{s['kernels']} 个内核（{s['files']} 个文件）：" + "，".join(f"{k} {v}" for k, v in s["outcomes"].items()))
+    print(f"被拒绝（含无法解析）：{s['refused_total']}，占 {s['refused_share']:.1%}；除去验证器自己的注解 "
+          f"{s['refused_verifier_specific']} 个：{s['refused_share_cuda_only']:.1%}")
+    for c in s["refused_constructs"][:25]:
+        print(f"  {c['kernels']:4d}  {c['construct']}")
+    for part in ("development", "held_out"):
+        p = doc[part]
+        print(f"{part}: {p['kernels']} 个内核，被拒绝 {p['refused_share']:.1%}")
+    if doc["exceptions"]:
+        print(f"Python 异常 {len(doc['exceptions'])} 个：")
+        for e in doc["exceptions"]:
+            print(f"  {e['repo']}:{e['file']} {e['kernel']}: {e['traceback'].strip().splitlines()[-1]}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""提交的覆盖率数据（docs/data/simt_coverage.json，由 scripts/simt_coverage.py 生成）自洽：计数相加等于总数，
+比例等于被拒绝数 / 总数，排名由逐个内核的记录得出，两半的划分是路径的稳定哈希。"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import reduction_lab as rl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return rl.load_data("simt_coverage.json")
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("simt_coverage", ROOT / "scripts" / "simt_coverage.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _check_summary(s, rows, outcomes):
+    assert s["kernels"] == len(rows) > 0
+    assert s["files"] == len({(r["repo"], r["file"]) for r in rows})
+    counts = collections.Counter(r["outcome"] for r in rows)
+    assert s["outcomes"] == {k: counts[k] for k in outcomes}
+    assert sum(s["outcomes"].values()) == s["kernels"]
+    assert s["ran_total"] == counts["ran"] + counts["sanitizer"]
+    assert s["refused_total"] == counts["refused"] + counts["parse_error"]
+    assert s["refused_share"] == round(s["refused_total"] / s["kernels"], 4)
+    cons = collections.Counter(r["construct"] for r in rows if r["outcome"] in ("refused", "parse_error"))
+    assert {c["construct"]: c["kernels"] for c in s["refused_constructs"]} == dict(cons)
+    ranked = [c["kernels"] for c in s["refused_constructs"]]
+    assert ranked == sorted(ranked, reverse=True)
+    assert sum(ranked) == s["refused_total"]
+    v = s["refused_verifier_specific"]
+    assert 0 <= v <= s["refused_total"]
+    assert s["refused_share_cuda_only"] == round((s["refused_total"] - v) / (s["kernels"] - v), 4)
+
+
+def test_counts_add_up(doc, script):
+    rows = doc["kernels"]
+    _check_summary(doc["all"], rows, script.OUTCOMES)
+    for part in ("development", "held_out"):
+        _check_summary(doc[part], [r for r in rows if r["split"] == part], script.OUTCOMES)
+    assert doc["development"]["kernels"] + doc["held_out"]["kernels"] == doc["all"]["kernels"]
+
+
+def test_split_is_the_stable_hash_of_the_path(doc, script):
+    for r in doc["kernels"]:
+        assert r["split"] == script.split_of(f"{r['repo']}:{r['file']}"), r
+
+
+def test_corpus_is_named_with_commits(doc):
+    repos = {r["repo"] for r in doc["kernels"]}
+    assert repos == {c["repo"] for c in doc["corpus"]}
+    for c in doc["corpus"]:
+        assert len(c["commit"]) == 40 and int(c["commit"], 16) >= 0 and "/" in c["repo"]
+
+
+def test_exceptions_are_listed_with_tracebacks(doc):
+    exc = [r for r in doc["kernels"] if r["outcome"] == "exception"]
+    assert len(doc["exceptions"]) == len(exc)
+    assert {(e["repo"], e["file"], e["kernel"]) for e in doc["exceptions"]} == {(r["repo"], r["file"], r["kernel"])
+                                                                              for r in exc}
+    assert all("Traceback" in e["traceback"] for e in doc["exceptions"])
+
+
+def test_construct_names_are_normalised(script):
+    msg = ("x/kernel.cu 第 12 行：不支持 结构体 Foo 的成员类型不同（int 与 float）：只支持…… / x/kernel.cu, line 12: "
+           "unsupported: struct")
+    assert script.construct_of(msg).startswith("结构体 的成员类型不同")
+    assert script.construct_of("内核 k 第 3 行：不支持 函数 __requires() / kernel k, line 3: unsupported") == script.VERIFIER
+    src = "__device__ int nondet();\n__global__ void k(int* p) { p[0] = nondet(); }\n"
+    assert script.construct_of("内核 k 第 2 行：不支持 函数 nondet() / kernel k", "", src) == script.DECLARED_ONLY
+    assert script.construct_of("内核 k 第 2 行：不支持 函数 atomicInc() / kernel k", "", src) == "函数 atomicInc()"
+    assert script.construct_of("a.cu 第 3 行：无法解析 / cannot parse: before: <", "texture<float, 1> t;") == \
+        "无法解析：纹理引用 texture<>"
+    assert script.construct_of("找不到头文件 / include not found: cuda.h") == '#include "cuda.h"（找不到头文件）'
+
+
+def test_kernel_discovery(script):
+    text = """
+// __global__ void commented(int* p) {}
+template <int B> __global__ void t(float* x) {}
+template __global__ void t<128>(float*);
+template <typename T> __global__ void u(T* x) {}
+extern "C" __global__ void __launch_bounds__(256) plain(int* p, int n) { }
+static __global__ void plain(int* p, int n);
+"""
+    assert script.kernels_in(text) == [("t", True, "t<128>"), ("u", True, None), ("plain", False, None)]

@@ -7,6 +7,11 @@
 2. 对每个形状：先测同样字节数的设备拷贝``dst.copy_(src)``作带宽上限，再逐个实现计时；
 3. 按注释里的字节公式换算GB/s和占拷贝上限的比例。
 
+softmax与row-sum可以按几种dtype测（``dtype="bfloat16"``等，字节数按元素大小计）；一个套件的记录里，
+第一个dtype（有float32时是float32）的结果在顶层，其余在``by_dtype[dtype]``（:func:`dtype_records`）。
+命令行默认把每个实现放进自己的子进程测量（:mod:`reduction_lab.bench.isolate`），子进程用
+``on_mismatch="record"``：结果不符的实现在表格里标出，不计时，也不打断其他实现。
+
 sim模式下只允许小形状（超出就缩小并说明），用time.perf_counter计时，并在输出和
 JSON里写明：这些CPU时间与GPU性能无关。
 
@@ -30,7 +35,15 @@ from . import timing
 from . import norm
 from .impls import Impl, full_sum_versions, impls_for
 
-SUITES = ("softmax", "row-sum", "full-sum", "bank-conflicts") + norm.NORM_SUITES + ("col-sum",)
+SUITES = ("softmax", "row-sum", "full-sum", "bank-conflicts") + norm.NORM_SUITES + ("col-sum", "percall")
+
+#: dtype的名字（JSON与--dtype里用全名）-> torch dtype；简称用在表格和文件名里
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+_DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16",
+                  "float": "float32", **{k: k for k in DTYPES}}
+#: 可以按几种dtype测的套件（其余只有float32）
+DTYPE_SUITES = ("softmax", "row-sum", "percall")
 
 SIM_BANNER = ("注意：sim模式——在CPU上用time.perf_counter计时（Triton解释器/CUDA C模拟器），"
               "这些时间与GPU的性能无关。(sim mode: CPU times say nothing about a GPU)")
@@ -70,8 +83,63 @@ TOLERANCES = {
 }
 
 
+#: JSON的版本：2起softmax/row-sum的记录可以按dtype分（by_dtype），percall是新套件；1的文件照样能读
+SCHEMA = 2
+
+
 class BenchError(RuntimeError):
     """参数不合法或者环境不满足。"""
+
+
+def parse_dtypes(text) -> list[str]:
+    """'float32,bf16' -> ['float32', 'bfloat16']（去重，保持顺序）。"""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out = []
+    for item in items:
+        key = str(item).strip().lower()
+        if not key:
+            continue
+        if key not in _DTYPE_ALIASES:
+            raise BenchError(f"未知的dtype {item!r}；可选：{', '.join(DTYPES)}（或fp32、bf16、fp16）"
+                             f"(unknown dtype {item!r})")
+        if _DTYPE_ALIASES[key] not in out:
+            out.append(_DTYPE_ALIASES[key])
+    if not out:
+        raise BenchError(f"空的dtype列表{text!r}(empty dtype list)")
+    return out
+
+
+def elem_size(dtype: str) -> int:
+    return torch.empty((), dtype=DTYPES[dtype]).element_size()
+
+
+def byte_formula(suite: str, dtype: str = "float32") -> str:
+    """字节公式的说明文字；float32与:data:`BYTE_FORMULAS`相同，其他dtype按元素大小写。"""
+    if dtype == "float32":
+        return BYTE_FORMULAS[suite]
+    s, t = elem_size(dtype), DTYPE_SHORT[dtype]
+    if suite == "softmax":
+        return f"`2*M*N*{s}`：读`M*N`个{t} + 写`M*N`个{t}"
+    if suite == "row-sum":
+        return f"`M*N*{s}`：只计读入的`M*N`个{t}（写出的`M*{s}`字节不计）"
+    raise BenchError(f"{suite}只有float32(only float32 for {suite})")
+
+
+#: 半精度输出的容差：不超过输出dtype的一个ulp（相对），加上最小次正规数量级的绝对项
+_HALF_TOL = {"bfloat16": (1e-8, 2.0 ** -7), "float16": (2.0 ** -24, 2.0 ** -10)}
+
+
+def tolerance_text(suite: str, dtype: str = "float32") -> str:
+    if dtype == "float32":
+        return TOLERANCES[suite]
+    if suite == "softmax":
+        atol, rtol = _HALF_TOL[dtype]
+        return (f"`|y - y_ref| <= {atol:.3g} + {rtol:.3g}*|y_ref|`（输出{DTYPE_SHORT[dtype]}的一个ulp），"
+                f"`y_ref`是float64的`torch.softmax`，输入是同样的randn加偏移、舍入成{DTYPE_SHORT[dtype]}")
+    if suite == "row-sum":
+        return (f"与float64的`torch.sum`舍入成{DTYPE_SHORT[dtype]}后精确相等：输入是[-2, 2]内的整数，"
+                f"float32累加是精确的，只在写出时舍入一次")
+    raise BenchError(f"{suite}只有float32(only float32 for {suite})")
 
 
 class ValidationError(BenchError):
@@ -120,7 +188,12 @@ def _generator(seed: int) -> torch.Generator:
     return g
 
 
-def make_input(suite: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
+def make_input(suite: str, shape: tuple[int, ...], seed: int, dtype: str = "float32") -> torch.Tensor:
+    x = _make_fp32_input(suite, shape, seed)
+    return x if dtype == "float32" else x.to(DTYPES[dtype])
+
+
+def _make_fp32_input(suite: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     g = _generator(seed)
     if suite == "softmax":
         m, n = shape
@@ -151,8 +224,8 @@ def reference(suite: str, x: torch.Tensor) -> torch.Tensor:
     raise BenchError(f"未知的测试套件{suite!r}")
 
 
-def compare(suite: str, got, ref: torch.Tensor) -> tuple[bool, str]:
-    """按:data:`TOLERANCES`比对；返回(是否通过, 说明)。"""
+def compare(suite: str, got, ref: torch.Tensor, dtype: str = "float32") -> tuple[bool, str]:
+    """按:data:`TOLERANCES`（半精度见:func:`tolerance_text`）比对；返回(是否通过, 说明)。"""
     if suite in norm.BWD_SUITES and isinstance(got, (tuple, list)):
         got = norm.flatten(got)  # 反向：(dx, dW[, dB])
     if not isinstance(got, torch.Tensor):
@@ -163,12 +236,16 @@ def compare(suite: str, got, ref: torch.Tensor) -> tuple[bool, str]:
         got = got.reshape(1)
     if tuple(got.shape) != tuple(ref.shape):
         return False, f"形状{tuple(got.shape)}，应为{tuple(ref.shape)}"
-    if got.dtype != torch.float32:
-        return False, f"dtype {got.dtype}，应为torch.float32"
+    want = DTYPES[dtype]
+    if got.dtype != want:
+        return False, f"dtype {got.dtype}，应为{want}"
     got64 = got.to(device=ref.device, dtype=torch.float64)
+    if dtype != "float32" and suite != "softmax":
+        ref = ref.to(want).to(torch.float64)   # 精确的和舍入成输出dtype
     err = (got64 - ref).abs()
     if suite == "softmax":
-        bad = ~(err <= 1e-8 + 1e-4 * ref.abs())  # nan也算不符
+        atol, rtol = _HALF_TOL.get(dtype, (1e-8, 1e-4))
+        bad = ~(err <= atol + rtol * ref.abs())  # nan也算不符
     elif suite in norm.NORM_SUITES:
         bad = ~norm.within_tolerance(suite, err, ref)
     else:
@@ -182,9 +259,15 @@ def compare(suite: str, got, ref: torch.Tensor) -> tuple[bool, str]:
 
 # ---------------------------------------------------------------- 字节数
 
-def bytes_moved(suite: str, shape: tuple[int, ...]) -> int:
-    """被测实现的字节数，见:data:`BYTE_FORMULAS`。"""
-    if suite == "softmax" or suite in norm.FWD_SUITES:
+def bytes_moved(suite: str, shape: tuple[int, ...], elem: int = 4) -> int:
+    """被测实现的字节数，见:data:`BYTE_FORMULAS`；``elem``是元素的字节数（softmax与row-sum）。"""
+    if suite == "softmax":
+        m, n = shape
+        return 2 * m * n * elem  # 读M*N + 写M*N个元素
+    if suite == "row-sum":
+        m, n = shape
+        return m * n * elem  # 只计读；写出的M个元素不计
+    if suite in norm.FWD_SUITES:
         m, n = shape
         return 2 * m * n * 4  # 读M*N + 写M*N个fp32
     if suite in norm.BWD_SUITES:
@@ -228,6 +311,8 @@ def metadata(argv: Sequence[str] | None = None) -> dict:
         "triton": _version("triton"),
         "cupy": cupy_version,
         "tilelang": _version("tilelang"),
+        "quack": _version("quack-kernels"),
+        "liger": _version("liger-kernel"),
         "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "command": " ".join(argv) if argv is not None else " ".join(sys.argv),
         "l2_bytes": timing.l2_bytes() if MODE == "gpu" else None,
@@ -269,7 +354,7 @@ def _select(suite: str, names: Iterable[str] | None) -> list[Impl]:
     return picked
 
 
-def _defaults(suite: str, ns, total, quick, iters, warmup, log):
+def _defaults(suite: str, ns, total, quick, iters, warmup, log, elem: int = 4):
     """按模式补全形状和次数；sim模式下把过大的形状缩小并说明。"""
     sim = MODE != "gpu"
     bad = [n for n in (ns or []) if not isinstance(n, int) or isinstance(n, bool) or n <= 0]
@@ -303,8 +388,8 @@ def _defaults(suite: str, ns, total, quick, iters, warmup, log):
         # 在开始之前拒绝显然放不下的形状：输入与输出各一份float32就超过空闲显存
         free, _ = torch.cuda.mem_get_info()
         biggest = max(math.prod(s) for s in shapes)
-        if 2 * 4 * biggest > free:
-            raise BenchError(f"{suite}最大的形状有{biggest}个元素，输入加输出至少{8 * biggest / 2**30:.1f} GiB，"
+        if 2 * elem * biggest > free:
+            raise BenchError(f"{suite}最大的形状有{biggest}个元素，输入加输出至少{2 * elem * biggest / 2**30:.1f} GiB，"
                              f"超过GPU空闲显存{free / 2**30:.1f} GiB(shape too large for the free GPU memory)")
     if warmup is None:
         warmup = 1 if sim else (3 if quick else 10)
@@ -319,26 +404,42 @@ def run_suite(suite: str, *, ns: Sequence[int] | None = None, total_elems: int |
               impls: Iterable[str] | None = None, iters: int | None = None,
               warmup: int | None = None, quick: bool = False, seed: int = 0,
               progress: bool = True, log: Callable[[str], None] = print,
-              budget_s: float | None = None) -> dict:
-    """运行一个测试套件，返回可写进JSON的记录。结果不符时抛出:class:`ValidationError`。
+              budget_s: float | None = None, dtype: str = "float32",
+              on_mismatch: str = "raise") -> dict:
+    """运行一个测试套件（一种dtype），返回可写进JSON的记录。结果不符时抛出:class:`ValidationError`；
+    ``on_mismatch="record"``时改为在记录里标出（状态``mismatch``），这个实现在本套件里不计时。
 
     ``budget_s``：验证阶段（含全部JIT编译）用时超过它，就不再验证后面的形状，只对已验证的
     形状计时，并在记录里写明哪些形状因此未测（至少测一个形状）。"""
+    if on_mismatch not in ("raise", "record"):
+        raise BenchError(f"on_mismatch只能是raise或record，得到{on_mismatch!r}")
+    if suite not in SUITES:
+        raise BenchError(f"未知的测试套件{suite!r}；可选：{', '.join(SUITES)}, all")
+    if dtype not in DTYPES:
+        raise BenchError(f"未知的dtype {dtype!r}；可选：{', '.join(DTYPES)}")
+    if dtype != "float32" and suite not in DTYPE_SUITES:
+        raise BenchError(f"{suite}只有float32，不能按{dtype}测；可以按多种dtype测的套件："
+                         f"{', '.join(DTYPE_SUITES)}({suite} is float32 only)")
     if suite == "bank-conflicts":
         from .bank import run_bank_conflicts
 
         return run_bank_conflicts(impls=impls, iters=iters, warmup=warmup, quick=quick,
                                   progress=progress, log=log, seed=seed)
-    if suite not in SUITES:
-        raise BenchError(f"未知的测试套件{suite!r}；可选：{', '.join(SUITES)}, all")
-    shapes, iters, warmup = _defaults(suite, ns, total_elems, quick, iters, warmup, log)
+    if suite == "percall":
+        from .percall import run_percall
+
+        return run_percall(impls=impls, dtypes=[dtype], iters=iters, warmup=warmup, quick=quick, seed=seed,
+                           progress=progress, log=log, budget_s=budget_s, on_mismatch=on_mismatch)
+    shapes, iters, warmup = _defaults(suite, ns, total_elems, quick, iters, warmup, log,
+                                      elem=elem_size(dtype))
     chosen = _select(suite, impls)
 
     record: dict = {
         "suite": suite,
-        "bytes_formula": BYTE_FORMULAS[suite],
+        "dtype": dtype,
+        "bytes_formula": byte_formula(suite, dtype) if suite in DTYPE_SUITES else BYTE_FORMULAS[suite],
         "copy_formula": BYTE_FORMULAS["copy"],
-        "tolerance": TOLERANCES[suite],
+        "tolerance": tolerance_text(suite, dtype) if suite in DTYPE_SUITES else TOLERANCES[suite],
         "iters": iters,
         "warmup": warmup,
         "impls": [],
@@ -347,10 +448,10 @@ def run_suite(suite: str, *, ns: Sequence[int] | None = None, total_elems: int |
     }
     runnable: list[Impl] = []
     for impl in chosen:
-        reason = impl.unavailable()
+        reason = impl.unavailable() or impl.dtype_reason(dtype)
         if reason:
             record["skipped"][impl.name] = reason
-            log(f"跳过{suite}/{impl.name}：{reason}")
+            log(f"跳过{suite}/{impl.name}（{dtype}）：{reason}")
         else:
             runnable.append(impl)
             record["impls"].append({"name": impl.name, "label": impl.label, "kind": impl.kind})
@@ -359,6 +460,9 @@ def run_suite(suite: str, *, ns: Sequence[int] | None = None, total_elems: int |
 
     # 1)验证全部配置（也完成所有JIT编译）
     failures: dict[tuple, str] = {}
+    refused: dict[tuple, str] = {}
+    mismatches: dict[tuple, str] = {}          # record模式：(形状, 实现) -> 不符的说明
+    mismatched: dict[str, tuple] = {}          # record模式：实现 -> 第一个不符的形状
     bar = _progress(len(shapes) * len(runnable), f"{suite}验证", progress)
     t_start = time.monotonic()
     validated = []
@@ -371,30 +475,42 @@ def run_suite(suite: str, *, ns: Sequence[int] | None = None, total_elems: int |
             log(f"{suite}：验证阶段超过时间预算{budget_s:g} s，不测形状{rest}")
             break
         validated.append(shape)
-        x = make_input(suite, shape, seed)
+        x = make_input(suite, shape, seed, dtype)
         ref = reference(suite, x)
         for impl in runnable:
-            try:
-                got = impl.prepare(x)()
-            except Exception as exc:  # 实现在这个形状上跑不了：记下来，不计时
-                failures[(shape, impl.name)] = f"{type(exc).__name__}: {exc}"
-                log(f"错误{suite}/{impl.name}形状{shape}：{type(exc).__name__}: {exc}")
+            why = impl.refuses(shape, dtype)
+            if why:
+                refused[(shape, impl.name)] = why
             else:
-                ok, msg = compare(suite, got, ref)
-                if not ok:
-                    if bar is not None:
-                        bar.close()
-                    raise ValidationError(
-                        f"结果不符：{suite}/{impl.name}，形状{shape}：{msg}。容差：{TOLERANCES[suite]}。"
-                        f"在计时之前停止。(result mismatch: {suite}/{impl.name} at shape {shape})")
-                del got
+                try:
+                    got = impl.prepare(x)()
+                except Exception as exc:  # 实现在这个形状上跑不了：记下来，不计时
+                    failures[(shape, impl.name)] = f"{type(exc).__name__}: {exc}"
+                    log(f"错误{suite}/{impl.name}形状{shape}：{type(exc).__name__}: {exc}")
+                else:
+                    ok, msg = compare(suite, got, ref, dtype)
+                    del got
+                    if not ok:
+                        text = (f"结果不符：{suite}/{impl.name}（{dtype}），形状{shape}：{msg}。"
+                                f"容差：{record['tolerance']}。")
+                        if on_mismatch == "raise":
+                            if bar is not None:
+                                bar.close()
+                            raise ValidationError(
+                                text + f"在计时之前停止。(result mismatch: {suite}/{impl.name} at shape {shape})")
+                        mismatches[(shape, impl.name)] = text
+                        mismatched.setdefault(impl.name, shape)
+                        log(text + "这个实现不计时。")
             if bar is not None:
                 bar.update(1)
         del x, ref
     if bar is not None:
         bar.close()
-    log(f"{suite}：全部{len(validated) * len(runnable) - len(failures)}个配置与参考一致"
-        + (f"，{len(failures)}个运行出错" if failures else ""))
+    n_bad = len(failures) + len(refused) + len(mismatches)
+    log(f"{suite}（{dtype}）：{len(validated) * len(runnable) - n_bad}个配置与参考一致"
+        + (f"，{len(failures)}个运行出错" if failures else "")
+        + (f"，{len(mismatches)}个结果不符" if mismatches else "")
+        + (f"，{len(refused)}个被实现拒绝" if refused else ""))
 
     # 2)计时
     gpu = MODE == "gpu"
@@ -409,11 +525,11 @@ def run_suite(suite: str, *, ns: Sequence[int] | None = None, total_elems: int |
     shapes = [s_ for s_ in shapes if s_ in validated]  # 计时和输出按原来的顺序
     bar = _progress(len(shapes) * (len(runnable) + 1), f"{suite}计时", progress)
     for shape in shapes:
-        nbytes_in = 4
+        nbytes_in = elem_size(dtype)
         for d in shape:
             nbytes_in *= d
         k = timing.rotation_count(nbytes_in, l2) if gpu else 1
-        base = make_input(suite, shape, seed)
+        base = make_input(suite, shape, seed, dtype)
         bufs = [base] + [base.clone() for _ in range(k - 1)]
 
         def measure(make_call, name):
@@ -441,7 +557,7 @@ def run_suite(suite: str, *, ns: Sequence[int] | None = None, total_elems: int |
             bar.update(1)
         entry = {
             "shape": list(shape),
-            "bytes": bytes_moved(suite, shape),
+            "bytes": bytes_moved(suite, shape, elem_size(dtype)),
             "input_bytes": nbytes_in,
             "rotating_buffers": k,
             "copy": {**copy_t.to_dict(), "bytes": copy_bytes, "gbps": copy_gbps},
@@ -453,8 +569,18 @@ def run_suite(suite: str, *, ns: Sequence[int] | None = None, total_elems: int |
             entry["N"] = shape[0]
         nb = entry["bytes"]
         for impl in runnable:
-            if (shape, impl.name) in failures:
-                entry["results"][impl.name] = {"status": "error", "error": failures[(shape, impl.name)]}
+            key = (shape, impl.name)
+            if key in refused:
+                entry["results"][impl.name] = {"status": "unsupported", "reason": refused[key]}
+            elif key in mismatches:
+                entry["results"][impl.name] = {"status": "mismatch", "error": mismatches[key]}
+            elif key in failures:
+                entry["results"][impl.name] = {"status": "error", "error": failures[key]}
+            elif impl.name in mismatched:
+                bad = mismatched[impl.name]
+                entry["results"][impl.name] = {
+                    "status": "skipped",
+                    "reason": f"在形状{bad}上结果不符，这个实现在本套件（{dtype}）里不计时"}
             else:
                 try:
                     t = measure(impl.prepare, impl.name)
@@ -499,20 +625,56 @@ def spread_order(n: int) -> list[int]:
     return order
 
 
+def dtype_records(rec: dict) -> dict[str, dict]:
+    """一个套件的记录按dtype拆开：{dtype: 记录}。schema 1（没有dtype字段）的记录是float32。"""
+    top = {k: v for k, v in rec.items() if k != "by_dtype"}
+    out = {rec.get("dtype", "float32"): top}
+    out.update(rec.get("by_dtype", {}))
+    return out
+
+
+def combine_dtype_records(recs: dict[str, dict]) -> dict:
+    """:func:`dtype_records`的逆：有float32时它在顶层，其余放进``by_dtype``。"""
+    if not recs:
+        raise BenchError("没有记录可合并(no records)")
+    primary = "float32" if "float32" in recs else next(iter(recs))
+    rec = dict(recs[primary])
+    rec.pop("by_dtype", None)
+    others = {d: r for d, r in recs.items() if d != primary}
+    if others:
+        rec["by_dtype"] = others
+    return rec
+
+
+def suite_dtypes(suite: str, dtypes: Sequence[str] | None) -> list[str]:
+    """一个套件这次要测的dtype：只有float32的套件总是float32；percall默认float32与bfloat16。"""
+    if suite not in DTYPE_SUITES:
+        return ["float32"]
+    if dtypes is None:
+        return ["float32", "bfloat16"] if suite == "percall" else ["float32"]
+    return list(dtypes)
+
+
 def run(suites: Sequence[str], *, argv: Sequence[str] | None = None, ns: Sequence[int] | None = None,
         full_sum_ns: Sequence[int] | None = None, total_elems: int | None = None,
-        impls: Sequence[str] | None = None, progress: bool = True,
-        log: Callable[[str], None] = print, **kwargs) -> dict:
-    """运行若干测试套件，返回完整的JSON文档（``meta`` + ``suites``）。
+        impls: Sequence[str] | dict | None = None, progress: bool = True,
+        log: Callable[[str], None] = print, dtypes: Sequence[str] | None = None, **kwargs) -> dict:
+    """在本进程里运行若干测试套件，返回完整的JSON文档（``meta`` + ``suites``）。
 
     ``ns``/``total_elems``用于softmax与row-sum，``full_sum_ns``用于full-sum。
     ``impls``里某个套件没有的名字对该套件忽略（只跑一个套件时至少要有一个名字属于它），
-    哪个套件都没有的名字报错。"""
+    哪个套件都没有的名字报错；也可以是{套件: 名字列表}。``dtypes``用于softmax、row-sum与percall
+    （默认float32；percall默认float32和bfloat16），其余套件总是float32。
+    其余参数（iters、warmup、quick、seed、budget_s、on_mismatch）传给:func:`run_suite`。"""
     for suite in suites:
         if suite not in SUITES:
             raise BenchError(f"未知的测试套件{suite!r}；可选：{', '.join(SUITES)}, all")
+    if dtypes is not None:
+        dtypes = parse_dtypes(dtypes)
     per_suite: dict[str, list[str] | None] = {s: None for s in suites}
-    if impls is not None:
+    if isinstance(impls, dict):
+        per_suite.update({s: list(v) for s, v in impls.items() if s in per_suite})
+    elif impls is not None:
         impls = list(impls)
         seen = {n for s in SUITES for n in known_impls(s)}  # 所有套件的实现名
         for s in suites:
@@ -525,7 +687,7 @@ def run(suites: Sequence[str], *, argv: Sequence[str] | None = None, ns: Sequenc
             raise BenchError(f"没有叫{unknown}的实现；可选：{sorted(seen)}")
     if MODE != "gpu":
         log(SIM_BANNER)
-    doc = {"schema": 1, "meta": metadata(argv), "suites": {}}
+    doc = {"schema": SCHEMA, "meta": metadata(argv), "suites": {}}
     for suite in suites:
         if per_suite[suite] == []:
             log(f"{suite}：所选实现都不属于这个套件，跳过")
@@ -533,10 +695,21 @@ def run(suites: Sequence[str], *, argv: Sequence[str] | None = None, ns: Sequenc
         opts = dict(kwargs, impls=per_suite[suite])
         if suite == "full-sum":
             opts["ns"] = full_sum_ns
-        elif suite != "bank-conflicts":
+        elif suite not in ("bank-conflicts", "percall"):
             opts["ns"] = ns
             opts["total_elems"] = total_elems
-        rec = run_suite(suite, progress=progress, log=log, **opts)
+        if suite == "percall":
+            from .percall import run_percall
+
+            popts = {k: v for k, v in opts.items() if k in ("impls", "iters", "warmup", "quick", "seed",
+                                                           "budget_s", "on_mismatch")}
+            rec = run_percall(dtypes=suite_dtypes(suite, dtypes), progress=progress, log=log, **popts)
+        else:
+            recs = {}
+            for dt in suite_dtypes(suite, dtypes):
+                recs[dt] = run_suite(suite, progress=progress, log=log, dtype=dt, **opts)
+                recs[dt]["meta"] = metadata(argv)
+            rec = combine_dtype_records(recs)
         rec["meta"] = metadata(argv)
         doc["suites"][suite] = rec
     return doc
@@ -548,6 +721,10 @@ def known_impls(suite: str) -> list[str]:
         from .bank import VARIANTS
 
         return list(VARIANTS)
+    if suite == "percall":
+        from .percall import percall_impl_names
+
+        return percall_impl_names()
     names = [i.name for i in impls_for(suite)]
     if suite == "full-sum":
         names.append("cuda")

@@ -1,8 +1,15 @@
-"""被测的实现：本课程的内核（triton / cuda / tilelang）与对照（torch、torch.compile、CuPy）。
+"""被测的实现：本课程的内核（triton / cuda / tilelang）与对照（torch、torch.compile、CuPy、quack、Liger）。
 
 每个实现是一个:class:`Impl`：``prepare(x)``返回一个无参的可调用对象，它在输入``x``
-上算一次结果。准备工作（CuPy视图、torch.compile的函数对象）放在``prepare``里，
-不计入时间。
+上算一次结果。准备工作（CuPy视图、torch.compile的函数对象、前向保存的统计量）放在``prepare``里，
+不计入时间。``dtypes``是它接受的输入dtype，``refuses(shape, dtype)``说明它拒绝哪些形状
+（例如Liger的softmax拒绝N > 65536），``group``是它在分进程测量时所在的进程
+（:mod:`reduction_lab.bench.isolate`）。
+
+quack（quack-kernels 0.6.5，CuTe DSL，只在Hopper及更新的GPU上运行）与Liger（liger-kernel 0.8.5，Triton）
+按各自的公开函数调用：``quack.softmax.softmax_fwd``、``quack.rmsnorm.rmsnorm_fwd`` / ``rmsnorm_bwd`` /
+``layernorm_fwd`` / ``layernorm_bwd``；``liger_kernel.ops``里的``LigerSoftmaxFunction``、
+``LigerRMSNormFunction``、``LigerLayerNormFunction``（反向经autograd调用它们的backward）。
 """
 
 from __future__ import annotations
@@ -17,6 +24,9 @@ import torch
 from ..runtime import MODE
 
 
+ALL_DTYPES = ("float32", "bfloat16", "float16")
+
+
 @dataclass
 class Impl:
     name: str
@@ -24,10 +34,23 @@ class Impl:
     kind: str  # "ours"（本课程）或"peer"（对照）
     prepare: Callable[[torch.Tensor], Callable[[], object]] = field(repr=False)
     check: Callable[[], str | None] = field(default=lambda: None, repr=False)
+    dtypes: tuple[str, ...] = ("float32",)
+    refuses: Callable[[tuple, str], str | None] = field(default=lambda shape, dtype: None, repr=False)
+    group: str | None = None  # 分进程测量时所在的进程（默认与name相同）
 
     def unavailable(self) -> str | None:
         """不能运行时返回原因（缺模块、需要GPU……），否则None。"""
         return self.check()
+
+    def dtype_reason(self, dtype: str) -> str | None:
+        """不接受这个dtype时返回原因，否则None。"""
+        if dtype not in self.dtypes:
+            return f"只接受{'、'.join(self.dtypes)}，不接受{dtype}(accepts {', '.join(self.dtypes)} only)"
+        return None
+
+    @property
+    def process(self) -> str:
+        return self.group or self.name
 
 
 # ---------------------------------------------------------------- 本课程的实现
@@ -75,7 +98,9 @@ def _api_impl(suite: str, backend: str) -> Impl:
         fn = getattr(api, op)
         return lambda: fn(x, backend=backend)
 
-    return Impl(backend, labels[backend], "ours", prepare, _api_check(backend, op))
+    # cuda与tilelang的内核只有float32版本（reduction_lab.api.DTYPES）
+    dtypes = ALL_DTYPES if backend == "triton" else ("float32",)
+    return Impl(backend, labels[backend], "ours", prepare, _api_check(backend, op), dtypes=dtypes)
 
 
 # ---------------------------------------------------------------- 对照
@@ -130,19 +155,73 @@ def _torch_full_sum(t):
     return t.sum()
 
 
-def _peer(name, label, fn, check=lambda: None) -> Impl:
-    return Impl(name, label, "peer", lambda x: (lambda: fn(x)), check)
+def _peer(name, label, fn, check=lambda: None, dtypes=("float32",)) -> Impl:
+    return Impl(name, label, "peer", lambda x: (lambda: fn(x)), check, dtypes=dtypes)
 
 
-def _compile_peer(key, fn) -> Impl:
+def _compile_peer(key, fn, dtypes=("float32",)) -> Impl:
     def prepare(x):
         cfn = compiled(key, fn)
         return lambda: cfn(x)
 
-    return Impl("compile", "torch.compile", "peer", prepare, _gpu_only("torch.compile"))
+    return Impl("compile", "torch.compile", "peer", prepare, _gpu_only("torch.compile"), dtypes=dtypes)
 
 
-def _cupy_peer(axis) -> Impl:
+# ---------------------------------------------------------------- quack与Liger
+
+QUACK_DIST, LIGER_DIST = "quack-kernels", "liger-kernel"
+#: Liger的calculate_settings：next_power_of_2(N)超过65536就拒绝（MAX_FUSED_SIZE）
+LIGER_MAX_N = 65536
+
+
+def _quack_check() -> str | None:
+    if MODE != "gpu":
+        return "quack（CuTe DSL）只在gpu模式下运行(quack runs in gpu mode only)"
+    if importlib.util.find_spec("quack") is None:
+        return ("没有安装quack-kernels：在GPU机器上运行scripts/install_peer_wheels.sh，"
+                "并按它打印的PYTHONPATH运行(quack-kernels is not installed)")
+    major, minor = torch.cuda.get_device_capability()
+    if major < 9:
+        return f"quack需要Hopper（sm_90）或更新的GPU，当前是sm_{major}{minor}(quack needs sm_90+)"
+    return None
+
+
+def _liger_check() -> str | None:
+    # Liger是Triton内核：sim模式下在Triton解释器上也能运行（CPU张量）
+    if importlib.util.find_spec("liger_kernel") is None:
+        return ("没有安装liger-kernel：pip install 'reduction_lab[peers]'，GPU机器上见"
+                "scripts/install_peer_wheels.sh(liger-kernel is not installed)")
+    return None
+
+
+def _liger_refuses(shape, dtype) -> str | None:
+    n = shape[-1]
+    if 1 << max(n - 1, 0).bit_length() > LIGER_MAX_N:
+        return f"Liger拒绝N > {LIGER_MAX_N}（一行必须放进一个Triton块）(Liger refuses N > {LIGER_MAX_N})"
+    return None
+
+
+def _quack_softmax(x):
+    from quack.softmax import softmax_fwd
+
+    return lambda: softmax_fwd(x)
+
+
+def _liger_softmax(x):
+    from liger_kernel.ops.softmax import LigerSoftmaxFunction
+
+    return lambda: LigerSoftmaxFunction.apply(x)
+
+
+def quack_peer(prepare, dtypes=ALL_DTYPES) -> Impl:
+    return Impl("quack", "quack", "peer", prepare, _quack_check, dtypes=dtypes)
+
+
+def liger_peer(prepare, dtypes=ALL_DTYPES) -> Impl:
+    return Impl("liger", "Liger", "peer", prepare, _liger_check, dtypes=dtypes, refuses=_liger_refuses)
+
+
+def _cupy_peer(axis, dtypes=("float32",)) -> Impl:
     def prepare(x):
         import cupy
 
@@ -154,7 +233,7 @@ def _cupy_peer(axis) -> Impl:
 
         return call
 
-    return Impl("cupy", "CuPy (CUB)", "peer", prepare, _cupy_check)
+    return Impl("cupy", "CuPy (CUB)", "peer", prepare, _cupy_check, dtypes=dtypes)
 
 
 # ---------------------------------------------------------------- 全数组求和：七个版本 + shuffle
@@ -181,7 +260,7 @@ def _full_sum_impl(version: int, kernel: str) -> Impl:
 
         return lambda: full_sum(x, version=version)
 
-    return Impl(f"v{version}", f"{version}: {kernel}", "ours", prepare, _full_sum_check)
+    return Impl(f"v{version}", f"{version}: {kernel}", "ours", prepare, _full_sum_check, group="cuda")
 
 
 def impls_for(suite: str) -> list[Impl]:
@@ -189,14 +268,17 @@ def impls_for(suite: str) -> list[Impl]:
     if suite == "softmax":
         # CuPy没有softmax库函数：不比
         return [_api_impl(suite, b) for b in ("triton", "cuda", "tilelang")] + [
-            _peer("torch", "torch", _torch_softmax),
-            _compile_peer("softmax", _torch_softmax),
+            _peer("torch", "torch", _torch_softmax, dtypes=ALL_DTYPES),
+            _compile_peer("softmax", _torch_softmax, dtypes=ALL_DTYPES),
+            quack_peer(_quack_softmax),
+            liger_peer(_liger_softmax),
         ]
     if suite == "row-sum":
+        # quack与Liger没有按行求和的公开函数
         return [_api_impl(suite, b) for b in ("triton", "cuda", "tilelang")] + [
-            _peer("torch", "torch", _torch_row_sum),
-            _compile_peer("row-sum", _torch_row_sum),
-            _cupy_peer(axis=1),
+            _peer("torch", "torch", _torch_row_sum, dtypes=ALL_DTYPES),
+            _compile_peer("row-sum", _torch_row_sum, dtypes=ALL_DTYPES),
+            _cupy_peer(axis=1, dtypes=ALL_DTYPES),
         ]
     if suite in ("layer-norm", "rms-norm"):
         from . import norm
@@ -205,14 +287,18 @@ def impls_for(suite: str) -> list[Impl]:
         return [Impl("triton", "Triton", "ours", norm.bind(norm.ours(suite))),
                 Impl("torch", label, "peer", norm.bind(norm.torch_norm(suite))),
                 Impl("compile", "torch.compile", "peer",
-                     lambda x, s=suite: norm.bind(compiled(s, norm.torch_norm(s)))(x), _gpu_only("torch.compile"))]
+                     lambda x, s=suite: norm.bind(compiled(s, norm.torch_norm(s)))(x), _gpu_only("torch.compile")),
+                quack_peer(norm.bind(norm.quack_forward(suite)), dtypes=("float32",)),
+                liger_peer(norm.bind(norm.liger_forward(suite)), dtypes=("float32",))]
     if suite in ("layer-norm-bwd", "rms-norm-bwd"):
         from . import norm
 
         return [Impl("triton", "Triton", "ours", norm.backward_prepare(suite, "triton")),
                 Impl("torch", "torch autograd", "peer", norm.backward_prepare(suite, "torch")),
                 Impl("compile", "torch.compile", "peer", norm.backward_prepare(suite, "compile"),
-                     _gpu_only("torch.compile"))]
+                     _gpu_only("torch.compile")),
+                quack_peer(norm.backward_prepare(suite, "quack"), dtypes=("float32",)),
+                liger_peer(norm.backward_prepare(suite, "liger"), dtypes=("float32",))]
     if suite == "col-sum":
         def ours(x):
             from ..triton_kernels.col_sum import col_sum

@@ -2,8 +2,9 @@
 
 被测：本课程的Triton前向（:func:`reduction_lab.triton_kernels.layer_norm.layer_norm_forward`、
 ``rms_norm_forward``）与反向（``layer_norm_backward``、``rms_norm_backward``：dx、dW（与dB））。
-前向对照``F.layer_norm`` / ``F.rms_norm``与torch.compile编译的同一个表达式；反向对照torch的autograd
-（``torch.autograd.grad``，保留计算图反复求导）与torch.compile编译的同一个反向公式。
+前向对照``F.layer_norm`` / ``F.rms_norm``、torch.compile编译的同一个表达式、quack与Liger；反向对照torch的autograd
+（``torch.autograd.grad``，保留计算图反复求导）、torch.compile编译的同一个反向公式、quack的
+``rmsnorm_bwd`` / ``layernorm_bwd``（统计量由它自己的前向给出）与Liger（经autograd调用它的backward）。
 权重、偏置与上游梯度dy只依赖于形状（固定种子），参考与每个实现用同一份。
 
 课程页面：docs/triton/normalization.md「GPU上的实测」。
@@ -118,8 +119,34 @@ def _backward_formula(x, w, dy, mean, rstd):
     return (dx * rstd[:, None], dw) if mean is None else (dx * rstd[:, None], dw, dy.sum(dim=0))
 
 
+def quack_forward(suite: str):
+    """quack的前向：x -> y（quack.rmsnorm里的rmsnorm_fwd与layernorm_fwd）。"""
+    def fwd(x, w, b):
+        from quack.rmsnorm import layernorm_fwd, rmsnorm_fwd
+
+        if suite == "layer-norm":
+            return layernorm_fwd(x, w, b, eps=EPS[suite])
+        return rmsnorm_fwd(x, w, eps=EPS[suite])[0]
+
+    return fwd
+
+
+def liger_forward(suite: str):
+    """Liger的前向：x -> y（LigerLayerNormFunction、LigerRMSNormFunction，offset 0、llama的类型转换规则）。"""
+    def fwd(x, w, b):
+        from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+        if suite == "layer-norm":
+            return LigerLayerNormFunction.apply(x, w, b, EPS[suite])
+        return LigerRMSNormFunction.apply(x, w, EPS[suite], 0.0, "llama", False)
+
+    return fwd
+
+
 def backward_prepare(suite: str, how: str):
-    """反向套件的prepare(x)：how = "triton" | "torch" | "compile"。统计量与dy在prepare里准备，不计时。"""
+    """反向套件的prepare(x)：how = "triton" | "torch" | "compile" | "quack" | "liger"。
+    统计量与dy在prepare里准备，不计时。"""
     from .impls import compiled
 
     rms = suite == "rms-norm-bwd"
@@ -137,9 +164,18 @@ def backward_prepare(suite: str, how: str):
                 return lambda: rms_norm_backward(dy, x, w, rstd)
             _, mean, rstd = layer_norm_forward(x, w, b, eps)
             return lambda: layer_norm_backward(dy, x, w, mean, rstd)
-        if how == "torch":
+        if how == "quack":
+            from quack.rmsnorm import layernorm_bwd, layernorm_fwd, rmsnorm_bwd, rmsnorm_fwd
+
+            if rms:
+                _, _, rstd = rmsnorm_fwd(x, w, eps=eps, store_rstd=True)
+                return lambda: rmsnorm_bwd(x, w, dy, rstd)[:2]          # (dx, dw)
+            _, rstd, mean = layernorm_fwd(x, w, b, eps=eps, return_rstd=True, return_mean=True)
+            return lambda: layernorm_bwd(x, w, dy, rstd, mean, has_bias=True)   # (dx, dw, db)
+        if how in ("torch", "liger"):
             xr, wr, br = (t.detach().requires_grad_() for t in (x, w, b))
-            y = torch_norm(suite[:-4])(xr, wr, br)
+            fwd = torch_norm if how == "torch" else liger_forward
+            y = fwd(suite[:-4])(xr, wr, br)
             inputs = (xr, wr) if rms else (xr, wr, br)
             return lambda: torch.autograd.grad(y, inputs, dy, retain_graph=True)
         mean, rstd = _stats(x, w, eps, rms)

@@ -96,7 +96,7 @@ CUDA_BAD = [
     (lambda: ck.reduce_sum(X, mode="cpu"), ValueError, "mode"),
     (lambda: ck.reduce_sum(X, return_report="yes"), TypeError, "return_report"),
     (lambda: ck.reduce_sum(X, out=torch.empty(5, device=rl.DEVICE)), ValueError, "out 的形状"),
-    (lambda: ck.reduce_sum(X.half()), TypeError, "dtype"),
+    (lambda: ck.reduce_sum(X.double()), TypeError, "dtype"),
     (lambda: ck.softmax(X, block_size=2048), ValueError, "block_size"),
     (lambda: ck.softmax(X, dim=0), ValueError, "dim"),
     (lambda: ck.softmax(X, out=torch.empty(4, 100, dtype=torch.float64, device=rl.DEVICE)), TypeError, "out 的 dtype"),

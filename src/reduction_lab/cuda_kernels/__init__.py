@@ -28,7 +28,7 @@ from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_s
 __all__ = [
     "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
     "reduce_sum", "softmax", "softmax_backward", "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report",
-    "NOMINAL_SM_COUNT",
+    "NOMINAL_SM_COUNT", "DTYPES",
 ]
 
 #: sim 模式下假定的 SM 个数（H200 有 132 个），让模拟的启动配置与 H200 上的一致
@@ -71,6 +71,16 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+#: CUDA C 内核接受的 dtype；每种 dtype 编译一份（llm.c 的做法：floatX 在编译期选定，累加用 float）
+DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_DTYPE_DEFINES = {torch.float32: {}, torch.bfloat16: {"ENABLE_BF16": 1}, torch.float16: {"ENABLE_FP16": 1}}
+
+
+def _defines(block_size: int, dtype) -> dict:
+    """编译期常量：BLOCK_SIZE 与元素类型（ENABLE_BF16 / ENABLE_FP16，float32 不加）。"""
+    return {"BLOCK_SIZE": block_size, **_DTYPE_DEFINES[dtype]}
+
+
 def _check_block(block_size: int, lo: int) -> int:
     if not isinstance(block_size, int) or block_size < lo or block_size > 1024 or block_size & (block_size - 1):
         raise ValueError(f"block_size 必须是 {lo} 到 1024 之间的 2 的幂，得到 {block_size!r} "
@@ -99,15 +109,16 @@ _UNROLL = 8                    # 生产版内核里每个线程同时在途的�
 def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: int | None = None,
                return_report: bool = False, mode: str | None = None, chunks: int | None = None,
                out: torch.Tensor | None = None):
-    """每行求和：(M, N) float32 -> (M,)。
+    """每行求和：(M, N) -> (M,)，dtype 取 float32、bfloat16 或 float16，结果与 x 同 dtype（累加用 float32）。
 
     ``kernel``：``"tree"`` 课程版（一行一个线程块、共享内存树形归约）；``"warp"`` 一个 warp 一行；
     ``"split"`` 长行切段 + atomicAdd；``"auto"``（默认）按 N 在 warp 与 split 之间选择。
-    ``chunks``：split 内核的段数（正整数）；``out``：调用者提供的 (M,) float32 连续输出。
+    ``chunks``：split 内核的段数（正整数）；``out``：调用者提供的 (M,) 连续输出，dtype 与 x 相同。
+    bf16 / fp16 的 warp 与 split 内核每个线程一次读 16 字节（8 个元素）。
     """
     m = _mode(mode)
     _check_flags(return_report)
-    check_matrix(x, "x", dtypes=(torch.float32,), device=_device_for(m))
+    check_matrix(x, "x", dtypes=DTYPES, device=_device_for(m))
     if dim not in (1, -1):
         raise ValueError(f"只支持沿最后一维（dim=1）归约，得到 dim={dim} (only dim=1 is supported)")
     if kernel not in _REDUCE_KERNELS:
@@ -124,7 +135,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         raise ValueError(f"chunks 只用于 kernel='split'，当前 kernel={kernel!r} (chunks applies to the split kernel only)")
     B = _check_block(block_size if block_size is not None else 256, 32)
     out = _check_out(out, (M,), x)
-    defines = {"BLOCK_SIZE": B}
+    defines = _defines(B, x.dtype)
     if kernel == "tree":
         rep = launch("reduce_sum.cu", "reduce_sum_rows", grid=M, block=B,
                      args=(x, out, x.stride(0), N), defines=defines, mode=m)
@@ -138,10 +149,14 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
             quantum = B * _UNROLL
             cols = _cdiv(_cdiv(N, chunks), quantum) * quantum
             chunks = _cdiv(N, cols)
+        # split 内核的输出总是 float32：各段用 atomicAdd 累加到清零的 float32，最后才舍入成 x 的 dtype
+        acc = out if x.dtype == torch.float32 else torch.empty((M,), dtype=torch.float32, device=x.device)
         if chunks > 1:
-            out.zero_()                                  # 各段用 atomicAdd 累加到 out
+            acc.zero_()
         rep = launch("reduce_sum.cu", "reduce_sum_rows_split", grid=(chunks, min(M, 65535)), block=B,
-                     args=(x, out, x.stride(0), M, N, cols), defines=defines, mode=m)
+                     args=(x, acc, x.stride(0), M, N, cols), defines=defines, mode=m)
+        if acc is not out:
+            out.copy_(acc)
     return _finish(out, rep, return_report)
 
 
@@ -164,46 +179,51 @@ def _softmax_block(N: int) -> int:
 
 def _check_out(out, shape, x):
     if out is None:
-        return torch.empty(shape, dtype=torch.float32, device=x.device)   # 总是连续的
+        return torch.empty(shape, dtype=x.dtype, device=x.device)   # 总是连续的
     from ..checks import check_out
 
-    check_out(out, shape, torch.float32, x.device)
+    check_out(out, shape, x.dtype, x.device)
     return out
 
 
 def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
             return_report: bool = False, mode: str | None = None, out: torch.Tensor | None = None):
-    """按行 softmax：(M, N) float32 -> (M, N)，一行一个线程块（softmax.cu）。``out``：调用者提供的输出。"""
+    """按行 softmax：(M, N) -> (M, N)，一行一个线程块（softmax.cu）。dtype 取 float32、bfloat16 或 float16，
+    结果与 x 同 dtype（计算用 float32）；bf16 / fp16 每个线程一次读写 16 字节。``out``：调用者提供的输出。"""
     m = _mode(mode)
     _check_flags(return_report)
-    check_matrix(x, "x", dtypes=(torch.float32,), device=_device_for(m))
+    check_matrix(x, "x", dtypes=DTYPES, device=_device_for(m))
     if dim not in (1, -1):
         raise ValueError(f"只支持沿最后一维 softmax（dim=-1），得到 dim={dim} (only the last dim is supported)")
     M, N = x.shape
     B = _check_block(block_size if block_size is not None else _softmax_block(N), 32)
     y = _check_out(out, (M, N), x)
     rep = launch("softmax.cu", "softmax_rows", grid=M, block=B,
-                 args=(x, y, x.stride(0), y.stride(0), N), defines={"BLOCK_SIZE": B}, mode=m)
+                 args=(x, y, x.stride(0), y.stride(0), N), defines=_defines(B, x.dtype), mode=m)
     return _finish(y, rep, return_report)
 
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, block_size: int | None = None,
                      return_report: bool = False, mode: str | None = None, out: torch.Tensor | None = None):
-    """softmax 的反向：y = softmax(x)、上游梯度 dy，都是 (M, N) float32，返回 dx (M, N)。
+    """softmax 的反向：y = softmax(x)、上游梯度 dy，都是 (M, N)、同一 dtype（float32、bfloat16 或 float16），
+    返回同 dtype 的 dx (M, N)（计算用 float32）。
     一行一个线程块（softmax_backward.cu）：先块内求 sum(y * dy)，再写 dx = y * (dy - sum)。"""
     m = _mode(mode)
     _check_flags(return_report)
-    check_matrix(y, "y", dtypes=(torch.float32,), device=_device_for(m))
-    check_matrix(dy, "dy", dtypes=(torch.float32,), device=_device_for(m))
+    check_matrix(y, "y", dtypes=DTYPES, device=_device_for(m))
+    check_matrix(dy, "dy", dtypes=DTYPES, device=_device_for(m))
     if y.shape != dy.shape:
         raise ValueError(f"y 与 dy 的形状必须相同，得到 {tuple(y.shape)} 与 {tuple(dy.shape)} "
                          f"(y and dy must have the same shape)")
+    if y.dtype != dy.dtype:
+        raise TypeError(f"y 与 dy 的 dtype 必须相同，得到 {str(y.dtype)[6:]} 与 {str(dy.dtype)[6:]} "
+                        f"(y and dy must have the same dtype)")
     M, N = y.shape
     B = _check_block(block_size if block_size is not None else _softmax_block(N), 32)
     dx = _check_out(out, (M, N), y)
     rep = launch("softmax_backward.cu", "softmax_backward_rows", grid=M, block=B,
                  args=(y, dy, dx, y.stride(0), dy.stride(0), dx.stride(0), N),
-                 defines={"BLOCK_SIZE": B}, mode=m)
+                 defines=_defines(B, y.dtype), mode=m)
     return _finish(dx, rep, return_report)
 
 

@@ -52,6 +52,10 @@ _TORCH_OF_NUMPY = {
 }
 
 
+# 半精度的指针形参（cuda_fp16.h / cuda_bf16.h）：张量的 dtype 按这张表检查
+_HALF_POINTEES = {"__half": torch.float16, "__nv_bfloat16": torch.bfloat16}
+
+
 def source_path(source) -> Path:
     """``"full_sum.cu"`` -> 本目录下的文件；其他字符串或 Path 按路径解释。"""
     p = Path(source)
@@ -160,6 +164,9 @@ def _check_pointer(value, ctype: str, pname: str, kernel: str, mode: str):
         if mode == "sim" and value.device.type != "cpu":
             raise ValueError(f"{kernel} 的形参 {pname}：模拟器只能读写 CPU 张量，得到 {value.device} 上的张量；"
                              f"先 .cpu() (the simulator needs CPU tensors)")
+        if base in _HALF_POINTEES and value.dtype != _HALF_POINTEES[base]:
+            raise TypeError(f"{kernel} 的形参 {pname} 是 {base}*，张量的 dtype 却是 "
+                            f"{str(value.dtype).replace('torch.', '')} (dtype does not match {base}*)")
         if want is not None and value.dtype != _TORCH_OF_NUMPY.get(want, None):
             raise TypeError(f"{kernel} 的形参 {pname} 是 {base}*，张量的 dtype 却是 "
                             f"{str(value.dtype).replace('torch.', '')} (dtype does not match {base}*)")

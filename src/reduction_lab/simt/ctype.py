@@ -153,6 +153,19 @@ ULLONG = Scalar("unsigned long long", np.uint64, "u", 64, 5)
 FLOAT = Scalar("float", np.float32, "f", 32, 10)
 DOUBLE = Scalar("double", np.float64, "f", 64, 11)
 
+# 半精度（cuda_fp16.h / cuda_bf16.h）：存储 16 位，转换按就近舍入到偶数（与 CUDA 的 __float2half、
+# __float2bfloat16 相同）。两个同类型的半精度数运算得到同类型（float 精度计算再舍入，对 + - * / 与
+# 逐个舍入的 CUDA 运算符结果相同）；与其他类型混合时按 float 计算（nvcc 在这里常报「有歧义」）。
+HALF = Scalar("__half", np.float16, "f", 16, 8)
+try:                      # bfloat16 的 numpy 类型来自 ml_dtypes（tilelang 的依赖）
+    import ml_dtypes as _ml_dtypes
+except ImportError:       # pragma: no cover - 没有 ml_dtypes 时模拟器不认识 __nv_bfloat16
+    _ml_dtypes = None
+BF16 = Scalar("__nv_bfloat16", _ml_dtypes.bfloat16, "f", 16, 9) if _ml_dtypes is not None else None
+#: 没有 ml_dtypes 时，遇到 __nv_bfloat16 的说明
+BF16_MISSING = ("模拟器的 __nv_bfloat16 需要 Python 包 ml_dtypes（pip install ml_dtypes）"
+                "(the simulator's __nv_bfloat16 needs the ml_dtypes package)")
+
 # 类型名（按单词排序后）到类型 / sorted specifier words -> type
 _SPEC = {
     ("void",): VOID,
@@ -174,12 +187,15 @@ _SPEC = {
 
 VECS = {name: Vec(name, _SPEC[tuple(sorted(base.split()))], n) for name, (base, n) in VEC_NAMES.items()}
 
+#: 半精度类型名（只认带双下划线的名字：half 这样的短名常被用作变量名）
+HALF_NAMES = {"__half": HALF, **({"__nv_bfloat16": BF16} if BF16 is not None else {})}
+
 # 预置的 typedef（LP64，与 nvcc 在 Linux x86-64 上一致）
 TYPEDEFS = {
     "size_t": ULONG, "ptrdiff_t": LONG, "ssize_t": LONG,
     "int8_t": CHAR, "uint8_t": UCHAR, "int16_t": SHORT, "uint16_t": USHORT,
     "int32_t": INT, "uint32_t": UINT, "int64_t": LONG, "uint64_t": ULONG,
-    "uint": UINT, "bool": BOOL, **VECS,
+    "uint": UINT, "bool": BOOL, **VECS, **HALF_NAMES,
 }
 
 
@@ -220,6 +236,13 @@ def cast(x, t):
     a = np.asarray(x)
     if a.dtype == dt:
         return x
+    if BF16 is not None and a.dtype == BF16.dtype:
+        a = a.astype(np.float32)          # bfloat16 -> float 是精确的；之后按 float 转换
+        if dt == a.dtype:
+            return a[()] if a.ndim == 0 else a
+    if t is BF16:
+        r = _to_bf16(a)
+        return r[()] if r.ndim == 0 else r
     if t is BOOL:
         r = a != 0
     elif a.dtype.kind == "f" and dt.kind in "iu":
@@ -236,6 +259,22 @@ def cast(x, t):
     else:
         r = a.astype(dt)
     return r[()] if r.ndim == 0 else r
+
+
+def _to_bf16(a):
+    """转换成 bfloat16，一次就近舍入到偶数（float32 直接转换；其他类型先精确或按奇数舍入到 float32，
+    避免两次舍入：round-to-odd 多保留的位足以让第二次舍入得到正确结果）。"""
+    if a.dtype == np.float32:
+        return a.astype(BF16.dtype)
+    d = a.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        f = d.astype(np.float32)
+        fin = np.isfinite(f) & (f.astype(np.float64) != d)
+        # 向零截断到 float32，不精确时把最低位置 1（round-to-odd）
+        toward0 = np.where(np.abs(f.astype(np.float64)) > np.abs(d), np.nextafter(f, np.float32(0)), f)
+        bits = toward0.view(np.uint32) | np.uint32(1)
+        f = np.where(fin, bits.view(np.float32), f)
+    return np.asarray(f, np.float32).astype(BF16.dtype)
 
 
 def idiv(a, b):

@@ -48,7 +48,7 @@ typedef unsigned int uint32_t; typedef long int64_t; typedef unsigned long uint6
 typedef unsigned int uint;
 typedef int float2; typedef int float4; typedef int double2; typedef int int2; typedef int int4;
 typedef int uint2; typedef int uint4;
-"""
+""" + "".join(f"typedef int {n}; " for n in T.HALF_NAMES) + "\n"
 _PRELUDE_TYPEDEFS = set(T.TYPEDEFS)
 
 # 在预处理之后按正则识别的不支持构造 / constructs refused before parsing
@@ -61,8 +61,9 @@ _REFUSED = [
     (r"\b(static_cast|reinterpret_cast|const_cast|dynamic_cast)\b", "C++ 类型转换运算符"),
     (r"\bextern\s+\"C\"\s*\{", "extern \"C\" { ... } 块"),
     (r"\bauto\b", "auto 类型推导"),
-    (r"\b(__half|half2|__half2|__nv_bfloat16|float3|int3|uint3|char4|uchar4|short2|longlong2|double4)\b",
-     "这种向量或半精度类型"),
+    (r"\b(half2|__half2|__nv_bfloat162|float3|int3|uint3|char4|uchar4|short2|longlong2|double4)\b",
+     "这种向量类型"),
+    *([(r"\b__nv_bfloat16\b", T.BF16_MISSING)] if T.BF16 is None else []),
     (r"\b(new|delete|operator|using|typename|throw|try|catch)\b", "C++ 语法"),
 ]
 
@@ -70,6 +71,7 @@ _REFUSED = [
 _REWRITE = [
     (re.compile(r"\bextern\s+\"C\""), ""),
     (re.compile(r"__launch_bounds__\s*\([^)]*\)"), ""),
+    (re.compile(r"__align__\s*\(\s*\d+\s*\)"), ""),       # 结构体按成员逐个读写：对齐只影响 GPU 上的指令宽度
     (re.compile(r"\b__global__\b"), "_Noreturn"),     # 用 _Noreturn 标记内核
     (re.compile(r"\b__shared__\b"), "_Thread_local"),  # 用 _Thread_local 标记共享内存
     (re.compile(r"\b__constant__\b"), "static"),        # 用 static 标记常量内存

@@ -120,6 +120,9 @@ BUILTIN_FUNCS.update(
     } | {"make_" + v for v in T.VECS}
 )
 
+BUILTIN_FUNCS.update({"__float2half", "__float2half_rn", "__half2float",
+                      "__float2bfloat16", "__float2bfloat16_rn", "__bfloat162float"})
+
 _BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 
 #: 循环每迭代一次至少计这么多「线程步」：解释器每次迭代有固定开销，只剩一个线程在自旋时
@@ -876,7 +879,11 @@ class Machine:
                 raise self.unsupported(f"指针类型转换 {val.t!r} -> {t!r}", node)
             return Val(t, val.v, val.buf)
         if val.t.is_ptr:
-            raise self.unsupported("把指针转换为整数", node)
+            if t.is_scalar and t.is_int and t.bits == 64 and val.buf is not None and val.buf.kind == "global":
+                # 全局数组的指针转成 64 位整数：CPU 上这块内存的真实地址（用来检查对齐，如 (size_t)p % 16）
+                base = np.uint64(val.buf.data.ctypes.data)
+                return Val(t, T.cast(base + np.asarray(val.v).astype(np.uint64) * np.uint64(val.buf.elem.size), t))
+            raise self.unsupported("把指针转换为整数（只支持全局数组的指针转成 64 位整数）", node)
         if t.is_void:
             return val
         return Val(t, T.cast(val.v, t))
@@ -1897,6 +1904,34 @@ class Machine:
 
     def b___simt_tile_reduce_min(self, node, args, lanes, fr):
         return self._tile_reduce("min", node, args, lanes, fr)
+
+    # -- 半精度的转换函数（cuda_fp16.h / cuda_bf16.h）：参数先按 float 传入，再就近舍入到偶数
+    def _half_conv(self, node, args, lanes, fr, name, src, dst):
+        (v,) = self._args(args, 1, node, lanes, fr, name)
+        if dst is None:
+            raise self.unsupported(T.BF16_MISSING, node)
+        if src is not T.FLOAT and v.t is not src:
+            raise self.fail(CompileError, f"{name} 的参数应为 {src.name}，得到 {v.t!r}（nvcc 报错）",
+                            f"{name} expects a {src.name} argument, got {v.t!r} (nvcc rejects it)", node)
+        return Val(dst, T.cast(self.conv(v, src, node).v, dst))
+
+    def b___float2half(self, node, args, lanes, fr):
+        return self._half_conv(node, args, lanes, fr, "__float2half", T.FLOAT, T.HALF)
+
+    b___float2half_rn = b___float2half
+
+    def b___half2float(self, node, args, lanes, fr):
+        return self._half_conv(node, args, lanes, fr, "__half2float", T.HALF, T.FLOAT)
+
+    def b___float2bfloat16(self, node, args, lanes, fr):
+        return self._half_conv(node, args, lanes, fr, "__float2bfloat16", T.FLOAT, T.BF16)
+
+    b___float2bfloat16_rn = b___float2bfloat16
+
+    def b___bfloat162float(self, node, args, lanes, fr):
+        if T.BF16 is None:
+            raise self.unsupported(T.BF16_MISSING, node)
+        return self._half_conv(node, args, lanes, fr, "__bfloat162float", T.BF16, T.FLOAT)
 
     def b___ldg(self, node, args, lanes, fr):
         (p,) = self._args(args, 1, node, lanes, fr, "__ldg")

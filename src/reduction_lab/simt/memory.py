@@ -42,7 +42,15 @@ def array_arg(a, pname, t):
         dev = getattr(a.device, "type", str(a.device))
         if dev != "cpu":
             raise TypeError(f"参数 {pname}：张量在 {a.device} 上，模拟器只接受 CPU 张量 / tensor must be on the CPU")
-        arr = a.detach().numpy()
+        if str(getattr(a, "dtype", "")) == "torch.bfloat16":
+            # numpy 没有 bfloat16：按 16 位整数取出同一块内存，再看成 ml_dtypes 的 bfloat16
+            if T.BF16 is None:
+                raise TypeError(f"参数 {pname}：{T.BF16_MISSING}")
+            import torch
+
+            arr = a.detach().view(torch.int16).numpy().view(T.BF16.dtype)
+        else:
+            arr = a.detach().numpy()
     else:
         raise TypeError(
             f"参数 {pname} 是指针（{t!r}），需要 numpy 数组或 CPU 张量，得到 {type(a).__name__} / "

@@ -1,0 +1,236 @@
+"""线程块簇上的长行 softmax（cuda_kernels/softmax_cluster.cu 与 cuda_kernels/cluster.py）。
+
+* 任何模式：启动配置（``cluster_plan``）、参数检查、nvcc 编译出的簇属性与寄存器用量；
+* sim 模式：``softmax_cluster`` 明确报错（模拟器不模拟线程块簇与分布式共享内存）；
+* gpu 模式（计算能力 9.0 以上）：与 float64 的 ``torch.softmax`` 比对 —— float32、bfloat16、
+  奇数 N、行首不在 16 字节边界上、指定每一种簇大小、调用者提供的输出。
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+import torch
+
+import reduction_lab as rl
+from reduction_lab import runtime, simt
+from reduction_lab.cuda_kernels import KERNEL_DIR, read_source
+from reduction_lab.cuda_kernels.cluster import (CLUSTER_SIZES, SHARED_OPTIN_SM90, STATIC_SHARED_BOUND,
+                                                cluster_plan, softmax_cluster)
+
+GPU = rl.MODE == "gpu"
+HOPPER = GPU and torch.cuda.get_device_capability()[0] >= 9
+needs_hopper = pytest.mark.skipif(not HOPPER, reason="需要 gpu 模式与计算能力 9.0 以上的 GPU（线程块簇）")
+needs_sim = pytest.mark.skipif(GPU, reason="只在 sim 模式下检查报错；gpu 模式下内核真实运行")
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc 不在 PATH 上，无法检查 .cu 的编译结果")
+
+
+# ---------------------------------------------------------------- 启动配置（任何模式）
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("n", [1, 7, 1000, 16384, 100003, 131072, 262144, 1048576])
+def test_plan_covers_the_row(n, dtype):
+    vec = 4 if dtype == torch.float32 else 8
+    if dtype == torch.float32 and n == 1048576:
+        with pytest.raises(ValueError, match="放不进一个簇"):
+            cluster_plan(n, dtype)
+        return
+    p = cluster_plan(n, dtype)
+    assert p.cluster_size in CLUSTER_SIZES and p.vec == vec
+    # 行首最多右移 vec - 1 个元素：所有块合起来要盖住移位后的整行，且最后一块不能整块空着
+    assert p.cluster_size * p.vecs_per_cta * vec >= n + vec - 1
+    assert (p.cluster_size - 1) * p.vecs_per_cta * vec < n + vec - 1 or p.cluster_size == 1
+    assert p.shared_bytes == 16 * p.vecs_per_cta <= SHARED_OPTIN_SM90 - STATIC_SHARED_BOUND
+    assert p.block_size % 32 == 0 and 64 <= p.block_size <= 1024
+
+
+def test_plan_choices():
+    # 1 MB 的 fp32 行：8 块时每块 128 KiB，每个 SM 只能驻留一块，所以取 16 块、每块 64 KiB
+    p = cluster_plan(262144, torch.float32)
+    assert (p.cluster_size, p.ctas_per_sm) == (16, 3)
+    # 2 MB 的 bf16 行只能 16 块、每块 128 KiB
+    p = cluster_plan(1 << 20, torch.bfloat16)
+    assert p.cluster_size == 16 and p.shared_bytes > 128 * 1024 and p.ctas_per_sm == 1
+    # 一个块放得下的行不用簇
+    assert cluster_plan(16384, torch.float32).cluster_size == 1
+    # 指定的簇大小照用
+    assert cluster_plan(50001, torch.bfloat16, cluster_size=2, block_size=96).block_size == 96
+
+
+def test_plan_bad_arguments():
+    with pytest.raises(ValueError, match="cluster_size 只能是"):
+        cluster_plan(4096, cluster_size=3)
+    with pytest.raises(ValueError, match="cluster_size"):
+        cluster_plan(4096, cluster_size=32)
+    with pytest.raises(ValueError, match="32 的倍数"):
+        cluster_plan(4096, block_size=48)
+    with pytest.raises(ValueError, match="block_size"):
+        cluster_plan(4096, block_size=2048)
+    with pytest.raises(TypeError, match="float16 不受支持"):
+        cluster_plan(4096, torch.float16)
+    with pytest.raises(ValueError, match="超过上限"):
+        cluster_plan(262144, torch.float32, cluster_size=4)
+    with pytest.raises(TypeError, match="n_cols"):
+        cluster_plan(4096.0)
+
+
+# ---------------------------------------------------------------- sim 模式
+
+@needs_sim
+def test_sim_mode_refuses_clearly():
+    x = torch.randn(2, 4096)
+    with pytest.raises(runtime.ModeError, match="不模拟线程块簇") as e:
+        softmax_cluster(x)
+    assert "distributed shared memory" in str(e.value)
+
+
+def test_simulator_cannot_parse_the_source():
+    """sim 模式报错的依据：模拟器的 C 子集不含这份源码的写法（它会说出第一处）。"""
+    with pytest.raises(simt.UnsupportedError):
+        simt.kernel_signature(read_source("softmax_cluster.cu"), "softmax_cluster_rows",
+                              defines={"CLUSTER_SIZE": 8, "USE_BF16": 0})
+
+
+# ---------------------------------------------------------------- nvcc：簇属性、寄存器、#error
+
+def _nvcc(args, defines, tmp_path, suffix):
+    out = tmp_path / f"k{suffix}"
+    cmd = [NVCC, *args, "-arch=sm_90", *[f"-D{k}={v}" for k, v in defines.items()],
+           str(KERNEL_DIR / "softmax_cluster.cu"), "-o", str(out)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300), out
+
+
+@needs_nvcc
+@pytest.mark.parametrize("bf16", [0, 1])
+@pytest.mark.parametrize("c", [1, 8, 16])
+def test_cluster_dims_and_vector_access_in_ptx(c, bf16, tmp_path):
+    r, out = _nvcc(["-ptx"], {"CLUSTER_SIZE": c, "USE_BF16": bf16}, tmp_path, ".ptx")
+    assert r.returncode == 0, r.stderr
+    ptx = out.read_text()
+    assert ".maxntid 1024, 1, 1" in ptx
+    if c > 1:
+        assert f".reqnctapercluster {c}, 1, 1" in ptx
+        assert "mapa" in ptx and "barrier.cluster.arrive" in ptx and "barrier.cluster.wait" in ptx
+    else:
+        assert ".reqnctapercluster" not in ptx and "barrier.cluster" not in ptx
+    assert "ld.global.v4.u32" in ptx and "st.global.cs.v4.u32" in ptx      # 16 字节的读与写
+
+
+@needs_nvcc
+@pytest.mark.parametrize("bf16", [0, 1])
+def test_fits_1024_threads_without_spills(bf16, tmp_path):
+    r, _ = _nvcc(["-cubin", "--resource-usage"], {"CLUSTER_SIZE": 16, "USE_BF16": bf16}, tmp_path, ".cubin")
+    assert r.returncode == 0, r.stderr
+    regs = int(re.search(r"Used (\d+) registers", r.stdout + r.stderr).group(1))
+    assert regs <= 64                                   # 1024 个线程 x 64 个寄存器 = 整个寄存器文件
+    assert "0 bytes spill stores, 0 bytes spill loads" in r.stdout + r.stderr
+    smem = int(re.search(r"(\d+) bytes smem", r.stdout + r.stderr).group(1))
+    assert smem <= STATIC_SHARED_BOUND
+
+
+@needs_nvcc
+@pytest.mark.parametrize("defines,message", [({"CLUSTER_SIZE": 3}, "CLUSTER_SIZE must be"),
+                                             ({"USE_BF16": 2}, "USE_BF16 must be")])
+def test_bad_defines_are_compile_errors(defines, message, tmp_path):
+    r, _ = _nvcc(["-ptx"], defines, tmp_path, ".ptx")
+    assert r.returncode != 0 and message in r.stderr
+
+
+# ---------------------------------------------------------------- gpu 模式：与 float64 比对
+
+def _input(m, n, dtype, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(m, n, generator=g, device="cuda") * 3
+    x += torch.linspace(-100, 100, m, device="cuda").unsqueeze(1)   # 不减最大值就溢出
+    x[:, -1] += 20                                                   # 最大值落在最后一块的行尾
+    if m > 1:
+        x[1, 0] += 40                                                # 或第一块的行首
+    return x.to(dtype)
+
+
+def _check(y, x):
+    ref = torch.softmax(x.double(), dim=-1)
+    assert y.dtype == x.dtype and y.shape == x.shape
+    err = (y.double() - ref).abs()
+    if x.dtype == torch.float32:
+        tol = 1e-8 + 1e-4 * ref.abs()
+    else:                                              # bf16 输出本身有 2**-9 的相对舍入误差
+        tol = 1e-7 + 2.0 ** -8 * ref.abs()
+    bad = ~(err <= tol)
+    if bool(bad.any()):
+        i = tuple(int(v) for v in bad.nonzero()[0])
+        raise AssertionError(f"{int(bad.sum())} 个元素超出容差，例如 {i}：得到 {float(y[i]):.6g}，参考 {float(ref[i]):.6g}")
+    sums = y.double().sum(dim=-1)
+    assert torch.allclose(sums, torch.ones_like(sums), atol=1e-4 if x.dtype == torch.float32 else 2e-2)
+
+
+SHAPES = [(1, 1), (4, 1000), (3, 8191), (5, 16384), (3, 100003), (2, 131072), (2, 262144)]
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_matches_float64(shape, dtype):
+    x = _input(*shape, dtype)
+    _check(softmax_cluster(x), x)
+
+
+@needs_hopper
+def test_bf16_million_columns():
+    x = _input(3, 1 << 20, torch.bfloat16)
+    assert cluster_plan(1 << 20, torch.bfloat16).cluster_size == 16
+    _check(softmax_cluster(x), x)
+
+
+@needs_hopper
+def test_fp32_million_columns_does_not_fit():
+    with pytest.raises(ValueError, match="放不进一个簇"):
+        softmax_cluster(torch.zeros(1, 1 << 20, device="cuda"))
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("c", CLUSTER_SIZES)
+def test_every_cluster_size(c, dtype):
+    x = _input(5, 50001, dtype, seed=c)
+    _check(softmax_cluster(x, cluster_size=c, block_size=128), x)
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_misaligned_rows_and_out(dtype):
+    # 行首不在 16 字节边界上、每行的相位都不同；out 是连续的，相位与 x 不同（逐元素写的那条路）
+    n = 30011
+    base = _input(6, n + 3, dtype, seed=7)
+    x = base[:, 1:n + 1]
+    out = torch.full((6, n), float("nan"), dtype=dtype, device="cuda")
+    y = softmax_cluster(x, cluster_size=4, out=out)
+    assert y.data_ptr() == out.data_ptr()
+    _check(y, x)
+
+
+@needs_hopper
+def test_masked_entries_and_constant_rows():
+    x = torch.zeros(3, 40000, device="cuda")
+    x[1, ::2] = float("-inf")                        # 被屏蔽的位置输出 0
+    x[2, :] = 1e4                                    # 常数行：每个元素 1/N
+    y = softmax_cluster(x, cluster_size=8)
+    assert torch.all(y[1, ::2] == 0)
+    _check(y, x)
+
+
+@needs_hopper
+def test_bad_input_on_gpu():
+    with pytest.raises(TypeError, match="float16"):
+        softmax_cluster(torch.zeros(2, 64, device="cuda", dtype=torch.float16))
+    with pytest.raises(ValueError, match="cpu|cuda"):
+        softmax_cluster(torch.zeros(2, 64))
+    x = torch.zeros(2, 64, device="cuda")
+    with pytest.raises(ValueError, match="重叠"):
+        softmax_cluster(x, out=x)
+    with pytest.raises(TypeError, match="dtype"):
+        softmax_cluster(x, out=torch.empty(2, 64, device="cuda", dtype=torch.bfloat16))

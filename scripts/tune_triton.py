@@ -21,7 +21,7 @@ from reduction_lab.bench import timing
 
 from reduction_lab.triton_kernels.online_softmax import online_softmax, split_softmax
 from reduction_lab.triton_kernels.row_sum import row_sum
-from reduction_lab.triton_kernels.softmax import softmax
+from reduction_lab.triton_kernels.softmax import softmax, softmax_persistent
 
 
 def bench(fn) -> float:
@@ -36,9 +36,12 @@ def main():
     ap.add_argument("--ns", default="512,1024,2048,4096,8192,16384,32768,65536,131072,262144")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--only", default="softmax,row_sum", help="逗号分隔：softmax、row_sum")
+    ap.add_argument("--kinds", default="rows,split,packed,online,persistent",
+                    help="softmax 候选的种类，逗号分隔：rows、split、packed、online、persistent")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     only = set(args.only.split(","))
+    kinds = set(args.kinds.split(","))
     rl.runtime.require_gpu("tune_triton")
     results = []
     for n in [int(v) for v in args.ns.split(",")]:
@@ -62,6 +65,11 @@ def main():
                 if bm < 1 or not (4 <= elems // (32 * warps) <= 64):
                     continue
                 cands.append(("rows", dict(block_m=bm, num_warps=warps)))
+        if n <= 32768 and "softmax" in only and "persistent" in kinds:
+            for warps, pps, stages in itertools.product([8, 16, 32], [1, 2, 4], [2, 3]):
+                if n // (32 * warps) > 64 or n // (32 * warps) < 4:
+                    continue
+                cands.append(("persistent", dict(block_m=1, num_warps=warps, programs_per_sm=pps, num_stages=stages)))
         if n >= 8192 and "softmax" in only:
             for chunk, warps in itertools.product([4096, 8192, 16384, 32768], [4, 8, 16, 32]):
                 if chunk > n or not (8 <= chunk // (32 * warps) <= 64):
@@ -70,10 +78,13 @@ def main():
                 cands.append(("packed", dict(chunk=chunk, num_warps=warps)))
         if n >= 65536 and "softmax" in only:
             cands.append(("online", dict(block_size=16384)))
+        cands = [c for c in cands if c[0] in kinds]
         for kind, kw in cands:
             try:
                 if kind == "online":
                     f = lambda: online_softmax(x, **kw)
+                elif kind == "persistent":
+                    f = lambda: softmax_persistent(x, **kw)
                 elif kind == "packed":
                     f = lambda: split_softmax(x, packed=True, **kw)
                 else:

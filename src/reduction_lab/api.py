@@ -26,6 +26,7 @@ from .checks import check_matrix, check_no_overlap, check_out
 from .runtime import DEVICE
 
 BACKENDS = ("torch", "triton", "cuda", "tilelang")
+_BACKEND_SET = frozenset(BACKENDS)
 
 #: 每个 backend 接受的输入 dtype
 DTYPES = {
@@ -35,26 +36,31 @@ DTYPES = {
     "tilelang": (torch.float32,),
 }
 
-# (backend, 操作) -> (模块, 函数名)
+# 后端注册表：(backend, 操作) -> (模块, 函数名)。这些入口假定输入已经由本模块检查过；
+# 第一次用到时导入，之后直接从 _RESOLVED 取（每次调用不再经过 importlib）。
 _IMPLS = {
-    ("triton", "reduce_sum"): ("reduction_lab.triton_kernels.row_sum", "row_sum"),
-    ("triton", "softmax"): ("reduction_lab.triton_kernels.softmax", "softmax"),
+    ("triton", "reduce_sum"): ("reduction_lab.triton_kernels.row_sum", "row_sum_checked"),
+    ("triton", "softmax"): ("reduction_lab.triton_kernels.softmax", "softmax_checked"),
     ("cuda", "reduce_sum"): ("reduction_lab.cuda_kernels", "reduce_sum"),
     ("cuda", "softmax"): ("reduction_lab.cuda_kernels", "softmax"),
     ("tilelang", "reduce_sum"): ("reduction_lab.tilelang_kernels", "reduce_sum"),
     ("tilelang", "softmax"): ("reduction_lab.tilelang_kernels", "softmax"),
 }
+_RESOLVED: dict = {}
 
 
 def _check_backend(backend) -> None:
-    if not isinstance(backend, str) or backend not in BACKENDS:
+    if not isinstance(backend, str) or backend not in _BACKEND_SET:
         raise ValueError(f"未知的 backend {backend!r}，可选：{', '.join(BACKENDS)} "
                          f"(unknown backend {backend!r}; choose one of {BACKENDS})")
 
 
 def _impl(backend: str, op: str):
-    module, name = _IMPLS[(backend, op)]
-    return getattr(importlib.import_module(module), name)
+    fn = _RESOLVED.get((backend, op))
+    if fn is None:
+        module, name = _IMPLS[(backend, op)]
+        fn = _RESOLVED[(backend, op)] = getattr(importlib.import_module(module), name)
+    return fn
 
 
 def _check_dim(x: torch.Tensor, dim) -> None:
@@ -85,7 +91,7 @@ def _check_args(x, dim, backend, out, op):
             check_no_overlap(out, x, "out", "x")
         return torch.is_grad_enabled() and x.requires_grad
     _check_dim(x, dim)
-    if x.device.type == "cuda" and backend != "torch" and x.device.index != torch.cuda.current_device():
+    if backend != "torch" and x.is_cuda and x.get_device() != torch.cuda.current_device():
         cur = torch.cuda.current_device()
         raise ValueError(f"x 在 {x.device} 上，而当前设备是 cuda:{cur}：内核在当前设备上启动；请先 "
                          f"torch.cuda.set_device({x.device.index})，或在 with torch.cuda.device(x.device) 里调用 "
@@ -122,7 +128,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "triton", *,
         from . import autograd
 
         return autograd.reduce_sum(x, backend)
-    if backend == "cuda" and out is not None:
+    if backend in ("triton", "cuda") and out is not None:
         return _impl(backend, "reduce_sum")(x, out=out)
     return _into(out, _impl(backend, "reduce_sum")(x))
 

@@ -55,7 +55,7 @@ def check_matrix(x, name: str = "x", dtypes=FLOAT_DTYPES, device: str | None = N
             f"{name} 的最后一维必须连续（stride(1) == 1），得到 stride {tuple(x.stride())}；"
             f"可以先调用 .contiguous() ({name} must have a contiguous last dimension)"
         )
-    if device is not None and x.device.type != device:
+    if device is not None and not (x.is_cuda if device == "cuda" else x.device.type == device):
         raise ValueError(
             f"{name} 在 {x.device} 上，当前模式需要 {device} 张量（用 reduction_lab.DEVICE 创建） "
             f"({name} is on {x.device}, expected a {device} tensor)"
@@ -76,7 +76,7 @@ def check_vector(x, name: str = "x", dtypes=FLOAT_DTYPES, device: str | None = N
                         f"(unsupported dtype {x.dtype})")
     if x.stride(0) != 1:
         raise ValueError(f"{name} 必须连续，得到 stride {tuple(x.stride())} ({name} must be contiguous)")
-    if device is not None and x.device.type != device:
+    if device is not None and not (x.is_cuda if device == "cuda" else x.device.type == device):
         raise ValueError(f"{name} 在 {x.device} 上，当前模式需要 {device} 张量 ({name} is on {x.device}, expected {device})")
 
 

@@ -1,0 +1,172 @@
+"""一次调用的主机开销：连续调用（不在前面排 GPU 空转、不清 L2），每次调用的微秒数，
+以及它拆成哪几块（输入检查、分配输出、内核启动）。只在 GPU 上有意义。
+
+    REDUCTION_LAB_MODE=gpu python scripts/host_cost.py [--json out.json] [--profile]
+
+方法：预热后连续调用 K 次，两端 torch.cuda.synchronize，墙钟时间 / K。内核本身的时间另用 CUDA 事件
+（同样的连续调用）测出：每次调用的墙钟时间高于内核时间时，多出来的就是主机开销（GPU 在等 CPU）。
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import time
+
+import reduction_lab as rl
+import torch
+import triton
+import triton.language as tl
+
+SHAPES = [(64, 1024), (1024, 1024), (4096, 4096)]
+DTYPES = [torch.float32, torch.bfloat16]
+
+
+def per_call_us(fn, k: int = 2000, warmup: int = 50) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(k):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / k * 1e6
+
+
+def kernel_us(fn, k: int = 200) -> float:
+    """GPU 上每次调用占的时间：在一个 1 ms 的空转后面排 k 次调用，用事件量（主机开销被空转藏住）。"""
+    for _ in range(10):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(2e6))
+    start.record()
+    for _ in range(k):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / k * 1e3
+
+
+@triton.jit
+def _empty_kernel(x_ptr, n):
+    pass
+
+
+@triton.jit
+def _copy_kernel(out_ptr, in_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(in_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def probes() -> dict:
+    x = torch.randn(64, 1024, device="cuda")
+    y = torch.empty_like(x)
+    out = {}
+    out["torch.empty_like"] = per_call_us(lambda: torch.empty_like(x))
+    out["torch.empty(shape, dtype, device)"] = per_call_us(
+        lambda: torch.empty(x.shape, dtype=x.dtype, device=x.device))
+    out["torch.softmax"] = per_call_us(lambda: torch.softmax(x, -1))
+    out["torch.sum(1)"] = per_call_us(lambda: x.sum(1))
+    out["triton empty kernel[grid]"] = per_call_us(lambda: _empty_kernel[(1,)](x, 1))
+    out["triton copy kernel[grid]"] = per_call_us(lambda: _copy_kernel[(64,)](y, x, x.numel(), BLOCK=1024))
+    from reduction_lab.triton_kernels import _launch
+
+    if hasattr(_launch, "FastLaunch"):
+        fl = _launch.FastLaunch(_copy_kernel)
+        y.zero_()
+        fl((64,), y, x, x.numel(), BLOCK=1024)
+        fl((64,), y, x, x.numel(), BLOCK=1024)
+        torch.cuda.synchronize()
+        assert torch.equal(y, x), "FastLaunch 的结果与输入不同"
+        out["triton copy FastLaunch"] = per_call_us(lambda: fl((64,), y, x, x.numel(), BLOCK=1024))
+    out["torch.cuda.current_stream().cuda_stream"] = per_call_us(lambda: torch.cuda.current_stream().cuda_stream)
+    out["rl checks (_check_args)"] = per_call_us(lambda: rl.api._check_args(x, -1, "triton", None, "softmax"))
+    try:
+        import cupy
+
+        k = cupy.RawKernel(r'extern "C" __global__ void noop(float *x) {}', "noop")
+        k((1,), (32,), (x.data_ptr(),))
+        out["cupy empty RawKernel"] = per_call_us(lambda: k((1,), (32,), (x.data_ptr(),)))
+        ptr = torch.cuda.current_stream().cuda_stream
+        out["cupy ExternalStream wrap"] = per_call_us(lambda: cupy.cuda.ExternalStream(ptr))
+    except Exception as exc:  # noqa: BLE001 - 报告而不中断
+        out["cupy"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def table() -> list[dict]:
+    rows = []
+    for (m, n) in SHAPES:
+        for dtype in DTYPES:
+            x = torch.randn(m, n, device="cuda").to(dtype)
+            cases = {
+                "torch.softmax": lambda: torch.softmax(x, -1),
+                "torch.sum": lambda: x.sum(1),
+            }
+            for backend in ("triton", "cuda", "tilelang"):
+                if dtype not in rl.api.DTYPES[backend]:
+                    continue
+                cases[f"rl.softmax {backend}"] = lambda b=backend: rl.softmax(x, backend=b)
+                cases[f"rl.reduce_sum {backend}"] = lambda b=backend: rl.reduce_sum(x, backend=b)
+            for name, fn in cases.items():
+                try:
+                    rows.append({"shape": [m, n], "dtype": str(dtype).replace("torch.", ""), "impl": name,
+                                 "per_call_us": round(per_call_us(fn, k=500 if m * n > 1 << 20 else 2000), 2),
+                                 "kernel_us": round(kernel_us(fn), 2)})
+                except Exception as exc:  # noqa: BLE001
+                    rows.append({"shape": [m, n], "dtype": str(dtype), "impl": name, "error": repr(exc)[:200]})
+                print(rows[-1], flush=True)
+    return rows
+
+
+def profile(backend: str, op: str) -> str:
+    x = torch.randn(64, 1024, device="cuda")
+    fn = getattr(rl, op)
+    for _ in range(100):
+        fn(x, backend=backend)
+    torch.cuda.synchronize()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(2000):
+        fn(x, backend=backend)
+    pr.disable()
+    torch.cuda.synchronize()
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(22)
+    return s.getvalue()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--probes-only", action="store_true")
+    args = ap.parse_args()
+    rl.runtime.require_gpu("host_cost")
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+           "method": "back-to-back calls, wall time / K after warmup, synchronize at both ends; "
+                     "kernel_us: CUDA events around K calls queued behind a GPU sleep"}
+    res["probes_us"] = probes()
+    for k, v in res["probes_us"].items():
+        print(f"{k:45s} {v if isinstance(v, str) else f'{v:8.2f} us'}", flush=True)
+    if not args.probes_only:
+        res["per_call"] = table()
+    if args.profile:
+        for backend in ("triton", "cuda", "tilelang"):
+            for op in ("softmax", "reduce_sum"):
+                try:
+                    txt = profile(backend, op)
+                except Exception as exc:  # noqa: BLE001
+                    txt = repr(exc)
+                print(f"==== profile {backend} {op}\n{txt}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

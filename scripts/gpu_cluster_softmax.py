@@ -34,7 +34,7 @@ import traceback
 import torch
 
 import reduction_lab as rl
-from reduction_lab.cuda_kernels.cluster import CLUSTER_SIZES, cluster_plan, softmax_cluster
+from reduction_lab.cuda_kernels.cluster import CLUSTER_SIZES, cluster_plan, softmax_cluster, summary_table
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 NS = {"float32": [16384, 32768, 65536, 100003, 131072, 262144, 1 << 20],
@@ -304,17 +304,13 @@ def main(argv=None) -> int:
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=False, indent=1)
         f.write("\n")
-    print("3. summary (do_bench GB/s; % of copy by do_bench / harness)")
-    print(f"{'dtype':9s} {'N':>8s} {'copy':>6s} {'torch':>6s} {'triton':>6s} {'auto C':>6s} {'auto':>6s} "
-          f"{'%copy':>11s} {'best C':>6s} {'%copy':>11s}")
+    print("3. summary: do_bench GB/s (read + write); the page docs/cuda/cluster-softmax.md prints this table")
+    print(summary_table(doc))
+    print("harness method (read-only L2 sweep), % of copy for the automatic / fastest cluster:")
     for s in doc["summary"]:
-        def g(k):
-            v = s.get(k)
-            return "-" if v is None else f"{v:.0f}"
-        print(f"{s['dtype']:9s} {s['N']:>8d} {g('copy_gbps'):>6s} {g('torch_gbps'):>6s} {g('triton_gbps'):>6s} "
-              f"{s.get('auto_cluster', '-')!s:>6s} {g('auto_gbps'):>6s} "
-              f"{g('auto_pct_copy'):>5s}/{g('auto_harness_pct_copy'):>5s} {s.get('best_cluster', '-')!s:>6s} "
-              f"{g('best_pct_copy'):>5s}/{g('best_harness_pct_copy'):>5s}")
+        if "auto_cluster" in s:
+            print(f"  {s['dtype']:9s} N={s['N']:>8d}: auto C={s['auto_cluster']} {s['auto_harness_pct_copy']:.1f}%, "
+                  f"best C={s['best_cluster']} {s['best_harness_pct_copy']:.1f}%")
     bad = [r for r in doc["validation"] if r.get("ok") is False]
     print(f"validation: {sum(1 for r in doc['validation'] if r.get('ok'))} ok, {len(bad)} failed; "
           f"wrote {args.out} in {doc['meta']['elapsed_s']} s")

@@ -35,7 +35,7 @@ from ..checks import check_int, check_matrix, check_no_overlap, check_out
 from .launcher import nvrtc_source, read_source
 
 __all__ = ["softmax_cluster", "cluster_plan", "ClusterPlan", "CLUSTER_SIZES", "SHARED_OPTIN_SM90",
-           "KERNEL_SOURCE", "KERNEL_NAME", "DTYPES"]
+           "KERNEL_SOURCE", "KERNEL_NAME", "DTYPES", "summary_table"]
 
 KERNEL_SOURCE = "softmax_cluster.cu"
 KERNEL_NAME = "softmax_cluster_rows"
@@ -230,3 +230,25 @@ def softmax_cluster(x: torch.Tensor, *, cluster_size: int | None = None, block_s
                                f"{plan.shared_bytes} 字节共享内存）：{e} "
                                f"(launch of {KERNEL_NAME} failed for {plan.to_dict()})") from e
     return out
+
+
+# ---------------------------------------------------------------- 实测结果的表格
+
+def summary_table(doc: dict) -> str:
+    """scripts/gpu_cluster_softmax.py 写出的 JSON -> 等宽文本表（GB/s 为 do_bench 的中位数，读 + 写）。
+
+    课程页面 docs/cuda/cluster-softmax.md 用它打印 docs/data/h200_cluster_softmax.json。"""
+    head = (f"{'dtype':9s}{'N':>8s}{'M':>6s}{'copy':>8s}{'torch':>7s}{'triton':>7s}"
+            f"{'C':>5s}{'GB/s':>6s}{'%copy':>9s}{'best C':>8s}{'%copy':>9s}")
+    lines = [head]
+
+    def num(v, fmt="{:.0f}"):
+        return "-" if v is None or v != v else fmt.format(v)
+
+    for s in doc["summary"]:
+        lines.append(f"{s['dtype']:9s}{s['N']:>8d}{s['M']:>6d}{num(s.get('copy_gbps')):>8s}"
+                     f"{num(s.get('torch_gbps')):>7s}{num(s.get('triton_gbps')):>7s}"
+                     f"{num(s.get('auto_cluster'), '{:d}'):>5s}{num(s.get('auto_gbps')):>6s}"
+                     f"{num(s.get('auto_pct_copy'), '{:.0f}%'):>9s}{num(s.get('best_cluster'), '{:d}'):>8s}"
+                     f"{num(s.get('best_pct_copy'), '{:.0f}%'):>9s}")
+    return "\n".join(lines)

@@ -112,11 +112,23 @@ def _spec(source: str, name: str, dkey: tuple):
 
     p = source_path(source)
     names = kernel_names(p)
-    if name not in names:
+    if name not in names and not _is_cxx_kernel(p, name):
         raise ValueError(f"{p.name} 里没有名为 {name!r} 的 extern \"C\" __global__ 内核；有：{', '.join(names)} "
                          f"(no kernel {name!r} in {p.name})")
-    sig = tuple(simt.kernel_signature(p.read_text(encoding="utf-8"), name, defines=dict(dkey) or None))
+    # 传路径而不是文本：#include "x.h" 从源文件所在的目录读入
+    sig = tuple(simt.kernel_signature(str(p), name, defines=dict(dkey) or None))
     return p, sig
+
+
+def _is_cxx_kernel(path, name: str) -> bool:
+    """``name`` 是文件里一个不带 ``extern "C"`` 的 ``__global__`` 函数（C++ 名字），或模板内核的实例
+    （``"block_sum<256>"``）：gpu 模式经 ``RawModule(name_expressions=[name])`` 取得。"""
+    base = name.split("<", 1)[0].strip()
+    if not re.fullmatch(r"[A-Za-z_]\w*", base):
+        return False
+    text = re.sub(r"//[^\n]*", "", read_source(path))
+    return re.search(rf"__global__\s+(?:[A-Za-z_]\w*\s+)*?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{base}\s*[(<]",
+                     text) is not None
 
 
 def kernel_signature(source, name: str, defines=None):
@@ -209,6 +221,47 @@ def _raw_kernel(path: str, name: str, dkey: tuple):
     return cupy.RawKernel(code, name)
 
 
+def _cuda_include_dir():
+    """CUDA 工具包的 include 目录（NVRTC 编译 ``#include <cooperative_groups.h>`` 需要），找不到时为 None。"""
+    import os
+    import shutil
+
+    cands = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        cands.append(str(Path(nvcc).resolve().parent.parent))
+    cands.append("/usr/local/cuda")
+    for c in cands:
+        if c and (Path(c) / "include" / "cooperative_groups.h").is_file():
+            return str(Path(c) / "include")
+    return None
+
+
+@functools.lru_cache(maxsize=128)
+def _raw_module(path: str, dkey: tuple, cxx_name):
+    """C++ 内核（``cxx_name``，如 ``"block_sum<256>"``）或要写入文件作用域变量的内核：CuPy ``RawModule``。
+    头文件从源文件所在的目录找（``-I``）。"""
+    import cupy
+
+    prefix = "".join(f"#define {k} {v}\n" for k, v in dkey)
+    code = prefix + f'#line 1 "{Path(path).name}"\n' + nvrtc_source(Path(path).read_text(encoding="utf-8"))
+    opts = [f"-I{Path(path).parent}", "--std=c++17"]       # NVRTC 的选项：一个字符串一项
+    inc = _cuda_include_dir()
+    if inc is not None and "cooperative_groups" in code:
+        opts.append(f"-I{inc}")
+    return cupy.RawModule(code=code, options=tuple(opts),
+                          name_expressions=[cxx_name] if cxx_name is not None else None)
+
+
+def _symbol_arrays(path: Path, name: str, dkey: tuple, symbols):
+    """{变量名: (一维数组, 是否 __constant__)}，名字、大小与类型的检查与模拟器相同。"""
+    from .. import simt
+    from ..simt.api import _symbols
+
+    prog = simt.parse(str(path), dict(dkey) or None, name)
+    return {k: (a, bool(prog.file_vars[k][1])) for k, a in _symbols(prog, symbols).items()}
+
+
 def _pointer_value(value):
     if isinstance(value, torch.Tensor):
         return value.data_ptr()
@@ -221,19 +274,36 @@ def _gpu_shared_optin() -> int:
     return int(getattr(props, "shared_memory_per_block_optin", 0) or 232448)
 
 
-def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey, max_dyn=None):
+def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey, max_dyn=None, symbols=None):
     import cupy
 
-    kernel = _raw_kernel(str(path), name, dkey)
+    cxx = name not in kernel_names(path)
+    module = None
+    if cxx or symbols:
+        module = _raw_module(str(path), dkey, name if cxx else None)
+        kernel = module.get_function(name)
+    else:
+        kernel = _raw_kernel(str(path), name, dkey)
     index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
     if max_dyn is not None and max_dyn > 48 * 1024:
         # 驱动的 opt-in：超过 48 KiB 的动态共享内存要先调大这个属性，否则启动失败
         with cupy.cuda.Device(index):
             kernel.max_dynamic_shared_size_bytes = int(max_dyn)
+    arrays = _symbol_arrays(path, name, dkey, symbols) if symbols else {}
     with cupy.cuda.Device(index):
         stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(index).cuda_stream, index)
         with stream:                                   # 与 torch 的当前流保持顺序
+            for sname, (arr, _) in arrays.items():     # cudaMemcpyToSymbol：只覆盖开头 arr.size 个元素
+                arr = np.ascontiguousarray(arr)
+                module.get_global(sname).copy_from_host_async(arr.ctypes.data, arr.nbytes, stream)
             kernel(grid, block, tuple(packed), shared_mem=int(shared_bytes))
+            for sname, (arr, constant) in arrays.items():
+                user = symbols[sname]
+                if not constant and isinstance(user, np.ndarray) and user.flags.writeable:
+                    back = np.empty_like(arr)          # cudaMemcpyFromSymbol：__device__ 变量写回调用者的数组
+                    module.get_global(sname).copy_to_host_async(back.ctypes.data, back.nbytes, stream)
+                    stream.synchronize()
+                    user.reshape(-1)[:] = back
     return None
 
 
@@ -247,8 +317,12 @@ def _flat_span(a):
 
 
 def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=None, mode: str | None = None,
-           max_dynamic_shared_bytes: int | None = None):
+           max_dynamic_shared_bytes: int | None = None, symbols=None):
     """启动一个 CUDA C 内核：gpu 模式在 GPU 上，sim 模式在模拟器里。见模块说明。
+
+    ``name`` 也可以是不带 ``extern "C"`` 的 C++ 内核或模板内核的实例（``"block_sum<256>"``）。
+    ``symbols``：{变量名: 数值或 numpy 数组}，启动前写入文件作用域的 ``__constant__`` / ``__device__`` 变量
+    （cudaMemcpyToSymbol）；``__device__`` 变量对应的可写 numpy 数组在启动后写回（两种模式相同，gpu 模式会同步）。
 
     ``shared_bytes`` 超过 48 KiB 时必须给出 ``max_dynamic_shared_bytes``（两种模式规则相同）：
     gpu 模式下据此设置内核的 cudaFuncAttributeMaxDynamicSharedMemorySize，上限是当前 GPU 架构
@@ -296,9 +370,11 @@ def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=
                 raise ValueError(f"{name} 的张量不在同一块 GPU 上：{device} 与 {a.device} (tensors on different GPUs)")
         packed.append(np.uint64(_pointer_value(a)))     # 指针按 64 位地址传入
     if mode == "gpu":
-        return _gpu_launch(path, name, grid, block, packed, device, shared_bytes, dkey, max_dynamic_shared_bytes)
+        return _gpu_launch(path, name, grid, block, packed, device, shared_bytes, dkey, max_dynamic_shared_bytes,
+                           symbols)
 
     from .. import simt
 
     return simt.launch(str(path), name, grid, block, packed, shared_bytes=int(shared_bytes),
-                       defines=dict(dkey) or None, max_dynamic_shared_bytes=max_dynamic_shared_bytes)
+                       defines=dict(dkey) or None, max_dynamic_shared_bytes=max_dynamic_shared_bytes,
+                       symbols=symbols)

@@ -281,9 +281,10 @@ _TYPEDEF = r"""
 typedef float real;
 typedef unsigned int index_t;
 typedef const real* real_cptr;
-__global__ void scale_add(real_cptr x, real* y, real a, int n) {
+__global__ void scale_add(real_cptr x, real* y, float a, int n) {
     index_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (index_t)n) y[i] = a * x[i] + y[i];
+    real s = a;
+    if (i < (index_t)n) y[i] = s * x[i] + y[i];
 }
 """
 

@@ -171,10 +171,29 @@ def test_rows_config_16bit_uses_fewer_warps():
     assert _rows_config(1 << 14, 4096, 4) == (1, 4096, 16)         # float32 不变
     # 选中的配置在扫描里不低于最佳配置的 97%
     data = json.loads((Path(__file__).resolve().parents[1] / "docs/data/h200_tune_softmax_bf16.json").read_text())
-    for row in data:
+    for row in data["results"]:
         if row["N"] > 4096:
             continue
         bm, _, nw = _rows_config(row["M"], row["N"], 2)
         ok = [c for c in row["softmax"] if c.get("ok") and c["kind"] == "rows"]
         chosen = [c["gbs"] for c in ok if c["block_m"] == bm and c["num_warps"] == nw]
         assert chosen and chosen[0] >= 0.97 * max(c["gbs"] for c in ok), row["N"]
+
+
+def test_bf16_long_row_plan_follows_the_sweep():
+    """16 位输入、N = 32768：默认计划用常驻内核（1 个 program/SM、32 个 warp、3 级流水），
+    它在扫描里是最快的候选，比多行内核快。"""
+    import json
+    from pathlib import Path
+
+    from reduction_lab.triton_kernels.softmax import _persistent_launch, _rows_plan
+
+    launcher, grid, kw, _ = _rows_plan(2048, 32768, torch.bfloat16)
+    assert launcher is _persistent_launch and kw["num_warps"] == 32 and kw["NUM_STAGES"] == 3
+    data = json.loads((Path(__file__).resolve().parents[1] / "docs/data/h200_tune_softmax_bf16.json").read_text())
+    row = next(r for r in data["results"] if r["N"] == 32768)
+    ok = [c for c in row["softmax"] if c.get("ok")]
+    best = max(ok, key=lambda c: c["gbs"])
+    assert (best["kind"], best["num_warps"], best["programs_per_sm"], best["num_stages"]) == ("persistent", 32, 1, 3)
+    rows_best = max(c["gbs"] for c in ok if c["kind"] == "rows")
+    assert best["gbs"] > 1.1 * rows_best

@@ -25,6 +25,9 @@ CONFIGS = {
     "bank_conflicts.cu": [{}, {"WIDE_FLOAT4": 1}],
     "tree_demo.cu": [{}],
     "warp_shuffle.cu": [{}],
+    # CUB 的头文件随 CUDA 工具包（CCCL）一起装好，nvcc 不需要 -I
+    "primitives.cu": [{"BLOCK_SIZE": 32}, {"BLOCK_SIZE": 256}, {"BLOCK_SIZE": 1024}],
+    "primitives_cub.cu": [{"BLOCK_SIZE": 32}, {"BLOCK_SIZE": 256}, {"BLOCK_SIZE": 1024}],
     "softmax_cluster.cu": [{"CLUSTER_SIZE": 1, "USE_BF16": 0}, {"CLUSTER_SIZE": 16, "USE_BF16": 0},
                            {"CLUSTER_SIZE": 2, "USE_BF16": 1}, {"CLUSTER_SIZE": 16, "USE_BF16": 1}],
 }

@@ -2,15 +2,18 @@
 
 课程页面：docs/tilelang/reduce.md（「TileLang 的归约」）。内核源码在 :mod:`.kernels`。
 
-* :func:`reduce_sum` —— (M, N) float32 -> (M,)；
-* :func:`softmax` —— (M, N) float32 -> (M, N)，按行；
+* :func:`reduce_sum` —— (M, N) -> (M,)；
+* :func:`softmax` —— (M, N) -> (M, N)，按行；
 * :func:`softmax_backward` —— softmax 的反向 dx = y * (dy - sum(y * dy))（:mod:`.backward`）；
 * :func:`cuda_source` —— 在任何机器上（不需要 GPU）把内核降级成 sm_90 的 CUDA C 源码；
 * :func:`default_config` —— 按 (M, N) 选出的默认参数（可调参数见各函数的关键字参数）。
 
 gpu 模式用 ``{"kind": "cuda", "arch": "sm_XY"}``（XY 取当前设备的计算能力）编译，
 sim 模式用 TileLang 的 ``c`` 目标在 CPU 上编译运行。``M, N`` 是编译期常量：每种
-（形状, 参数, 目标）编译一次，缓存在进程内。
+（形状, 参数, 目标, dtype）编译一次，缓存在进程内。
+
+dtype：float32、float16、bfloat16，结果与输入同 dtype，归约与 exp 在 float32 里做。sim 模式（``c`` 目标）
+不接受 bfloat16，见 :data:`BF16_C_TARGET`。
 """
 
 from __future__ import annotations
@@ -28,10 +31,24 @@ from ..checks import check_matrix
 from ..runtime import DEVICE, MODE
 
 __all__ = ["reduce_sum", "softmax", "softmax_backward", "cuda_source", "default_config", "nvcc_check",
-           "SM90_TARGET", "TUNABLES"]
+           "SM90_TARGET", "TUNABLES", "DTYPES", "BF16_C_TARGET"]
 
 #: 不依赖 GPU 的 CUDA 目标：lead 机器（H200）的架构。
 SM90_TARGET = {"kind": "cuda", "arch": "sm_90"}
+
+#: 接受的输入 dtype（sim 模式没有 bfloat16，见 BF16_C_TARGET）
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+#: 为什么 sim 模式（TileLang 0.1.15 的 ``c`` 目标）不能运行 bfloat16 内核
+BF16_C_TARGET = (
+    "TileLang 0.1.15 的 c 目标（sim 模式）不支持 bfloat16：CPU 的编译流程只在主机端模块上把 bfloat16 "
+    "存储换成 uint16（BF16StorageLegalize），设备端的 C 代码生成遇到 bfloat16 缓冲区就报 "
+    "\"Cannot convert type bfloat16 to C type\"，片上的 bfloat16 缓冲区在这之前就被报告为未传入的变量，"
+    "C 包装层也没有 bfloat16 的类型；这里不悄悄换成 float32 计算。请在 gpu 模式下运行，"
+    "或在 sim 模式下用 float16 / float32 "
+    "(TileLang 0.1.15's c target (sim mode) has no bfloat16: its CPU pipeline legalizes bfloat16 storage "
+    "only in the host module, so device C codegen fails with 'Cannot convert type bfloat16 to C type'; "
+    "run in gpu mode, or use float16/float32 in sim mode)")
 
 #: 每个内核可调的关键字参数。
 TUNABLES = {
@@ -173,7 +190,9 @@ def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict) -> dict:
 
 
 def _check(x: torch.Tensor, name: str = "x") -> None:
-    check_matrix(x, name, dtypes=(torch.float32,), device=DEVICE)
+    check_matrix(x, name, dtypes=DTYPES, device=DEVICE)
+    if MODE == "sim" and x.dtype == torch.bfloat16:
+        raise TypeError(f"{name}：{BF16_C_TARGET}")
     if x.stride(0) != x.shape[1] and x.shape[0] > 1:
         raise ValueError(f"{name} 必须是行主序连续张量，得到 stride {tuple(x.stride())}；可以先调用 .contiguous() "
                          f"({name} must be contiguous)")
@@ -185,13 +204,17 @@ def _check(x: torch.Tensor, name: str = "x") -> None:
 def _run(kernel: str, x: torch.Tensor, cfg: dict, *more: torch.Tensor) -> torch.Tensor:
     gpu = MODE == "gpu"
     jit = _jit_for(kernel, current_target(x.device))
-    return jit(x, *more, cpu=not gpu, **cfg)
+    return jit(x, *more, cpu=not gpu, dtype=_dtype_name(x.dtype), **cfg)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
 
 
 def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | None = None,
                threads: int | None = None, n_split: int | None = None,
                defer_reduce: bool | None = None) -> torch.Tensor:
-    """每行求和：(M, N) float32 -> (M,)。
+    """每行求和：(M, N) -> (M,)，dtype 与 x 相同（float32、float16、bfloat16；用 float32 累加）。
 
     可调参数（不给就按 :func:`default_config`）：``block_m`` 每块几行，``block_n`` 每块几列
     （都是 2 的幂），``threads`` 每个线程块的线程数，``n_split`` 把一行切成几段分给几个线程块
@@ -205,16 +228,16 @@ def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | No
     cfg = _resolve("reduce_sum", M, N, gpu,
                    dict(block_m=block_m, block_n=block_n, threads=threads, n_split=n_split,
                         defer_reduce=defer_reduce))
-    partial = _run("reduce_sum", x, cfg)          # (M, n_split)
+    partial = _run("reduce_sum", x, cfg)          # (M, n_split)；分段时是 float32
     if cfg["n_split"] == 1:
         return partial[:, 0]
-    # 第二阶段：同一个内核把每行的 n_split 个部分和加起来
-    return reduce_sum(partial)
+    # 第二阶段：同一个内核把每行的 n_split 个 float32 部分和加起来，最后舍入一次到 x 的 dtype
+    return reduce_sum(partial).to(x.dtype)
 
 
 def softmax(x: torch.Tensor, *, block_m: int | None = None, block_n: int | None = None,
             threads: int | None = None) -> torch.Tensor:
-    """按行 softmax：(M, N) float32 -> (M, N)。在线 softmax：第 1 遍一块一块地更新行最大值
+    """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。在线 softmax：第 1 遍一块一块地更新行最大值
     和指数和，第 2 遍归一化写回（读 2 遍 x，写 1 遍 y）。"""
     _check(x)
     M, N = x.shape
@@ -224,24 +247,31 @@ def softmax(x: torch.Tensor, *, block_m: int | None = None, block_n: int | None 
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, *, block_m: int | None = None,
                      block_n: int | None = None, threads: int | None = None) -> torch.Tensor:
-    """softmax 的反向：y = softmax(x) 与上游梯度 dy（都是 (M, N) float32、行主序连续），返回 dx。
+    """softmax 的反向：y = softmax(x) 与上游梯度 dy（都是 (M, N)、同一 dtype、行主序连续），返回同 dtype 的 dx。
     两遍：先求每行的 sum(y * dy)，再写 dx = y * (dy - sum)。可调参数同 :func:`softmax`。"""
     _check(y, "y")
     _check(dy, "dy")
     if y.shape != dy.shape:
         raise ValueError(f"y 与 dy 的形状必须相同，得到 {tuple(y.shape)} 与 {tuple(dy.shape)} "
                          f"(y and dy must have the same shape)")
+    if y.dtype != dy.dtype:
+        raise TypeError(f"y 与 dy 的 dtype 必须相同，得到 {_dtype_name(y.dtype)} 与 {_dtype_name(dy.dtype)} "
+                        f"(y and dy must have the same dtype)")
     M, N = y.shape
     cfg = _resolve("softmax_backward", M, N, MODE == "gpu", dict(block_m=block_m, block_n=block_n, threads=threads))
     return _run("softmax_backward", y, cfg, dy)
 
 
-def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target=None, **params) -> str:
+def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target=None, dtype: str = "float32",
+                **params) -> str:
     """把内核降级成 CUDA C 并返回源码；默认目标 sm_90，不需要 GPU，也不需要 nvcc
     （形状用 meta 张量给出，只做降级，不编译成二进制）。
 
-    ``params`` 是可调参数；不给的按 gpu 模式的默认值。
+    ``dtype``："float32"、"float16" 或 "bfloat16"；``params`` 是可调参数，不给的按 gpu 模式的默认值。
     """
+    names = tuple(_dtype_name(d) for d in DTYPES)
+    if dtype not in names:
+        raise ValueError(f"dtype 只能是 {', '.join(names)} 之一，得到 {dtype!r} (unsupported dtype {dtype!r})")
     if kernel not in TUNABLES:
         raise ValueError(f"未知的内核 {kernel!r}，可选：{', '.join(TUNABLES)} (unknown kernel {kernel!r})")
     for name, v in (("M", M), ("N", N)):
@@ -251,15 +281,15 @@ def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target
         raise ValueError(f"M*N={M * N} 超过 int32 下标上限 {_MAX_ELEMS} (too many elements)")
     cfg = _resolve(kernel, M, N, True, params)
     target = target or SM90_TARGET
-    key = (kernel, M, N, repr(target), tuple(sorted(cfg.items())))
+    key = (kernel, M, N, repr(target), dtype, tuple(sorted(cfg.items())))
     if key not in _sources:
         import tilelang
         from tvm.target import Target
 
         jit = _jit_for(kernel, target)
-        x = torch.empty(M, N, dtype=torch.float32, device="meta")
+        x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
         args = (x, x) if kernel == "softmax_backward" else (x,)      # 反向有 y、dy 两个输入
-        prim_func = jit.get_tir(*args, cpu=False, **cfg)
+        prim_func = jit.get_tir(*args, cpu=False, dtype=dtype, **cfg)
         # 只降级、不调用 nvcc：没有 CUDA 工具链的机器上也能看到生成的源码
         with Target(target) as tgt:
             _sources[key] = tilelang.lower(prim_func, target=tgt).kernel_source

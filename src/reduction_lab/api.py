@@ -13,7 +13,9 @@ CuPy，CPU 上经 :mod:`reduction_lab.simt`）、``"tilelang"``。在哪里运�
 * 所有参数都在启动任何内核之前检查。
 
 dtype：torch 与 triton 接受 float32、float16、bfloat16、float64（float64 按 float64 计算，
-``torch.autograd.gradcheck`` 用它）；cuda 与 tilelang 的内核只有 float32 版本。
+``torch.autograd.gradcheck`` 用它）；cuda 与 tilelang 接受 float32、bfloat16、float16：按输入的 dtype 读写，
+在 float32 里累加、求 exp，结果与输入同 dtype（前向与反向都是）。sim 模式下 tilelang 不接受 bfloat16
+（TileLang 的 C 目标没有 bfloat16，见 ``reduction_lab.tilelang_kernels.BF16_C_TARGET``）。
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ _BACKEND_SET = frozenset(BACKENDS)
 DTYPES = {
     "torch": (torch.float32, torch.float16, torch.bfloat16, torch.float64),
     "triton": (torch.float32, torch.float16, torch.bfloat16, torch.float64),
-    "cuda": (torch.float32,),
-    "tilelang": (torch.float32,),
+    "cuda": (torch.float32, torch.bfloat16, torch.float16),
+    "tilelang": (torch.float32, torch.bfloat16, torch.float16),     # sim 模式没有 bfloat16
 }
 
 # 后端注册表：(backend, 操作) -> (模块, 函数名)。这些入口假定输入已经由本模块检查过；

@@ -124,10 +124,31 @@ class FastLaunch:
             if key is not None and hasattr(compiled, "packed_metadata") and callable(getattr(compiled, "run", None)):
                 tail = tuple(kwargs.get(name, default) for name, default in self.constexprs)
                 # 已编译内核的这几个属性每次访问都要经过 Python（旧版 Triton 重载了 __getattribute__）：取一次存起来
-                self.cache[key] = (compiled.run, compiled.function, compiled.packed_metadata, tail)
+                run = compiled.run
+                self.cache[key] = (run, compiled.function, compiled.packed_metadata, tail, _direct(run))
             return None
-        run, function, packed, tail = hit
+        run, function, packed, tail, direct = hit
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
-        run(grid[0], g1, g2, self._stream(key[0]), function, packed, None, None, None, *flat, *tail)
+        if direct is not None:
+            launch, coop, pdl, annotations, signature = direct
+            launch(grid[0], g1, g2, self._stream(key[0]), function, coop, pdl, packed, None, None, None,
+                   None, None, annotations, signature, (*flat, *tail))
+        else:
+            run(grid[0], g1, g2, self._stream(key[0]), function, packed, None, None, None, *flat, *tail)
         return None
+
+
+_DIRECT_ATTRS = ("launch", "launch_cooperative_grid", "launch_pdl", "arg_annotations", "kernel_signature",
+                 "global_scratch_size", "profile_scratch_size")
+
+
+def _direct(run):
+    """新版 Triton 的 ``CudaLauncher``：Python 层每次调用都要建几个闭包、查 scratch 分配器，再调用通用的 C 启动函数。
+    内核不需要 scratch 内存（global / profile scratch 都是 0 字节）、没有开 gsan 时，直接调用那个 C 函数，
+    参数与 ``CudaLauncher.__call__`` 传的相同。其他情况返回 None（照常调用 ``run``）。"""
+    if not all(hasattr(run, a) for a in _DIRECT_ATTRS) or getattr(run, "gsan_enabled", False):
+        return None
+    if run.global_scratch_size or run.profile_scratch_size or not callable(run.launch):
+        return None
+    return run.launch, run.launch_cooperative_grid, run.launch_pdl, run.arg_annotations, run.kernel_signature

@@ -125,9 +125,20 @@ def test_half_precision_forward(dtype):
     _close(y, _ref_rms(x, w), eps_d, eps_d)
 
 
+# 反向内核的三种做法，块都比行短或正好（sim 模式下行也短）：(37, 1000) 的 "tiles" 是 4 个列块、
+# 最后一块 1000 - 3 * 256 = 232 列；"stream" 每次 2 行，37 行的最后一块只有 1 行
+STRATEGY_CONFIGS = {
+    "row": None,                                            # 默认配置：N <= 4096 时整行放进一个块
+    "tiles": ln.BackwardConfig("tiles", 1, 256, 4, 1),
+    "stream": ln.BackwardConfig("stream", 2, 256, 4, 1),
+}
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGY_CONFIGS))
 @pytest.mark.parametrize("dtype", HALF, ids=str)
-def test_half_precision_backward(dtype):
+def test_half_precision_backward(dtype, strategy):
     """dx：atol = eps * max|dx_ref|、rtol = eps；dW、dB（float32 权重）：float32 累加 M 行，rtol = 1e-4。"""
+    cfg = STRATEGY_CONFIGS[strategy]
     eps_d = torch.finfo(dtype).eps
     x, _, _ = _inputs(37, 1000, dtype=dtype, seed=5)
     _, w, b = _inputs(37, 1000, seed=6)                     # float32 的权重、半精度的激活（混合精度的常见做法）
@@ -140,10 +151,10 @@ def test_half_precision_backward(dtype):
         ref.backward(dy.double())
         if rms:
             y, rstd = ln.rms_norm_forward(x, w)
-            dx, dw = ln.rms_norm_backward(dy, x, w, rstd)
+            dx, dw = ln.rms_norm_backward(dy, x, w, rstd, programs=3, config=cfg)
         else:
             y, mean, rstd = ln.layer_norm_forward(x, w, b)
-            dx, dw, db = ln.layer_norm_backward(dy, x, w, mean, rstd)
+            dx, dw, db = ln.layer_norm_backward(dy, x, w, mean, rstd, programs=3, config=cfg)
             _close(db, br.grad, 1e-4, 1e-4)
         assert dx.dtype == dtype and dw.dtype == torch.float32
         _close(dx, xr.grad, eps_d * float(xr.grad.abs().max()), eps_d)
@@ -161,6 +172,73 @@ def test_gradcheck_float64():
     assert torch.autograd.gradcheck(lambda x, w, b: rl.layer_norm(x, w, b), (x, w, b))
     assert torch.autograd.gradcheck(lambda x, w: rl.layer_norm(x, w), (x, w))
     assert torch.autograd.gradcheck(lambda x, w: rl.rms_norm(x, w), (x, w))
+
+
+@pytest.mark.parametrize("strategy", ["tiles", "stream"])
+def test_gradcheck_float64_tiled_strategies(strategy, monkeypatch):
+    """同样的 gradcheck，反向换成按列分块的两种做法：(3, 10) 分成 3 个 4 列的块（最后一块 2 列），
+    每次 2 行、P = 2 个 program（3 行分成 2 + 1）。"""
+    cfg = ln.BackwardConfig(strategy, 2, 4, 4, 1)
+    monkeypatch.setattr(ln, "backward_config", lambda m, n, dtype=None: cfg)
+    monkeypatch.setattr(ln, "backward_programs", lambda m, c: 2)
+    g = torch.Generator().manual_seed(18)
+    x = torch.randn(3, 10, generator=g, dtype=torch.float64).to(DEV).requires_grad_()
+    w = torch.randn(10, generator=g, dtype=torch.float64).to(DEV).requires_grad_()
+    b = torch.randn(10, generator=g, dtype=torch.float64).to(DEV).requires_grad_()
+    # fast_mode：雅可比乘随机向量再比较，解释器里只要几次反向
+    assert torch.autograd.gradcheck(lambda x, w, b: rl.layer_norm(x, w, b), (x, w, b), fast_mode=True)
+    assert torch.autograd.gradcheck(lambda x, w: rl.rms_norm(x, w), (x, w), fast_mode=True)
+
+
+# (37, 300)：M 不是 program 数的倍数、N 不是 2 的幂；(5, 1000)：行少列多；(130, 64)：行多列少
+BACKWARD_SHAPES = [(37, 300), (5, 1000), (130, 64)]
+BACKWARD_CONFIGS = [
+    None,                                                   # 默认："row"
+    ln.BackwardConfig("tiles", 1, 128, 4, 1),               # 列块数 3、8、1；ACC_TILES = 4、8、1
+    ln.BackwardConfig("tiles", 4, 64, 4, 1),
+    ln.BackwardConfig("stream", 1, 128, 4, 1),
+    ln.BackwardConfig("stream", 8, 256, 4, 1),              # 一块 8 行：(5, 1000) 只有一块，部分和不读
+]
+
+
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("cfg", BACKWARD_CONFIGS, ids=lambda c: "default" if c is None else
+                         f"{c.strategy}-{c.block_m}x{c.block_n}")
+@pytest.mark.parametrize("shape", BACKWARD_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_backward_strategies_match_autograd(shape, cfg, dtype, rms):
+    """每种做法、每种形状，P = 3 个 program（上限）：dx、dW、dB 与 float64 的 torch autograd 一致。
+    float64 输入按 float64 计算，容差 1e-10；float32 的容差 1e-5。"""
+    m, n = shape
+    x, w, b = _inputs(m, n, dtype=dtype, seed=15, offset=1.5, scale=2.0)
+    dy = torch.randn(m, n, generator=torch.Generator().manual_seed(16), dtype=torch.float64).to(dtype).to(DEV)
+    xr, wr, br = (t.double().requires_grad_() for t in (x, w, b))
+    (_ref_rms(xr, wr) if rms else _ref_ln(xr, wr, br)).backward(dy.double())
+    tol = 1e-10 if dtype == torch.float64 else 1e-5
+    if rms:
+        _, rstd = ln.rms_norm_forward(x, w)
+        dx, dw = ln.rms_norm_backward(dy, x, w, rstd, programs=3, config=cfg)
+    else:
+        _, mean, rstd = ln.layer_norm_forward(x, w, b)
+        dx, dw, db = ln.layer_norm_backward(dy, x, w, mean, rstd, programs=3, config=cfg)
+        assert db.dtype == dtype
+        _close(db, br.grad, tol, tol)
+    assert dx.dtype == dw.dtype == dtype
+    _close(dx, xr.grad, tol * float(xr.grad.abs().max()), tol)
+    _close(dw, wr.grad, tol * float(wr.grad.abs().max()), tol)
+
+
+def test_backward_default_configs():
+    """默认配置随 N 变化："row" 到 4096 列（float64 到 2048），"tiles" 到 16384 列，更长的行 "stream"。"""
+    assert ln.backward_config(65536, 1024).strategy == "row"
+    assert ln.backward_config(65536, 1024).block_m == 4
+    assert ln.backward_config(16384, 4096).strategy == "row"
+    assert ln.backward_config(16384, 4097).strategy == "tiles"
+    cfg = ln.backward_config(4096, 16384, torch.bfloat16)
+    assert cfg.strategy == "tiles" and ln._acc_tiles(cfg, 16384) * cfg.block_n == 16384
+    assert ln.backward_config(4096, 16385).strategy == "stream"
+    assert ln.backward_config(64, 4096, torch.float64).strategy == "stream"
+    assert ln.backward_config(64, 2048, torch.float64).strategy == "row"
 
 
 @pytest.mark.parametrize("programs", [None, 1, 3, 10])
@@ -225,6 +303,41 @@ def test_memory_counts():
     assert r.elements_stored == m * n + 2 * m
 
 
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("strategy", ["tiles", "stream"])
+def test_memory_counts_tiled_backward(strategy, rms):
+    """按列分块的两种做法，(37, 300)、每次 BLOCK_M = 2 行、P = 3 个 program（各 14、14、9 行，共 C = 20 块行）：
+    x、dy 每块行读两遍（第一遍求归约，第二遍写 dx；GPU 上第二遍应当命中缓存），w 每块行每遍一次，
+    mean、rstd 每行一次；写 dx 一次。部分和："tiles" 在寄存器里，最后写一行；"stream" 每块行读改写一次，
+    每个 program 的第一块行只写不读。"""
+    m, n, bm, p, chunks = 37, 300, 2, 3, 7 + 7 + 5
+    cfg = ln.BackwardConfig(strategy, bm, 128, 4, 1)
+    x, w, b = _inputs(m, n, seed=17)
+    dy = torch.randn(m, n, generator=torch.Generator().manual_seed(17)).to(DEV)
+    if rms:
+        _, rstd = ln.rms_norm_forward(x, w)
+        stats, parts = 1, 1
+        call = lambda: ln.rms_norm_backward(dy, x, w, rstd, programs=p, config=cfg)  # noqa: E731
+    else:
+        _, mean, rstd = ln.layer_norm_forward(x, w, b)
+        stats, parts = 2, 2
+        call = lambda: ln.layer_norm_backward(dy, x, w, mean, rstd, programs=p, config=cfg)  # noqa: E731
+    with rl.count_memory() as r:
+        call()
+    kernel = r.records[0]
+    assert (kernel.kernel, kernel.programs) == ("norm_backward_kernel", p)
+    assert kernel.loaded_by_arg["x_ptr"] == kernel.loaded_by_arg["dy_ptr"] == 2 * m * n
+    assert kernel.loaded_by_arg["w_ptr"] == 2 * chunks * n
+    assert kernel.stored_by_arg["dx_ptr"] == m * n
+    if strategy == "tiles":
+        part_loads, part_stores = 0, parts * p * n
+    else:
+        part_loads, part_stores = parts * (chunks - p) * n, parts * chunks * n
+    assert kernel.elements_loaded == 4 * m * n + 2 * chunks * n + stats * m + part_loads
+    assert kernel.elements_stored == m * n + part_stores
+    assert [rec.elements_loaded for rec in r.records[1:]] == [p * n] * parts     # col_sum 读 P 行部分和
+
+
 # ---------------------------------------------------------------- 参数检查：在任何启动之前
 
 def _bad_cases():
@@ -248,6 +361,20 @@ def _bad_cases():
         (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(), programs=0), ValueError, "programs"),
         (lambda: ln.layer_norm_backward(x, x, w, x[:, 0].contiguous(), x[:, 0].contiguous(), has_bias=1),
          TypeError, "has_bias"),
+        (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(), config=("tiles", 1, 4, 4, 1)),
+         TypeError, "BackwardConfig"),
+        (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(), config=ln.BackwardConfig("atomic", 1, 4, 4)),
+         ValueError, "strategy"),
+        (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(), config=ln.BackwardConfig("row", 1, 4, 4)),
+         ValueError, "block_n 至少"),
+        (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(), config=ln.BackwardConfig("tiles", 1, 6, 4)),
+         ValueError, "2 的幂"),
+        (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(), config=ln.BackwardConfig("stream", 1, 4, 3)),
+         ValueError, "num_warps"),
+        (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(),
+                                      config=ln.BackwardConfig("stream", 1, 4, 4, 0)), ValueError, "programs_per_sm"),
+        (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(),
+                                      config=ln.BackwardConfig("tiles", 2048, 1024, 4)), ValueError, "block_m \\* block_n"),
     ]
 
 
@@ -262,9 +389,10 @@ def test_bad_arguments_refused_before_any_launch():
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
 @pytest.mark.parametrize("programs", [None, 2])
 def test_backward_long_rows(rms, programs):
-    """N > MAX_FUSED_COLS：两步的反向（每行的 c1、c2，再按二维块写 dx 与部分和）与 float64 的 autograd 一致。
-    N = 20000 = 19 * 1024 + 544：最后一个列块不满；M = 9 = 2 * 4 + 1：最后一个行块不满。"""
-    m, n = 9, ln.MAX_FUSED_COLS + 3616
+    """N > TILES_MAX_COLS：默认配置是 "stream"（部分和放在部分和矩阵里），与 float64 的 autograd 一致。
+    N = 20000 = 9 * 2048 + 1568：最后一个列块不满；M = 9：P = 2 时两个 program 各 5、4 行。"""
+    m, n = 9, 20000
+    assert ln.backward_config(m, n).strategy == "stream"
     x, w, b = _inputs(m, n, seed=13, offset=2.0)
     dy = torch.randn(m, n, generator=torch.Generator().manual_seed(14)).to(DEV)
     xr, wr, br = (t.double().requires_grad_() for t in (x, w, b))
@@ -286,7 +414,12 @@ def test_kernels_compile_for_sm90():
     script = Path(__file__).with_name("norm_compile_check.py")
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.count("ok ") == 12, r.stdout
+    assert r.stdout.count("ok ") == 23, r.stdout
+    # 反向内核的默认配置（N = 1024 … 65536，float32 / bfloat16，LayerNorm / RMSNorm）：寄存器不溢出
+    # （STACK > 0 就是溢出到了本地内存；改动之前 N = 16384 的反向有 520 字节，实测只有拷贝带宽的 10%）
+    bwd = [line for line in r.stdout.splitlines() if " bwd " in line]
+    assert len(bwd) == 17, r.stdout
+    assert all(line.endswith(" stack 0") for line in bwd), "\n".join(bwd)
 
 
 # ---------------------------------------------------------------- 基准测试套件 layer-norm / rms-norm

@@ -12,10 +12,11 @@ LayerNorm：y = (x - mean) * rstd * w + b，rstd = 1 / sqrt(var + eps)，mean �
 * :func:`looped_rms_norm`——课程版 RMSNorm（``rms_norm_kernel``）：同样两遍，运行状态只是平方和。
 * :func:`layer_norm_forward` / :func:`rms_norm_forward`——生产版：N <= MAX_FUSED_COLS 时整行放进
   寄存器（短行时一个 program 处理多行），读 MN、写 MN，外加每行的 mean / rstd；更长的行用课程版。
-* :func:`layer_norm_backward` / :func:`rms_norm_backward`——反向：dx 要两次（RMSNorm 一次）行归约；
-  dW = sum_i dy * xhat、dB = sum_i dy 是沿列的归约：每个 program 把自己那些行的贡献累加在寄存器里，
-  写出一行部分和，再由 :func:`reduction_lab.triton_kernels.col_sum.col_sum` 按固定顺序相加；
-  N > MAX_FUSED_COLS 时分两步（先每行求两个行归约，再按二维块写 dx 与部分和）。
+* :func:`layer_norm_backward` / :func:`rms_norm_backward`——反向，一个内核 ``norm_backward_kernel``
+  （``IS_RMS`` 区分两者）：dx 要两次（RMSNorm 一次）行归约；dW = sum_i dy * xhat、dB = sum_i dy 是沿列的
+  归约。P（约为 SM 数）个 program 各负责连续的一段行，把这些行的贡献累加起来，写出一行部分和（P x N），
+  再由 :func:`reduction_lab.triton_kernels.col_sum.col_sum` 按固定顺序相加。x、dy 从显存各读一次，
+  写 dx 一次（:class:`BackwardConfig` 的三种做法见内核的文档）。
 * :func:`layer_norm` / :func:`rms_norm`——可求导的版本（``torch.autograd.Function``）。
 
 float64 输入按 float64 计算（``torch.autograd.gradcheck`` 需要），其余 dtype 按 float32 计算、
@@ -23,6 +24,8 @@ float64 输入按 float64 计算（``torch.autograd.gradcheck`` 需要），其�
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -36,12 +39,12 @@ from .col_sum import col_sum
 
 __all__ = ["welford_layer_norm", "looped_rms_norm", "layer_norm_forward", "rms_norm_forward",
            "layer_norm_backward", "rms_norm_backward", "layer_norm", "rms_norm",
-           "LayerNormFunction", "RMSNormFunction", "NORM_DTYPES", "MAX_FUSED_COLS", "backward_programs"]
+           "LayerNormFunction", "RMSNormFunction", "NORM_DTYPES", "MAX_FUSED_COLS", "BackwardConfig",
+           "BACKWARD_STRATEGIES", "backward_config", "backward_programs"]
 
 #: 接受的 dtype（x、weight、bias、dy）。
 NORM_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-#: 生产版把整行放进一个块的最大列数；更长的行：前向用分块循环的课程版（读 2MN），
-#: 反向分两步（先每行求 c1、c2，再按二维块写 dx 与部分和，读 4MN）。
+#: 生产版前向把整行放进一个块的最大列数；更长的行用分块循环的课程版（读 2MN）。
 MAX_FUSED_COLS = 16384
 
 
@@ -146,119 +149,132 @@ def norm_rows_kernel(y_ptr, x_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, x_row_strid
 # --8<-- [end:fused]
 
 
+# --8<-- [start:backward-helpers]
+@triton.jit
+def _xhat_and_g(x, dy, w, mean, rstd, mask, IS_RMS: tl.constexpr):
+    """一个 [BLOCK_M, BLOCK_N] 块的 xhat 与 g = dy * w（对 xhat 的梯度）；被屏蔽的车道两者都是 0。"""
+    if IS_RMS:
+        xhat = x * rstd[:, None]                     # 被屏蔽的车道 x = 0
+    else:
+        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+    return xhat, dy * w[None, :]
+
+
+@triton.jit
+def _grad_x(g, xhat, c1, c2, rstd, IS_RMS: tl.constexpr):
+    """dx = rstd * (g - xhat * c1 - c2)，c1 = mean(g * xhat)、c2 = mean(g) 是每行的两个归约（RMSNorm 没有 c2）。"""
+    dx = g - xhat * c1[:, None]
+    if not IS_RMS:
+        dx -= c2[:, None]
+    return dx * rstd[:, None]
+# --8<-- [end:backward-helpers]
+
+
 # --8<-- [start:backward]
 @triton.jit
 def norm_backward_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr,
-                         x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         IS_RMS: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
-    """grid = (P,)：program p 处理行块 p, p + P, p + 2P, ...，dW、dB 的部分和留在寄存器里，
-    最后写进部分和矩阵的第 p 行（P x N），由 col_sum 沿列相加。"""
+                         x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols, rows_per_program,
+                         STRATEGY: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         ACC_TILES: tl.constexpr, IS_RMS: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
+    """grid = (P,)：program p 负责连续的 rows_per_program 行，每次 BLOCK_M 行；dW、dB 的部分和写进
+    部分和矩阵（P x N）的第 p 行，由 col_sum 沿列相加。STRATEGY：
+    "row"：BLOCK_N >= N，整行留在寄存器里，x、dy 只读一次；部分和是 [BLOCK_M, BLOCK_N] 的寄存器。
+    "tiles"：行按 BLOCK_N 列分块，每 BLOCK_M 行扫两遍（第一遍求 c1、c2 与部分和，第二遍写 dx）；
+             整行的部分和是 [ACC_TILES, BLOCK_N] 的寄存器（ACC_TILES * BLOCK_N >= N）。
+    "stream"：同 "tiles"，但部分和放在部分和矩阵里，每 BLOCK_M 行读改写一次（行长到寄存器放不下时）。"""
     pid = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_N)
-    col_mask = cols < n_cols
-    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    for rb in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
-        rows = (rb * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-        row_mask = rows < n_rows
-        mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(ACC)
-        dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(ACC)
-        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-        if IS_RMS:
-            xhat = x * rstd[:, None]
-        else:
-            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
-            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-        g = dy * w[None, :]                          # 对 xhat 的梯度
-        c1 = tl.sum(g * xhat, axis=1) / n_cols       # 行归约：mean(g * xhat)
-        if IS_RMS:
-            dx = (g - xhat * c1[:, None]) * rstd[:, None]
-        else:
-            c2 = tl.sum(g, axis=1) / n_cols          # 行归约：mean(g)
-            dx = (g - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
-        tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty),
-                 mask=mask)
-        dw_acc += dy * xhat                          # 列归约的部分和：只在寄存器里逐元素累加
+    row_start = pid.to(tl.int64) * rows_per_program   # int64：row * stride 可能超过 2**31
+    row_end = tl.minimum(row_start + rows_per_program, n_rows)
+    part = pid.to(tl.int64) * n_cols                 # 部分和矩阵第 p 行的起点
+    offs_m = tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    if STRATEGY == "row":
+        col_mask = offs_n < n_cols
+        w = tl.load(w_ptr + offs_n, mask=col_mask, other=0.0).to(ACC)
+        dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+        db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+        for r0 in range(0, row_end - row_start, BLOCK_M):
+            rows = row_start + r0 + offs_m
+            row_mask = rows < row_end
+            mask = row_mask[:, None] & col_mask[None, :]
+            x = tl.load(x_ptr + rows[:, None] * x_row_stride + offs_n[None, :], mask=mask, other=0.0).to(ACC)
+            dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + offs_n[None, :], mask=mask, other=0.0).to(ACC)
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
+            mean = rstd if IS_RMS else tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
+            xhat, g = _xhat_and_g(x, dy, w, mean, rstd, mask, IS_RMS)
+            c1 = tl.sum(g * xhat, axis=1) / n_cols   # 行归约：mean(g * xhat)
+            c2 = tl.sum(g, axis=1) / n_cols          # 行归约：mean(g)（RMSNorm 不用，编译器删掉）
+            dx = _grad_x(g, xhat, c1, c2, rstd, IS_RMS)
+            tl.store(dx_ptr + rows[:, None] * dx_row_stride + offs_n[None, :], dx.to(dx_ptr.dtype.element_ty),
+                     mask=mask)
+            dw_acc += dy * xhat                      # 列归约的部分和：只在寄存器里逐元素累加
+            if HAS_B:
+                db_acc += dy
+        tl.store(dw_part_ptr + part + offs_n, tl.sum(dw_acc, axis=0), mask=col_mask)
         if HAS_B:
-            db_acc += dy
-    part = pid.to(tl.int64) * n_cols + cols
-    tl.store(dw_part_ptr + part, tl.sum(dw_acc, axis=0), mask=col_mask)
-    if HAS_B:
-        tl.store(db_part_ptr + part, tl.sum(db_acc, axis=0), mask=col_mask)
-# --8<-- [end:backward]
-
-
-@triton.jit
-def norm_backward_stats_kernel(c_ptr, x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, x_row_stride, dy_row_stride,
-                               n_cols, BLOCK_SIZE: tl.constexpr, IS_RMS: tl.constexpr, ACC: tl.constexpr):
-    """长行反向的第 1 步：一行一个 program，分块循环求 c1 = mean(g * xhat)、c2 = mean(g)，写进 c[row, 0:2]。"""
-    row = tl.program_id(0).to(tl.int64)
-    rstd = tl.load(rstd_ptr + row)
-    if IS_RMS:
-        mean = 0.0
+            tl.store(db_part_ptr + part + offs_n, tl.sum(db_acc, axis=0), mask=col_mask)
     else:
-        mean = tl.load(mean_ptr + row)
-    acc1 = tl.zeros([BLOCK_SIZE], dtype=ACC)
-    acc2 = tl.zeros([BLOCK_SIZE], dtype=ACC)
-    for start in range(0, n_cols, BLOCK_SIZE):
-        cols = start + tl.arange(0, BLOCK_SIZE)
-        mask = cols < n_cols
-        x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0.0).to(ACC)
-        dy = tl.load(dy_ptr + row * dy_row_stride + cols, mask=mask, other=0.0).to(ACC)
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(ACC)
-        g = dy * w
-        acc1 += g * tl.where(mask, (x - mean) * rstd, 0.0)
-        acc2 += g
-    tl.store(c_ptr + 2 * row, tl.sum(acc1, axis=0) / n_cols)
-    tl.store(c_ptr + 2 * row + 1, tl.sum(acc2, axis=0) / n_cols)
-
-
-@triton.jit
-def norm_backward_tiles_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr, mean_ptr, rstd_ptr, c_ptr,
-                               x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols,
-                               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                               IS_RMS: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
-    """长行反向的第 2 步：grid = (P, cdiv(N, BLOCK_N))。program (p, j) 负责第 j 个列块、行块 p, p + P, ...：
-    用第 1 步的 c1、c2 写出 dx，并把 dW、dB 的部分和写进部分和矩阵的第 p 行。"""
-    pid = tl.program_id(0)
-    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_mask = cols < n_cols
-    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-    for rb in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
-        rows = (rb * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-        row_mask = rows < n_rows
-        mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0).to(ACC)
-        dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0).to(ACC)
-        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-        c1 = tl.load(c_ptr + 2 * rows, mask=row_mask, other=0.0)
-        if IS_RMS:
-            xhat = x * rstd[:, None]
-        else:
-            mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
-            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-        g = dy * w[None, :]
-        dx = g - xhat * c1[:, None]
-        if not IS_RMS:
-            dx -= tl.load(c_ptr + 2 * rows + 1, mask=row_mask, other=0.0)[:, None]
-        tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :],
-                 (dx * rstd[:, None]).to(dx_ptr.dtype.element_ty), mask=mask)
-        dw_acc += dy * xhat
-        if HAS_B:
-            db_acc += dy
-    part = pid.to(tl.int64) * n_cols + cols
-    tl.store(dw_part_ptr + part, tl.sum(dw_acc, axis=0), mask=col_mask)
-    if HAS_B:
-        tl.store(db_part_ptr + part, tl.sum(db_acc, axis=0), mask=col_mask)
-
-
-#: 长行反向（N > MAX_FUSED_COLS）的块大小：第 1 步每块的列数；第 2 步的二维块是 LONG_BLOCK_M x LONG_BLOCK_N。
-LONG_BLOCK, LONG_BLOCK_M, LONG_BLOCK_N = 4096, 4, 1024
+        n_tiles = tl.cdiv(n_cols, BLOCK_N)
+        tile_ids = tl.arange(0, ACC_TILES)
+        dw_acc = tl.zeros([ACC_TILES, BLOCK_N], dtype=ACC)   # 第 t 行是第 t 个列块的部分和
+        db_acc = tl.zeros([ACC_TILES, BLOCK_N], dtype=ACC)
+        for r0 in range(0, row_end - row_start, BLOCK_M):
+            rows = row_start + r0 + offs_m
+            row_mask = rows < row_end
+            rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
+            mean = rstd if IS_RMS else tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
+            s1 = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+            s2 = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
+            for t in range(0, n_tiles):              # 第一遍：c1、c2 与 dW、dB 的部分和（都不需要 c1、c2）
+                cols = t * BLOCK_N + offs_n
+                col_mask = cols < n_cols
+                mask = row_mask[:, None] & col_mask[None, :]
+                # evict_last：这些行马上还要再读一遍，尽量留在缓存里
+                x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0,
+                            eviction_policy="evict_last").to(ACC)
+                dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0,
+                             eviction_policy="evict_last").to(ACC)
+                w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+                xhat, g = _xhat_and_g(x, dy, w, mean, rstd, mask, IS_RMS)
+                s1 += g * xhat
+                s2 += g
+                dw_t = tl.sum(dy * xhat, axis=0)     # 这 BLOCK_M 行对第 t 个列块的贡献
+                db_t = tl.sum(dy, axis=0)
+                if STRATEGY == "tiles":
+                    # 寄存器不能按运行时的下标寻址：用比较选中第 t 行再加
+                    hit = (tile_ids == t)[:, None]
+                    dw_acc += tl.where(hit, dw_t[None, :], 0.0)
+                    if HAS_B:
+                        db_acc += tl.where(hit, db_t[None, :], 0.0)
+                else:
+                    # 读改写部分和矩阵的第 p 行；本 program 的第一块行不读（掩码全关），直接写
+                    keep = col_mask & (r0 > 0)
+                    p_dw = dw_part_ptr + part + cols
+                    tl.store(p_dw, tl.load(p_dw, mask=keep, other=0.0) + dw_t, mask=col_mask)
+                    if HAS_B:
+                        p_db = db_part_ptr + part + cols
+                        tl.store(p_db, tl.load(p_db, mask=keep, other=0.0) + db_t, mask=col_mask)
+            c1 = tl.sum(s1, axis=1) / n_cols
+            c2 = tl.sum(s2, axis=1) / n_cols
+            for k in range(0, n_tiles):              # 第二遍：倒着走，先读最近读过、最可能还在缓存里的列块
+                cols = (n_tiles - 1 - k) * BLOCK_N + offs_n
+                col_mask = cols < n_cols
+                mask = row_mask[:, None] & col_mask[None, :]
+                x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0,
+                            eviction_policy="evict_first").to(ACC)
+                dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0,
+                             eviction_policy="evict_first").to(ACC)
+                w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+                xhat, g = _xhat_and_g(x, dy, w, mean, rstd, mask, IS_RMS)
+                dx = _grad_x(g, xhat, c1, c2, rstd, IS_RMS)
+                tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty),
+                         mask=mask)
+        if STRATEGY == "tiles":
+            cols2 = tile_ids[:, None] * BLOCK_N + offs_n[None, :]
+            tl.store(dw_part_ptr + part + cols2, dw_acc, mask=cols2 < n_cols)
+            if HAS_B:
+                tl.store(db_part_ptr + part + cols2, db_acc, mask=cols2 < n_cols)
+# --8<-- [end:backward]
 
 
 # ---------------------------------------------------------------- 参数检查
@@ -376,13 +392,70 @@ def rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6):
 
 # ---------------------------------------------------------------- 反向
 
-def backward_programs(n_rows: int, block_m: int) -> int:
-    """反向内核的 program 数 P（部分和矩阵的行数）：GPU 上每个 SM 两个，sim 模式下至多 4 个。"""
-    slots = 2 * sm_count() if MODE == "gpu" and sm_count() > 1 else 4
-    return max(1, min(triton.cdiv(n_rows, block_m), slots))
+#: :func:`norm_backward_kernel` 的三种做法，见它的文档。
+BACKWARD_STRATEGIES = ("row", "tiles", "stream")
+#: 默认配置的分界（float32 累加）：N <= ROW_MAX_COLS 用 "row"（整行留在寄存器里），
+#: N <= TILES_MAX_COLS 用 "tiles"（整行的 dW、dB 部分和留在寄存器里），更长的行用 "stream"。
+ROW_MAX_COLS = 4096
+TILES_MAX_COLS = 16384
 
 
-def _backward(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs: int | None):
+@dataclass(frozen=True)
+class BackwardConfig:
+    """反向内核的一组调优参数：做法、每次处理的行数与列数、warp 数、每个 SM 的 program 数。"""
+
+    strategy: str
+    block_m: int
+    block_n: int
+    num_warps: int
+    programs_per_sm: int = 2
+
+
+def backward_config(n_rows: int, n_cols: int, dtype: torch.dtype = torch.float32) -> BackwardConfig:
+    """默认配置。"row"：块里至多 4096 个元素（float64 减半），每个 SM 两个 program；"tiles"：每个 SM 一个
+    16 warp 的 program，2 x N 个 float32 部分和约占它寄存器的一半；更长的行（或 float64）用 "stream"。"""
+    block_n = next_pow2(n_cols)
+    elems = ROW_MAX_COLS // 2 if dtype == torch.float64 else ROW_MAX_COLS
+    if block_n <= elems:
+        block_m = max(1, min(elems // block_n, next_pow2(n_rows)))
+        return BackwardConfig("row", block_m, block_n, warps_for(block_m * block_n), 2)
+    if n_cols <= TILES_MAX_COLS and dtype != torch.float64:
+        return BackwardConfig("tiles", 1, 4096, 16, 1)
+    return BackwardConfig("stream", 1, 2048, 16, 2)
+
+
+def _check_config(config, n_cols: int) -> BackwardConfig:
+    if not isinstance(config, BackwardConfig):
+        raise TypeError(f"config 必须是 BackwardConfig，得到 {type(config).__name__} "
+                        f"(config must be a BackwardConfig)")
+    if config.strategy not in BACKWARD_STRATEGIES:
+        raise ValueError(f"strategy 只能是 {', '.join(map(repr, BACKWARD_STRATEGIES))} 之一，得到 {config.strategy!r} "
+                         f"(unknown strategy {config.strategy!r})")
+    check_triton_tuning(block_m=config.block_m, block_n=config.block_n, num_warps=config.num_warps,
+                        programs_per_sm=config.programs_per_sm)
+    for name in ("block_m", "block_n", "num_warps", "programs_per_sm"):
+        if getattr(config, name) is None:
+            raise TypeError(f"{name} 必须是整数，得到 None ({name} must be an int)")
+    if config.strategy == "row" and config.block_n < n_cols:
+        raise ValueError(f"strategy='row' 把整行放进一个块：block_n 至少是 N = {n_cols}，得到 {config.block_n} "
+                         f"(strategy 'row' needs block_n >= N)")
+    if config.strategy == "tiles":                    # 部分和 [ACC_TILES, block_n] 也受一个块的元素上限约束
+        check_triton_tuning(block_m=_acc_tiles(config, n_cols), block_n=config.block_n)
+    return config
+
+
+def _acc_tiles(config: BackwardConfig, n_cols: int) -> int:
+    return next_pow2(triton.cdiv(n_cols, config.block_n)) if config.strategy == "tiles" else 1
+
+
+def backward_programs(n_rows: int, config: BackwardConfig) -> int:
+    """反向内核的 program 数 P 的上限：GPU 上每个 SM ``programs_per_sm`` 个，sim 模式下至多 4 个；
+    不超过行块数。"""
+    slots = config.programs_per_sm * sm_count() if MODE == "gpu" and sm_count() > 1 else 4
+    return max(1, min(triton.cdiv(n_rows, config.block_m), slots))
+
+
+def _backward(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs, config):
     n_rows, n_cols = x.shape
     check_matrix(dy, "dy", dtypes=NORM_DTYPES, device=DEVICE)
     if dy.shape != x.shape or dy.device != x.device:
@@ -391,43 +464,21 @@ def _backward(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs:
     _check_stats(rstd, "rstd", x)
     if not is_rms:
         _check_stats(mean, "mean", x)
+    cfg = backward_config(n_rows, n_cols, x.dtype) if config is None else _check_config(config, n_cols)
     acc_t, acc_torch = _acc(x.dtype)
-    if n_cols > MAX_FUSED_COLS:
-        return _backward_long(dy, x, weight, mean, rstd, has_bias, is_rms, programs)
-    bm, bn, nw = _rows_config(n_rows, n_cols)
-    p = backward_programs(n_rows, bm) if programs is None else programs
+    # 每个 program 连续的 rows_per_program 行（BLOCK_M 的倍数）；去掉分不到行的 program
+    p = backward_programs(n_rows, cfg) if programs is None else programs
+    rows_per_program = triton.cdiv(triton.cdiv(n_rows, p), cfg.block_m) * cfg.block_m
+    p = triton.cdiv(n_rows, rows_per_program)
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dw_part = torch.empty((p, n_cols), dtype=acc_torch, device=x.device)
     db_part = torch.empty((p, n_cols), dtype=acc_torch, device=x.device) if has_bias else dw_part
     norm_backward_kernel[(p,)](dx, dw_part, db_part, x, dy, weight, rstd if is_rms else mean, rstd,
-                               x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols,
-                               BLOCK_M=bm, BLOCK_N=bn, IS_RMS=is_rms, HAS_B=has_bias, ACC=acc_t, num_warps=nw)
-    dw = col_sum(dw_part).to(weight.dtype)
-    db = col_sum(db_part).to(weight.dtype) if has_bias else None
-    return dx, dw, db
-
-
-def _backward_long(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs: int | None):
-    """N > MAX_FUSED_COLS：整行放不进寄存器。第 1 步每行求 c1、c2（读 x、dy 一次）；第 2 步按二维块写 dx、
-    累加 dW、dB 的部分和（再读 x、dy 一次）：读 4MN、写 MN。``programs`` 是第 2 步每个列块的行方向 program 数。"""
-    n_rows, n_cols = x.shape
-    acc_t, acc_torch = _acc(x.dtype)
-    c = torch.empty((n_rows, 2), dtype=acc_torch, device=x.device)
-    stats_mean = rstd if is_rms else mean
-    norm_backward_stats_kernel[(n_rows,)](c, x, dy, weight, stats_mean, rstd, x.stride(0), dy.stride(0), n_cols,
-                                          BLOCK_SIZE=LONG_BLOCK, IS_RMS=is_rms, ACC=acc_t,
-                                          num_warps=warps_for(LONG_BLOCK))
-    n_col_blocks = triton.cdiv(n_cols, LONG_BLOCK_N)
-    if programs is None:
-        slots = 2 * sm_count() if MODE == "gpu" and sm_count() > 1 else 4
-        programs = max(1, min(triton.cdiv(n_rows, LONG_BLOCK_M), triton.cdiv(slots, n_col_blocks)))
-    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    dw_part = torch.empty((programs, n_cols), dtype=acc_torch, device=x.device)
-    db_part = torch.empty((programs, n_cols), dtype=acc_torch, device=x.device) if has_bias else dw_part
-    norm_backward_tiles_kernel[(programs, n_col_blocks)](
-        dx, dw_part, db_part, x, dy, weight, stats_mean, rstd, c, x.stride(0), dy.stride(0), dx.stride(0),
-        n_rows, n_cols, BLOCK_M=LONG_BLOCK_M, BLOCK_N=LONG_BLOCK_N, IS_RMS=is_rms, HAS_B=has_bias, ACC=acc_t,
-        num_warps=warps_for(LONG_BLOCK_M * LONG_BLOCK_N))
+                               x.stride(0), dy.stride(0), dx.stride(0), n_rows, n_cols, rows_per_program,
+                               STRATEGY=cfg.strategy, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+                               ACC_TILES=_acc_tiles(cfg, n_cols), IS_RMS=is_rms, HAS_B=has_bias, ACC=acc_t,
+                               num_warps=cfg.num_warps)
+    # 第二步：P 行部分和按固定顺序沿列相加（没有原子加，结果逐位可复现）
     dw = col_sum(dw_part).to(weight.dtype)
     db = col_sum(db_part).to(weight.dtype) if has_bias else None
     return dx, dw, db
@@ -440,23 +491,25 @@ def _check_programs(programs):
 
 
 def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mean: torch.Tensor,
-                        rstd: torch.Tensor, has_bias: bool = True, programs: int | None = None):
+                        rstd: torch.Tensor, has_bias: bool = True, programs: int | None = None,
+                        config: BackwardConfig | None = None):
     """LayerNorm 反向：返回 (dx, dw, db)（``has_bias=False`` 时 db 为 None）。
 
-    ``programs``：反向内核的 program 数 P（默认见 :func:`backward_programs`），即 dW、dB 部分和的行数。"""
+    ``programs``：反向内核 program 数 P 的上限（默认见 :func:`backward_programs`），即 dW、dB 部分和的行数；
+    ``config``：:class:`BackwardConfig`（默认 :func:`backward_config`）。"""
     _check_params(x, weight, None, need_bias=False)
     if not isinstance(has_bias, bool):
         raise TypeError(f"has_bias 必须是 bool，得到 {has_bias!r} (has_bias must be a bool)")
     _check_programs(programs)
-    return _backward(dy, x, weight, mean, rstd, has_bias, False, programs)
+    return _backward(dy, x, weight, mean, rstd, has_bias, False, programs, config)
 
 
 def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, rstd: torch.Tensor,
-                      programs: int | None = None):
-    """RMSNorm 反向：返回 (dx, dw)。"""
+                      programs: int | None = None, config: BackwardConfig | None = None):
+    """RMSNorm 反向：返回 (dx, dw)。参数同 :func:`layer_norm_backward`。"""
     _check_params(x, weight, None, need_bias=False)
     _check_programs(programs)
-    dx, dw, _ = _backward(dy, x, weight, None, rstd, False, True, programs)
+    dx, dw, _ = _backward(dy, x, weight, None, rstd, False, True, programs, config)
     return dx, dw
 
 

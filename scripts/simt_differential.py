@@ -311,7 +311,13 @@ def run_course(sim_only, log):
         if sim_only:
             row.update(gpu_status="not run", passed=None)
         else:
-            gpu = run("gpu")
+            try:
+                gpu = run("gpu")
+            except Exception as e:              # 编译或启动失败：记下来，不中断其他内核
+                row.update(gpu_status=f"error: {type(e).__name__}: {str(e)[:300]}", passed=False)
+                rows.append(row)
+                log(row)
+                continue
             b = bound()
             errs, oks, bnd = [], [], []
             for k in sim:

@@ -97,3 +97,24 @@ extern "C" __global__ void __launch_bounds__(256) plain(int* p, int n) { }
 static __global__ void plain(int* p, int n);
 """
     assert script.kernels_in(text) == [("t", True, "t<128>"), ("u", True, None), ("plain", False, None)]
+
+
+def test_script_classifies_a_small_corpus(script, tmp_path):
+    root = tmp_path / "corpus" / "demo"
+    (root / "a").mkdir(parents=True)
+    (root / "CORPUS.json").write_text('{"repo": "someone/demo", "commit": "' + "0" * 40 + '", "paths": ["a"]}')
+    (root / "a" / "ok.cu").write_text("__global__ void ok(float* p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = 1.0f; }\n")
+    (root / "a" / "race.cu").write_text("__global__ void race(int* p) { p[0] = threadIdx.x; }\n")
+    (root / "a" / "asm.cu").write_text('__global__ void k(int* p) {\n  asm("trap;");\n}\n')
+    (root / "a" / "spec.cu").write_text("__device__ int nondet();\n__global__ void v(int* p) {\n  __requires(p != 0);\n"
+                                        "  p[threadIdx.x] = nondet();\n}\n")
+    (root / "a" / "tpl.cu").write_text("template <int B> __global__ void t(float* p) { p[threadIdx.x] = B; }\n")
+    out = tmp_path / "cov.json"
+    assert script.main([str(tmp_path / "corpus"), "--json", str(out)]) == 0
+    d = __import__("json").loads(out.read_text(encoding="utf-8"))
+    got = {r["kernel"]: r["outcome"] for r in d["kernels"]}
+    assert got == {"ok": "ran", "race": "sanitizer", "k": "refused", "v": "refused", "t": "no_instance"}
+    rows = {r["kernel"]: r for r in d["kernels"]}
+    assert rows["v"]["construct"] == script.VERIFIER and "asm" in rows["k"]["construct"]
+    assert d["all"]["refused_share"] == 0.4 and d["all"]["refused_verifier_specific"] == 1
+    assert d["corpus"] == [{"repo": "someone/demo", "commit": "0" * 40, "paths": ["a"]}]

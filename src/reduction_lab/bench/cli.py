@@ -3,10 +3,17 @@
     reduction-lab bench all --json docs/data/h200.json          # 完整扫描（GPU）
     reduction-lab bench softmax --total-elems 2^24 --quick       # 小一点、快一点
     reduction-lab bench row-sum --impl triton,torch,cupy --n 1024,4096
+    reduction-lab bench softmax --dtype float32,bfloat16,float16 # 几种dtype，每种一张表
+    reduction-lab bench percall                                  # 一次调用的墙钟时间与内核时间
+    reduction-lab bench softmax --processes one                  # 全部实现在同一个进程里（旧的做法）
     reduction-lab report docs/data/h200.json --out docs/data     # 表格与图
     python -m reduction_lab.bench softmax ...                    # 同reduction-lab bench
 
-退出码：0成功；2参数错误或结果不符（计时前停止）；3有实现在某些形状上出错（JSON照样写出）。
+默认每个实现在自己的子进程里测量（:mod:`reduction_lab.bench.isolate`）：某个实现结果不符时，
+它的格子标成「结果不符」、不计时，其他实现照常，退出码3；``--processes one``时一个不符就在计时前停下。
+
+退出码：0成功；2参数错误（或``--processes one``时结果不符，计时前停止）；3有实现在某些形状上出错或
+结果不符（JSON照样写出）。
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from .harness import SUITES, BenchError, ValidationError, parse_int_list
+from .harness import SUITES, BenchError, ValidationError, parse_dtypes, parse_int_list
 
 _CHOICES = SUITES + ("all",)
 
@@ -28,6 +35,13 @@ def _int_expr(text: str) -> int:
     except (BenchError, ValueError) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return value
+
+
+def _dtypes(text: str) -> list[str]:
+    try:
+        return parse_dtypes(text)
+    except BenchError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _list(text: str) -> list[int]:
@@ -51,8 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--full-sum-n", type=_list, default=None,
                    help="full-sum的数组长度列表（默认2^22,2^28）")
     b.add_argument("--impl", type=lambda s: [t.strip() for t in s.split(",") if t.strip()], default=None,
-                   help="只测这些实现，逗号分隔：triton,cuda,tilelang,torch,compile,cupy；"
+                   help="只测这些实现，逗号分隔：triton,cuda,tilelang,torch,compile,cupy,quack,liger；"
                         "full-sum里cuda代表全部版本，也可写v1..v8；bank-conflicts写变体名")
+    b.add_argument("--dtype", dest="dtypes", type=_dtypes, default=None,
+                   help="softmax、row-sum与percall按哪些dtype测，逗号分隔：float32,bfloat16,float16"
+                        "（默认float32；percall默认float32,bfloat16）；其余套件总是float32")
+    b.add_argument("--processes", choices=("per-impl", "one"), default="per-impl",
+                   help="per-impl（默认）：每个实现在自己的子进程里测量；one：全部在本进程里")
+    b.add_argument("--child-timeout", type=float, default=None,
+                   help="每个子进程的时限（秒）；超时的子进程被终止，它的格子标成出错")
     b.add_argument("--iters", type=int, default=None, help="计时次数（默认100；--quick 20；sim 3）")
     b.add_argument("--warmup", type=int, default=None, help="预热次数（默认10；--quick 3；sim 1）")
     b.add_argument("--quick", action="store_true", help="更少的形状和次数")
@@ -118,6 +139,17 @@ def _validate(args) -> dict | None:
         raise BenchError(f"--warmup必须>= 0，得到{args.warmup}")
     if args.budget is not None and not (args.budget > 0 and args.budget != float("inf")):
         raise BenchError(f"--budget必须是正的有限秒数，得到{args.budget}")
+    if args.child_timeout is not None and not (args.child_timeout > 0 and args.child_timeout != float("inf")):
+        raise BenchError(f"--child-timeout必须是正的有限秒数，得到{args.child_timeout}")
+    if args.child_timeout is not None and args.processes == "one":
+        raise BenchError("--child-timeout只用于--processes per-impl(--child-timeout needs per-impl processes)")
+    if args.dtypes is not None and args.dtypes != ["float32"]:
+        from .harness import DTYPE_SUITES
+
+        suites = list(SUITES) if args.suite == "all" else [args.suite]
+        if not any(s in DTYPE_SUITES for s in suites):
+            raise BenchError(f"{args.suite}只有float32；--dtype只用于{', '.join(DTYPE_SUITES)}"
+                             f"({args.suite} is float32 only)")
     for name, values in (("--n", args.n), ("--full-sum-n", args.full_sum_n)):
         if values is not None and any(v <= 0 for v in values):
             raise BenchError(f"{name}的每一项都必须是正整数，得到{values}")
@@ -156,11 +188,16 @@ def _cmd_bench(args, argv) -> int:
     from . import harness
 
     suites = list(SUITES) if args.suite == "all" else [args.suite]
+    opts = dict(argv=argv, ns=args.n, full_sum_ns=args.full_sum_n, total_elems=args.total_elems,
+                impls=args.impl, iters=args.iters, warmup=args.warmup, quick=args.quick, seed=args.seed,
+                budget_s=args.budget, dtypes=args.dtypes)
     try:
-        doc = harness.run(suites, argv=argv, ns=args.n, full_sum_ns=args.full_sum_n,
-                          total_elems=args.total_elems, impls=args.impl, iters=args.iters,
-                          warmup=args.warmup, quick=args.quick, seed=args.seed,
-                          progress=not args.no_progress, budget_s=args.budget)
+        if args.processes == "one":
+            doc = harness.run(suites, progress=not args.no_progress, **opts)
+        else:
+            from .isolate import run_isolated
+
+            doc = run_isolated(suites, child_timeout_s=args.child_timeout, **opts)
     except ValidationError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
@@ -168,21 +205,19 @@ def _cmd_bench(args, argv) -> int:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
 
-    from .report import render_table, write_report
+    from .report import render_table, tables, write_report
 
     measured = doc["suites"]                   # 这次运行测的套件（--merge 之后 doc 还含旧的）
-    for suite in doc["suites"]:
+    for name, text in tables(doc):
         print()
-        print(f"== {suite} ==")
-        print(render_table(doc, suite))
+        print(f"== {name} ==")
+        print(text)
 
     if args.json_path:
         path = Path(args.json_path)
         if old is not None:
             measured = dict(doc["suites"])
-            old["suites"].update(doc["suites"])
-            old["meta"] = doc["meta"]
-            doc = old
+            doc = merge_docs(old, doc)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
@@ -195,12 +230,43 @@ def _cmd_bench(args, argv) -> int:
             print(f"已写入{p}")
     if doc["meta"]["mode"] != "gpu":
         print(harness.SIM_BANNER)
-    errors = [(s, e["shape"], n) for s, rec in measured.items() for e in rec["shapes"]
-              for n, r in e["results"].items() if r.get("status") != "ok"]
+    errors = problems(measured)
     if errors:
-        print(f"有{len(errors)}个（实现, 形状）运行出错，见上表", file=sys.stderr)
+        print(f"有{len(errors)}个（实现, 形状）运行出错或结果不符，见上表", file=sys.stderr)
         return 3
     return 0
+
+
+BAD_STATUSES = ("error", "mismatch")
+
+
+def problems(suites: dict) -> list[tuple]:
+    """运行出错或结果不符的(套件, dtype, 形状, 实现)；被实现拒绝的形状、因时间预算未测的不算。"""
+    from .harness import dtype_records
+
+    out = []
+    for s, rec in suites.items():
+        for dt, sub in dtype_records(rec).items():
+            for e in sub["shapes"]:
+                for n, r in e["results"].items():
+                    if r.get("status") in BAD_STATUSES:
+                        out.append((s, e.get("dtype", dt), tuple(e["shape"]), n))
+    return out
+
+
+def merge_docs(old: dict, new: dict) -> dict:
+    """--merge：新文档的套件替换旧文档里的同名套件；softmax与row-sum按dtype替换（旧文件里别的dtype保留）。"""
+    from .harness import DTYPE_SUITES, SCHEMA, combine_dtype_records, dtype_records
+
+    out = dict(old, schema=SCHEMA, meta=new["meta"], suites=dict(old["suites"]))
+    for suite, rec in new["suites"].items():
+        if suite in DTYPE_SUITES and suite != "percall" and suite in old["suites"]:
+            recs = dtype_records(old["suites"][suite])
+            recs.update(dtype_records(rec))
+            out["suites"][suite] = combine_dtype_records(recs)
+        else:
+            out["suites"][suite] = rec
+    return out
 
 
 def _cmd_report(args) -> int:
@@ -223,10 +289,12 @@ def _cmd_report(args) -> int:
 
 def _report(args, doc, out, render_table, stem, write_report) -> int:
     if args.check:
+        from .report import tables
+
         bad = []
-        for suite in doc["suites"]:
-            path = out / f"{stem(suite, args.prefix)}.md"
-            if not path.exists() or path.read_text(encoding="utf-8") != render_table(doc, suite):
+        for name, text in tables(doc, args.prefix):
+            path = out / f"{name}.md"
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
                 bad.append(str(path))
         if bad:
             print("这些表格与JSON不一致，请重新运行reduction-lab report：" + ", ".join(bad), file=sys.stderr)

@@ -263,8 +263,32 @@ def _full_sum_impl(version: int, kernel: str) -> Impl:
     return Impl(f"v{version}", f"{version}: {kernel}", "ours", prepare, _full_sum_check, group="cuda")
 
 
+#: 环境变量：逗号分隔的模块名，每个模块提供``bench_impls(suite) -> list[Impl]``，加在内置实现之后。
+#: 用来把自己的实现放进同一套验证与计时（分进程测量时子进程也按它导入）。
+EXTRA_ENV = "REDUCTION_LAB_BENCH_EXTRA"
+
+
+def extra_impls(suite: str) -> list[Impl]:
+    import os
+
+    out = []
+    for name in filter(None, (m.strip() for m in os.environ.get(EXTRA_ENV, "").split(","))):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError as exc:
+            raise ValueError(f"{EXTRA_ENV}里的模块{name}无法导入：{exc}(cannot import {name})") from None
+        if not hasattr(mod, "bench_impls"):
+            raise ValueError(f"{EXTRA_ENV}里的模块{name}没有bench_impls(suite)函数({name} has no bench_impls)")
+        out += list(mod.bench_impls(suite))
+    return out
+
+
 def impls_for(suite: str) -> list[Impl]:
-    """一个测试套件的全部实现，按表格里的列顺序。"""
+    """一个测试套件的全部实现，按表格里的列顺序（:data:`EXTRA_ENV`里的实现在最后）。"""
+    return _builtin_impls(suite) + (extra_impls(suite) if suite != "full-sum" else [])
+
+
+def _builtin_impls(suite: str) -> list[Impl]:
     if suite == "softmax":
         # CuPy没有softmax库函数：不比
         return [_api_impl(suite, b) for b in ("triton", "cuda", "tilelang")] + [
@@ -314,6 +338,6 @@ def impls_for(suite: str) -> list[Impl]:
         if _full_sum_check() is None:
             out = [_full_sum_impl(v, name) for v, (name, _desc) in sorted(full_sum_versions().items())]
         else:
-            out = [Impl("v*", "full_sum", "ours", lambda x: None, _full_sum_check)]
+            out = [Impl("v*", "full_sum", "ours", lambda x: None, _full_sum_check, group="cuda")]
         return out + [_peer("torch", "torch", _torch_full_sum), _cupy_peer(axis=None)]
     raise ValueError(f"未知的测试套件{suite!r}")

@@ -4,6 +4,10 @@
 从提交的JSON重新生成的结果逐字相同，数字不会漂移。
 
     reduction-lab report docs/data/h200.json --out docs/data
+
+每个套件一张表（``h200_<套件>.md``）；softmax与row-sum的其他dtype各一张（``h200_softmax_bf16.md``），
+``percall``一张，另有对照目标的判定表``h200_targets.md``（float32与bfloat16并排，见:func:`target_verdicts`）。
+schema 1的文件（只有float32）照样能读，生成的表格与以前逐字相同。
 """
 
 from __future__ import annotations
@@ -24,13 +28,38 @@ SUITE_TITLES = {
     "col-sum": "沿列求和",
     "layer-norm-bwd": "LayerNorm反向",
     "rms-norm-bwd": "RMSNorm反向",
+    "percall": "一次调用的开销",
 }
+_DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+#: 格子里的状态（不是ok时）
+STATUS_TEXT = {"error": "出错", "mismatch": "结果不符", "unsupported": "不支持", "skipped": "未测"}
 _ROW_SUITES = ("softmax", "row-sum", "layer-norm", "rms-norm", "col-sum", "layer-norm-bwd", "rms-norm-bwd")
 
 
-def stem(suite: str, prefix: str = "h200") -> str:
-    """表格/图片的文件名（不含扩展名），如h200_row_sum。"""
-    return f"{prefix}_{suite.replace('-', '_')}"
+def stem(suite: str, prefix: str = "h200", dtype: str = "float32") -> str:
+    """表格/图片的文件名（不含扩展名），如h200_row_sum、h200_softmax_bf16。"""
+    tail = "" if dtype == "float32" else "_" + _DTYPE_SHORT[dtype]
+    return f"{prefix}_{suite.replace('-', '_')}{tail}"
+
+
+def _dtype_records(rec: dict) -> dict:
+    from .harness import dtype_records
+
+    return dtype_records(rec)
+
+
+def tables(doc: dict, prefix: str = "h200") -> list[tuple[str, str]]:
+    """全部生成的表格：[(文件名不含扩展名, Markdown)]，``write_report``与``report --check``都用它。"""
+    out = []
+    for suite, rec in doc["suites"].items():
+        if suite == "percall":
+            out.append((stem(suite, prefix), render_table(doc, suite)))
+            continue
+        for dt in _dtype_records(rec):
+            out.append((stem(suite, prefix, dt), render_table(doc, suite, dt)))
+    if any(s in doc["suites"] for s in TARGET_SUITES):
+        out.append((f"{prefix}_targets", render_targets(doc)))
+    return out
 
 
 def load(path: str | os.PathLike) -> dict:
@@ -67,6 +96,9 @@ def _meta_line(rec: dict) -> str:
         parts.append(f"cupy {m['cupy']}")
     if m.get("tilelang"):
         parts.append(f"tilelang {m['tilelang']}")
+    for key, name in (("quack", "quack-kernels"), ("liger", "liger-kernel")):
+        if m.get(key):
+            parts.append(f"{name} {m[key]}")
     parts.append(f"日期{m['date'][:10]}")
     if m["timer"] != "cuda-events":
         how = "time.perf_counter（CPU，不代表GPU）"
@@ -80,7 +112,7 @@ def _fmt_gbps(r: dict | None, with_frac: bool = True) -> str:
     if r is None:
         return "—"
     if r.get("status") != "ok":
-        return "出错"
+        return STATUS_TEXT.get(r.get("status"), "出错")
     s = f"{r['gbps']:.0f}"
     if with_frac:
         s += f"（{100 * r['frac_copy']:.0f}%）"
@@ -95,11 +127,27 @@ def _skipped_lines(rec: dict) -> list[str]:
         sk = rec["skipped_shapes"]
         out.append(f"- 未测的形状{', '.join(str(tuple(x)) for x in sk['shapes'])}：{md_text(sk['reason'])}")
     errors = []
+    grouped: dict[tuple, list] = {}   # (状态, 实现, 原因) -> 形状：被拒绝、未测的按原因合并成一行
     for e in rec["shapes"]:
         for name, r in e["results"].items():
-            if r.get("status") != "ok":
+            status = r.get("status")
+            if status in ("unsupported", "skipped"):
+                grouped.setdefault((status, name, r.get("reason", "")), []).append(e)
+            elif status == "mismatch":
+                errors.append(f"- {md_code(name)}在形状{tuple(e['shape'])}上结果不符：{md_text(r.get('error', ''))}")
+            elif status != "ok":
                 errors.append(f"- {md_code(name)}在形状{tuple(e['shape'])}上出错：{md_text(r.get('error', ''))}")
+    for (status, name, why), entries in grouped.items():
+        where = "、".join(_where(e) for e in entries)
+        verb = "不支持" if status == "unsupported" else "未测"
+        errors.append(f"- {md_code(name)}在{where}上{verb}：{md_text(why)}")
     return out + errors
+
+
+def _where(e: dict) -> str:
+    if "op" in e:
+        return f"{e['op']} {e['M']}×{e['N']} {_DTYPE_SHORT[e['dtype']]}"
+    return f"N = {e['N']}" if "N" in e else str(tuple(e["shape"]))
 
 
 def _rows_table(rec: dict) -> list[str]:
@@ -202,9 +250,29 @@ def _bank_table(rec: dict) -> list[str]:
     return lines
 
 
-def render_table(doc: dict, suite: str) -> str:
-    """一个测试套件的Markdown（说明行 + 表格 + 未测/出错清单），以换行结尾。"""
-    rec = doc["suites"][suite]
+def _isolation_line(rec: dict) -> str | None:
+    """分进程测量的说明，和各进程测得的拷贝带宽相差多少。"""
+    if not rec.get("isolation"):
+        return None
+    spreads = []
+    for e in rec["shapes"]:
+        vals = list(e.get("copy_by_process", {}).values())
+        if len(vals) > 1:
+            spreads.append(max(vals) / min(vals) - 1)
+    text = f"进程：{rec['isolation']}"
+    if spreads:
+        text += f"（各进程测得的拷贝带宽在同一形状上最多相差{100 * max(spreads):.1f}%）"
+    return text + "。"
+
+
+def render_table(doc: dict, suite: str, dtype: str = "float32") -> str:
+    """一个测试套件（一种dtype）的Markdown（说明行 + 表格 + 未测/出错清单），以换行结尾。"""
+    if suite == "percall":
+        return _render_percall(doc["suites"][suite])
+    recs = _dtype_records(doc["suites"][suite])
+    if dtype not in recs:
+        raise ValueError(f"{suite}没有{dtype}的结果；有：{', '.join(recs)}")
+    rec = recs[dtype]
     lines = [f"<!-- 由reduction-lab report从JSON生成；不要手改-->", "",
              _meta_line(rec), ""]
     if rec["meta"]["mode"] != "gpu":
@@ -214,6 +282,9 @@ def render_table(doc: dict, suite: str) -> str:
         lines.append(f"计时前的验证：{rec['tolerance']}。")
     if rec.get("l2_flush") and rec["meta"]["mode"] == "gpu":
         lines.append(f"L2：{rec['l2_flush']}；输入小于3倍L2时在多份副本之间轮换。")
+    iso = _isolation_line(rec)
+    if iso:
+        lines.append(iso)
     lines.append("")
     if suite in _ROW_SUITES:
         lines += _rows_table(rec)
@@ -232,6 +303,151 @@ def render_table(doc: dict, suite: str) -> str:
         lines += [""] + extra
     while lines and lines[-1] == "":
         lines.pop()
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- 一次调用的开销
+
+def _render_percall(rec: dict) -> str:
+    m = rec["meta"]
+    parts = [f"设备：{m['device']}", f"torch {m['torch']}", f"triton {m['triton']}"]
+    for key, name in (("cupy", "cupy"), ("tilelang", "tilelang"), ("quack", "quack-kernels"), ("liger", "liger-kernel")):
+        if m.get(key):
+            parts.append(f"{name} {m[key]}")
+    parts.append(f"日期{m['date'][:10]}")
+    gpu = m["mode"] == "gpu"
+    lines = ["<!-- 由reduction-lab report从JSON生成；不要手改-->", "", "，".join(parts) + "。", ""]
+    if not gpu:
+        lines += ["!!! warning \"sim模式\"", f"    {m['sim_warning']}", ""]
+    lines.append(f"方法：{rec['method']}（每次连续调用K = {rec['iters']}次，预热{rec['warmup']}次，"
+                 f"墙钟时间重复{rec['repeats']}次取中位数）。")
+    lines.append(f"计时前的验证：{rec['tolerance']}。")
+    iso = rec.get("isolation")
+    if iso:
+        lines.append("进程：每个实现在自己的Python子进程里验证和计时。")
+    impls = rec["impls"]
+    for op in ("softmax", "row-sum"):
+        entries = [e for e in rec["shapes"] if e["op"] == op]
+        names = [i for i in impls if any(i["name"] in e["results"] for e in entries)]
+        if not entries or not names:
+            continue
+        lines += ["", f"**{op}**", ""]
+        lines.append("| 形状 | dtype | " + " | ".join(md_text(i["label"]) + ("" if i["kind"] == "ours" else "（对照）")
+                                                 for i in names) + " |")
+        lines.append("|---|---|" + "---:|" * len(names))
+        for e in entries:
+            cells = [f"{e['M']}×{e['N']}", _DTYPE_SHORT[e["dtype"]]]
+            for i in names:
+                r = e["results"].get(i["name"])
+                if r is None:
+                    cells.append("—")
+                elif r.get("status") != "ok":
+                    cells.append(STATUS_TEXT.get(r.get("status"), "出错"))
+                elif r.get("kernel_us") is not None:
+                    cells.append(f"{r['wall_us']:.1f}（{r['kernel_us']:.1f}）")
+                else:
+                    cells.append(f"{r['wall_us']:.0f}")
+            lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    if gpu:
+        lines.append("每格是一次调用的墙钟时间（µs），括号里是只算内核的时间（µs）；二者之差是主机端的开销。")
+    else:
+        lines.append("每格是一次调用的墙钟时间（µs，CPU上的模拟）。")
+    extra = _skipped_lines(rec)
+    if extra:
+        lines += [""] + extra
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- 对照目标
+
+#: 判定目标的套件、N的范围与比例；对照：softmax比全部对照，row-sum比torch、torch.compile、CuPy
+TARGET_SUITES = ("softmax", "row-sum")
+TARGET_FRAC = 0.92
+TARGET_N = (512, 262144)
+TARGET_DTYPES = ("float32", "bfloat16")
+TARGET_PEERS = {"softmax": None, "row-sum": ("torch", "compile", "cupy")}
+
+
+def target_verdicts(doc: dict, suite: str, dtype: str) -> list[dict]:
+    """每个N一行：我们最好的实现（名字、GB/s、占拷贝）、最好的对照、两项是否达标。
+
+    达标：我们最好的实现 >= 拷贝带宽的92%（``frac_copy``，相对于同一进程的拷贝），并且GB/s不低于最好的
+    对照（softmax：全部对照；row-sum：torch、torch.compile、CuPy）。只判定N在512 … 262144之间的形状。"""
+    rec = doc["suites"].get(suite)
+    if rec is None:
+        return []
+    sub = _dtype_records(rec).get(dtype)
+    if sub is None:
+        return []
+    kinds = {i["name"]: i for i in sub["impls"]}
+    peers = TARGET_PEERS[suite]
+    rows = []
+    for e in sub["shapes"]:
+        if not TARGET_N[0] <= e["N"] <= TARGET_N[1]:
+            continue
+        ok = {n: r for n, r in e["results"].items() if r.get("status") == "ok" and n in kinds}
+        ours = [(r["gbps"], n) for n, r in ok.items() if kinds[n]["kind"] == "ours"]
+        theirs = [(r["gbps"], n) for n, r in ok.items() if kinds[n]["kind"] != "ours"
+                  and (peers is None or n in peers)]
+        row = {"N": e["N"], "ours": None, "peer": None, "frac": None, "ok_frac": None, "ok_peer": None}
+        if ours:
+            g, n = max(ours)
+            row.update(ours=n, ours_gbps=g, frac=ok[n]["frac_copy"], ok_frac=ok[n]["frac_copy"] >= TARGET_FRAC)
+        if theirs:
+            g, n = max(theirs)
+            row.update(peer=n, peer_gbps=g)
+            if ours:
+                row["ok_peer"] = row["ours_gbps"] >= g
+        rows.append(row)
+    return rows
+
+
+def _verdict_cells(row: dict | None, labels: dict) -> list[str]:
+    if row is None or row["ours"] is None:
+        return ["—", "—", "—"]
+    ours = f"{100 * row['frac']:.0f}%（{md_text(labels.get(row['ours'], row['ours']))}）"
+    peer = "—" if row["peer"] is None else f"{row['peer_gbps']:.0f}（{md_text(labels.get(row['peer'], row['peer']))}）"
+    why = []
+    if not row["ok_frac"]:
+        why.append(f"低于{100 * TARGET_FRAC:.0f}%")
+    if row["ok_peer"] is False:
+        why.append("低于对照")
+    verdict = "达标" if not why and row["ok_peer"] is not None else ("、".join(why) if why else "没有对照")
+    return [ours, peer, verdict]
+
+
+def render_targets(doc: dict) -> str:
+    """对照目标的判定表：softmax与row-sum各一张，float32与bfloat16并排。"""
+    lines = ["<!-- 由reduction-lab report从JSON生成；不要手改-->", ""]
+    lines.append(f"目标：我们最好的实现在N = {TARGET_N[0]} … {TARGET_N[1]}上达到同一进程拷贝带宽的"
+                 f"{100 * TARGET_FRAC:.0f}%，并且不低于最好的对照（softmax：全部对照；按行求和：torch、"
+                 f"torch.compile、CuPy）。每格：我们最好的实现占拷贝的比例、最好的对照的GB/s、判定。")
+    for suite in TARGET_SUITES:
+        if suite not in doc["suites"]:
+            continue
+        recs = _dtype_records(doc["suites"][suite])
+        labels = {i["name"]: i["label"] for r in recs.values() for i in r["impls"]}
+        per = {dt: {row["N"]: row for row in target_verdicts(doc, suite, dt)} for dt in TARGET_DTYPES}
+        ns = sorted({n for rows in per.values() for n in rows})
+        lines += ["", f"**{SUITE_TITLES[suite]}**", ""]
+        if not ns:
+            lines.append(f"没有N = {TARGET_N[0]} … {TARGET_N[1]}的{'、'.join(_DTYPE_SHORT[d] for d in TARGET_DTYPES)}结果。")
+            continue
+        head = ["N"]
+        for dt in TARGET_DTYPES:
+            t = _DTYPE_SHORT[dt]
+            head += [f"{t}：我们/拷贝", f"{t}：最好的对照GB/s", f"{t}：判定"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|---:|" + "---:|---:|---|" * len(TARGET_DTYPES))
+        for n in ns:
+            cells = [str(n)]
+            for dt in TARGET_DTYPES:
+                cells += _verdict_cells(per[dt].get(n), labels)
+            lines.append("| " + " | ".join(cells) + " |")
+        missing = [_DTYPE_SHORT[dt] for dt in TARGET_DTYPES if not per[dt]]
+        if missing:
+            lines += ["", f"还没有{'、'.join(missing)}的结果（—）。"]
     return "\n".join(lines) + "\n"
 
 
@@ -317,13 +533,13 @@ def _plot_bank(rec: dict, title: str, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_suite(doc: dict, suite: str, path: str | os.PathLike) -> Path:
-    rec = doc["suites"][suite]
+def plot_suite(doc: dict, suite: str, path: str | os.PathLike, dtype: str = "float32") -> Path:
+    rec = _dtype_records(doc["suites"][suite])[dtype]
     path = Path(path)
     device = rec["meta"]["device"]
     if rec["meta"]["mode"] != "gpu":
         device = "CPU sim mode: times say nothing about a GPU"
-    title = f"{suite}, fp32 ({device})"
+    title = f"{suite}, {_DTYPE_SHORT[dtype]} ({device})"
     if suite in _ROW_SUITES:
         _plot_rows(rec, title, path)
     elif suite == "full-sum":
@@ -337,14 +553,19 @@ def plot_suite(doc: dict, suite: str, path: str | os.PathLike) -> Path:
 
 def write_report(doc: dict, out_dir: str | os.PathLike, prefix: str = "h200",
                  plots: bool = True) -> list[Path]:
-    """为JSON里的每个测试套件写一份``<prefix>_<suite>.md``（和``.png``）。"""
+    """为JSON里的每个测试套件（softmax、row-sum每种dtype）写一份``<prefix>_<suite>[_<dtype>].md``
+    （和``.png``；percall只有表格），再写对照目标的判定表``<prefix>_targets.md``。"""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for suite in doc["suites"]:
-        md = out / f"{stem(suite, prefix)}.md"
-        md.write_text(render_table(doc, suite), encoding="utf-8")
+    for name, text in tables(doc, prefix):
+        md = out / f"{name}.md"
+        md.write_text(text, encoding="utf-8")
         written.append(md)
-        if plots:
-            written.append(plot_suite(doc, suite, out / f"{stem(suite, prefix)}.png"))
+    if plots:
+        for suite, rec in doc["suites"].items():
+            if suite == "percall":
+                continue
+            for dt in _dtype_records(rec):
+                written.append(plot_suite(doc, suite, out / f"{stem(suite, prefix, dt)}.png", dt))
     return written

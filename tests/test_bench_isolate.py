@@ -1,0 +1,279 @@
+"""分进程测量（reduction_lab.bench.isolate）、多种dtype、percall与对照目标的测试。
+
+子进程的测试在sim模式下用很小的形状运行：真的启动子进程、真的验证和计时（CPU上），再合并。
+假对照在tests/bench_fake_peers.py（测试夹具）：结果不符、子进程崩溃、超时。"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import reduction_lab as rl
+from reduction_lab.bench import harness, isolate, report
+from reduction_lab.bench.cli import main as cli_main, merge_docs, problems
+from reduction_lab.bench.impls import EXTRA_ENV, Impl, LIGER_MAX_N, _liger_check, _liger_refuses
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+SMALL = dict(ns=[128, 256], total_elems=1024, iters=2, warmup=1)
+HAVE_LIGER = _liger_check() is None
+
+
+@pytest.fixture
+def sim_children(monkeypatch):
+    """子进程在sim模式下运行（与本进程的模式无关），能导入测试夹具。"""
+    env = dict(os.environ, REDUCTION_LAB_MODE="sim")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(HERE)] +
+                                        [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+# ---------------------------------------------------------------- 真的分进程（sim模式）
+
+@pytest.mark.skipif(rl.MODE != "sim", reason="子进程的模式跟随本进程；GPU上的分进程测量由scripts/gpu_suite.sh SUITE=peers运行")
+def test_each_impl_in_its_own_process(sim_children):
+    impls = ["triton", "torch"] + (["liger"] if HAVE_LIGER else [])
+    doc = isolate.run_isolated(["softmax", "row-sum"], impls=impls, dtypes=["float32", "bfloat16"],
+                               env=sim_children, log=lambda s: None, **SMALL)
+    procs = doc["meta"]["processes"]
+    assert list(procs) == impls                      # 本课程的在前，然后是对照
+    pids = {info["pid"] for info in procs.values()}
+    assert len(pids) == len(impls) and os.getpid() not in pids
+    assert all(info["returncode"] == 0 and not info["timed_out"] for info in procs.values())
+    if HAVE_LIGER:
+        # Liger只在它自己的进程里被导入
+        assert "liger_kernel" in procs["liger"]["loaded_modules"]
+        assert "liger_kernel" not in procs["triton"]["loaded_modules"]
+        assert "liger_kernel" not in procs["torch"]["loaded_modules"]
+    sm = harness.dtype_records(doc["suites"]["softmax"])
+    assert list(sm) == ["float32", "bfloat16"]
+    for dt, rec in sm.items():
+        assert rec["dtype"] == dt and rec["isolation"] == isolate.ISOLATION_NOTE
+        assert [i["name"] for i in rec["impls"]] == impls
+        for e in rec["shapes"]:
+            assert e["bytes"] == 2 * e["M"] * e["N"] * harness.elem_size(dt)
+            assert set(e["copy_by_process"]) == set(impls)            # 每个进程各测一次拷贝
+            assert e["copy"]["gbps"] == sorted(e["copy_by_process"].values())[(len(impls) - 1) // 2]
+            for name, r in e["results"].items():
+                assert r["status"] == "ok" and r["process"] == name
+                # 比例相对于同一进程的拷贝
+                assert r["frac_copy"] == pytest.approx(r["gbps"] / e["copy_by_process"][name])
+    rs = harness.dtype_records(doc["suites"]["row-sum"])
+    assert [i["name"] for i in rs["bfloat16"]["impls"]] == ["triton", "torch"]   # Liger没有按行求和
+    assert problems(doc["suites"]) == []
+    # 表格：每种dtype一张，写明分进程
+    names = [n for n, _ in report.tables(doc)]
+    assert names == ["h200_softmax", "h200_softmax_bf16", "h200_row_sum", "h200_row_sum_bf16", "h200_targets"]
+    text = report.render_table(doc, "softmax", "bfloat16")
+    assert "读`M*N`个bf16" in text and "子进程" in text and "最多相差" in text
+
+
+@pytest.mark.skipif(rl.MODE != "sim", reason="子进程的模式跟随本进程")
+def test_failing_children_become_cells(sim_children, monkeypatch):
+    """结果不符、崩溃、超时的子进程：它们的格子写明原因，其他进程照常。"""
+    monkeypatch.setenv(EXTRA_ENV, "bench_fake_peers")
+    monkeypatch.syspath_prepend(str(HERE))
+    env = dict(sim_children, **{EXTRA_ENV: "bench_fake_peers"})
+    logs: list[str] = []
+    doc = isolate.run_isolated(["softmax"], impls=["torch", "fake_ok", "fake_bad", "fake_crash", "fake_slow"],
+                               env=env, log=logs.append, child_timeout_s=20, **SMALL)
+    procs = doc["meta"]["processes"]
+    assert procs["fake_crash"]["returncode"] == 17
+    assert procs["fake_slow"]["timed_out"] and procs["fake_bad"]["returncode"] == 0
+    rec = doc["suites"]["softmax"]
+    assert [i["name"] for i in rec["impls"]] == ["torch", "fake_ok", "fake_bad", "fake_crash", "fake_slow"]
+    for e in rec["shapes"]:
+        r = e["results"]
+        assert r["torch"]["status"] == "ok" and r["fake_ok"]["status"] == "ok"
+        assert r["fake_bad"]["status"] == "mismatch" and "结果不符" in r["fake_bad"]["error"]
+        assert "gbps" not in r["fake_bad"]                      # 不符的不计时
+        assert r["fake_crash"]["status"] == "error" and "退出码17" in r["fake_crash"]["error"]
+        assert r["fake_slow"]["status"] == "error" and "超过20 s" in r["fake_slow"]["error"]
+    bad = problems(doc["suites"])
+    assert {n for *_, n in bad} == {"fake_bad", "fake_crash", "fake_slow"}
+    text = report.render_table(doc, "softmax")
+    assert "结果不符" in text and "退出码17" in text and "| 出错 |" in text
+    assert any(line.startswith("[fake_bad] 结果不符") for line in logs)
+
+
+@pytest.mark.skipif(rl.MODE != "sim", reason="命令行在sim模式下测")
+def test_cli_per_impl_processes_and_dtypes(tmp_path, sim_children):
+    import subprocess
+
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, "-m", "reduction_lab.bench", "softmax", "--impl", "torch,triton",
+                        "--n", "128", "--total-elems", "1024", "--dtype", "fp32,bf16,fp16", "--iters", "2",
+                        "--no-progress", "--json", str(out), "--report-dir", str(tmp_path / "rep")],
+                       cwd=tmp_path, env=sim_children, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "分进程测量：2个子进程（triton, torch）" in p.stdout
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["schema"] == harness.SCHEMA
+    assert list(harness.dtype_records(doc["suites"]["softmax"])) == ["float32", "bfloat16", "float16"]
+    for name in ("h200_softmax", "h200_softmax_bf16", "h200_softmax_fp16", "h200_targets"):
+        assert (tmp_path / "rep" / f"{name}.md").exists()
+    assert cli_main(["report", str(out), "--out", str(tmp_path / "rep"), "--check"]) == 0
+    # --merge：只测bf16，保留旧文件里的fp32与fp16
+    p = subprocess.run([sys.executable, "-m", "reduction_lab.bench", "softmax", "--impl", "torch",
+                        "--n", "128", "--total-elems", "1024", "--dtype", "bf16", "--iters", "1",
+                        "--no-progress", "--json", str(out), "--merge", "--processes", "one"],
+                       cwd=tmp_path, env=sim_children, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    merged = json.loads(out.read_text(encoding="utf-8"))
+    recs = harness.dtype_records(merged["suites"]["softmax"])
+    assert list(recs) == ["float32", "bfloat16", "float16"]
+    assert [i["name"] for i in recs["bfloat16"]["impls"]] == ["torch"]
+    assert [i["name"] for i in recs["float16"]["impls"]] == ["triton", "torch"]
+
+
+# ---------------------------------------------------------------- 合并（纯函数）
+
+def _fake_rec(group: str, copy_gbps: float, gbps: float, dtype="float32", mode="sim"):
+    meta = harness.metadata(["test"])
+    entry = {"shape": [4, 256], "M": 4, "N": 256, "bytes": 8192, "input_bytes": 4096, "rotating_buffers": 1,
+             "copy": {"median_ms": 1.0, "gbps": copy_gbps, "bytes": 8192},
+             "results": {group: {"status": "ok", "median_ms": 1.0, "gbps": gbps, "frac_copy": gbps / copy_gbps}}}
+    kind = "ours" if group == "triton" else "peer"
+    return {"suite": "softmax", "dtype": dtype, "bytes_formula": "f", "copy_formula": "c", "tolerance": "t",
+            "iters": 1, "warmup": 0, "impls": [{"name": group, "label": group, "kind": kind}], "skipped": {},
+            "shapes": [entry], "meta": meta}
+
+
+def _doc(recs: dict) -> dict:
+    return {"schema": 2, "meta": harness.metadata(["test"]), "suites": recs, "suite_errors": {}}
+
+
+def test_merge_takes_median_copy_and_keeps_own_ratio():
+    parts = [("triton", {"softmax": ["triton"]}, _doc({"softmax": _fake_rec("triton", 100.0, 90.0)}), {"pid": 1}),
+             ("torch", {"softmax": ["torch"]}, _doc({"softmax": _fake_rec("torch", 200.0, 150.0)}), {"pid": 2}),
+             ("compile", {"softmax": ["compile"]}, _doc({"softmax": _fake_rec("compile", 120.0, 60.0)}), {"pid": 3}),
+             ("liger", {"softmax": ["liger"]}, None, {"pid": 4, "error": "子进程liger没有写出结果（退出码1）：boom"})]
+    doc = isolate.merge(parts, ["softmax"], ["test"])
+    e = doc["suites"]["softmax"]["shapes"][0]
+    assert e["copy"]["gbps"] == 120.0 and e["copy"]["process"] == "compile"      # 三个进程的中位数
+    assert e["copy_by_process"] == {"triton": 100.0, "torch": 200.0, "compile": 120.0}
+    assert e["results"]["triton"]["frac_copy"] == pytest.approx(0.9)            # 相对于本进程的拷贝
+    assert e["results"]["torch"]["copy_gbps"] == 200.0
+    assert e["results"]["liger"]["status"] == "error" and "boom" in e["results"]["liger"]["error"]
+    # 列顺序按套件的实现顺序，不按进程顺序
+    assert [i["name"] for i in doc["suites"]["softmax"]["impls"]] == ["triton", "torch", "compile", "liger"]
+    assert doc["meta"]["processes"]["liger"]["error"].endswith("boom")
+
+
+def test_schema1_records_read_as_float32_and_merge_by_dtype():
+    old = report.load(ROOT / "docs" / "data" / "h200.json") if (ROOT / "docs/data/h200.json").exists() else None
+    rec = _fake_rec("triton", 100.0, 90.0)
+    del rec["dtype"]                                                   # schema 1：没有dtype字段
+    assert list(harness.dtype_records(rec)) == ["float32"]
+    new = _fake_rec("triton", 50.0, 40.0, dtype="bfloat16")
+    merged = merge_docs(_doc({"softmax": rec}), _doc({"softmax": new}))
+    recs = harness.dtype_records(merged["suites"]["softmax"])
+    assert list(recs) == ["float32", "bfloat16"] and merged["schema"] == harness.SCHEMA
+    assert recs["bfloat16"]["shapes"][0]["copy"]["gbps"] == 50.0
+    assert merged["suites"]["softmax"]["shapes"][0]["copy"]["gbps"] == 100.0   # 顶层仍是fp32：旧页面照读
+    if old is not None:
+        for suite, r in old["suites"].items():
+            assert "float32" in harness.dtype_records(r)
+
+
+# ---------------------------------------------------------------- dtype：输入、字节数、容差
+
+def test_half_precision_inputs_bytes_and_tolerances():
+    assert harness.parse_dtypes("fp32, bf16,float16,bf16") == ["float32", "bfloat16", "float16"]
+    with pytest.raises(harness.BenchError, match="未知的dtype"):
+        harness.parse_dtypes("int8")
+    assert harness.bytes_moved("softmax", (3, 5), 2) == 2 * 3 * 5 * 2
+    assert harness.bytes_moved("row-sum", (3, 5), 2) == 3 * 5 * 2
+    assert harness.byte_formula("softmax", "float32") == harness.BYTE_FORMULAS["softmax"]
+    x = harness.make_input("softmax", (6, 300), seed=3, dtype="bfloat16")
+    assert x.dtype == torch.bfloat16
+    ref = harness.reference("softmax", x)
+    y = torch.softmax(x.float(), dim=-1).to(torch.bfloat16)            # 一次舍入：在一个ulp之内
+    assert harness.compare("softmax", y, ref, "bfloat16")[0]
+    assert not harness.compare("softmax", y.float(), ref, "bfloat16")[0]     # dtype不对
+    i = int(ref[2].argmax())
+    worse = y.clone()
+    worse[2, i] = (ref[2, i] * (1 + 2 ** -5)).to(torch.bfloat16)         # 差4个ulp
+    ok, msg = harness.compare("softmax", worse, ref, "bfloat16")
+    assert not ok and f"(2, {i})" in msg
+    h = harness.make_input("softmax", (6, 300), seed=3, dtype="float16")
+    assert harness.compare("softmax", torch.softmax(h.float(), -1).half(), harness.reference("softmax", h),
+                           "float16")[0]
+    # 按行求和：精确的整数和舍入成bf16；N大时和超过256，bf16要舍入
+    s = harness.make_input("row-sum", (4, 65536), seed=1, dtype="bfloat16")
+    ref = harness.reference("row-sum", s)
+    exact = s.float().sum(1)
+    assert harness.compare("row-sum", exact.to(torch.bfloat16), ref, "bfloat16")[0]
+    assert not harness.compare("row-sum", (exact + 8).to(torch.bfloat16), ref, "bfloat16")[0]
+    with pytest.raises(harness.BenchError, match="只有float32"):
+        harness.run_suite("full-sum", dtype="bfloat16", progress=False, log=lambda s: None)
+
+
+def test_refused_shapes_and_dtypes_are_cells_not_crashes(monkeypatch):
+    def picky(shape, dtype):
+        return "N > 128时不支持" if shape[1] > 128 else None
+
+    fake = [Impl("torch", "torch", "peer", lambda x: (lambda: torch.softmax(x, -1)), dtypes=("float32", "bfloat16")),
+            Impl("picky", "picky", "peer", lambda x: (lambda: torch.softmax(x, -1)), refuses=picky,
+                 dtypes=("float32", "bfloat16")),
+            Impl("fp32only", "fp32only", "ours", lambda x: (lambda: torch.softmax(x, -1)))]
+    monkeypatch.setattr(harness, "impls_for", lambda suite: fake)
+    rec = harness.run_suite("softmax", ns=[128, 256], total_elems=1024, iters=1, warmup=0, progress=False,
+                            log=lambda s: None, dtype="bfloat16")
+    assert rec["skipped"] == {"fp32only": "只接受float32，不接受bfloat16(accepts float32 only)"}
+    r = {e["N"]: e["results"] for e in rec["shapes"]}
+    assert r[128]["picky"]["status"] == "ok"
+    assert r[256]["picky"] == {"status": "unsupported", "reason": "N > 128时不支持"}
+    doc = {"suites": {"softmax": {**rec, "meta": harness.metadata([])}}}
+    text = report.render_table(doc, "softmax", "bfloat16")
+    assert "| 不支持 |" in text and "`picky`在N = 256上不支持：N \\> 128时不支持" in text
+    assert problems(doc["suites"]) == []                                 # 拒绝不算出错
+    # Liger的规则：next_power_of_2(N) > 65536
+    assert _liger_refuses((4, LIGER_MAX_N), "bfloat16") is None
+    assert "65536" in _liger_refuses((4, LIGER_MAX_N + 1), "bfloat16")
+
+
+# ---------------------------------------------------------------- percall
+
+def test_percall_small_in_process():
+    doc = harness.run(["percall"], impls=["torch", "triton"], dtypes=["float32", "bfloat16"], iters=2,
+                      warmup=1, progress=False, log=lambda s: None)
+    rec = doc["suites"]["percall"]
+    assert [i["name"] for i in rec["impls"]] == ["triton", "torch"]
+    cases = [(e["op"], tuple(e["shape"]), e["dtype"]) for e in rec["shapes"]]
+    assert len(cases) == 2 * 2 * 2 and {c[0] for c in cases} == {"softmax", "row-sum"}
+    for e in rec["shapes"]:
+        for r in e["results"].values():
+            assert r["status"] == "ok" and r["wall_us"] > 0 and r["k_calls"] == 2
+            assert ("kernel_us" in r) == (rl.MODE == "gpu")
+    text = report.render_table(doc, "percall")
+    assert "**softmax**" in text and "**row-sum**" in text and "墙钟时间" in text
+    assert report.tables(doc) == [("h200_percall", text)]
+
+
+# ---------------------------------------------------------------- 对照目标
+
+def test_target_verdicts():
+    rec = _fake_rec("triton", 100.0, 95.0)
+    e = rec["shapes"][0]
+    e["N"] = 512
+    e["results"]["torch"] = {"status": "ok", "gbps": 96.0, "frac_copy": 0.96}
+    e["results"]["quack"] = {"status": "unsupported", "reason": "x"}
+    rec["impls"] += [{"name": "torch", "label": "torch", "kind": "peer"},
+                     {"name": "quack", "label": "quack", "kind": "peer"}]
+    doc = {"suites": {"softmax": rec}}
+    (row,) = report.target_verdicts(doc, "softmax", "float32")
+    assert row["ours"] == "triton" and row["ok_frac"] and row["peer"] == "torch" and row["ok_peer"] is False
+    assert report.target_verdicts(doc, "softmax", "bfloat16") == []
+    text = report.render_targets(doc)
+    assert "| 512 | 95%（triton） | 96（torch） | 低于对照 | — | — | — |" in text
+    assert "还没有bf16的结果" in text
+    e["results"]["triton"]["frac_copy"] = 0.91
+    assert "低于92%、低于对照" in report.render_targets(doc)

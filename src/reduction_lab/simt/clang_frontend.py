@@ -1,0 +1,1256 @@
+"""libclang 前端：像编译器一样解析 CUDA C++，再降低成解释器执行的 pycparser 语法树（文档：docs/cuda/simulator.md）。
+
+clang (through the ``libclang`` wheel) preprocesses and parses the source as
+CUDA device code (``-x cuda --cuda-device-only``) after the declarations of
+``prelude/cuda_prelude.h``; it resolves overloads, namespaces, templates
+(explicit, named at launch, deduced from calls), references, ``auto`` and
+casts. Each function that a kernel can reach is lowered once per distinct
+template binding into ``pycparser.c_ast`` nodes whose coordinates carry the
+original file and line, so the interpreter, counters and sanitizers run
+unchanged. Clang's semantic errors are attached to the function they occur in
+(other kernels of the file still run); syntax errors refuse the whole file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import threading
+from pathlib import Path
+
+import clang.cindex as ci
+from pycparser import c_ast
+from pycparser.c_parser import Coord
+
+from . import ctype as T
+from .errors import CompileError, SimtError, UnsupportedError
+
+PRELUDE_DIR = Path(__file__).with_name("prelude")
+PRELUDE = PRELUDE_DIR / "cuda_prelude.h"
+#: clang 的参数：只编译设备端，不用系统与 CUDA 的头文件（它们的声明在序言里）
+CLANG_ARGS = ("-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib", "-std=c++17",
+              "-nostdinc", "-nostdinc++", "-isystem", str(PRELUDE_DIR), "-include", str(PRELUDE), "-w")
+
+K = ci.CursorKind
+TK = ci.TypeKind
+
+_lib = ci.conf.lib
+_lib.clang_getCursorBinaryOperatorKind.argtypes = [ci.Cursor]
+_lib.clang_getCursorBinaryOperatorKind.restype = ctypes.c_int
+_lib.clang_getCursorUnaryOperatorKind.argtypes = [ci.Cursor]
+_lib.clang_getCursorUnaryOperatorKind.restype = ctypes.c_int
+_lib.clang_Cursor_Evaluate.argtypes = [ci.Cursor]
+_lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
+_lib.clang_EvalResult_getKind.argtypes = [ctypes.c_void_p]
+_lib.clang_EvalResult_getKind.restype = ctypes.c_int
+_lib.clang_EvalResult_isUnsignedInt.argtypes = [ctypes.c_void_p]
+_lib.clang_EvalResult_isUnsignedInt.restype = ctypes.c_uint
+_lib.clang_EvalResult_getAsUnsigned.argtypes = [ctypes.c_void_p]
+_lib.clang_EvalResult_getAsUnsigned.restype = ctypes.c_ulonglong
+_lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
+_lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
+_lib.clang_EvalResult_getAsDouble.argtypes = [ctypes.c_void_p]
+_lib.clang_EvalResult_getAsDouble.restype = ctypes.c_double
+_lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
+
+# CXBinaryOperatorKind / CXUnaryOperatorKind（clang-c/Index.h）
+BINARY_OPS = {3: "*", 4: "/", 5: "%", 6: "+", 7: "-", 8: "<<", 9: ">>", 11: "<", 12: ">", 13: "<=", 14: ">=",
+              15: "==", 16: "!=", 17: "&", 18: "^", 19: "|", 20: "&&", 21: "||", 22: "=", 23: "*=", 24: "/=",
+              25: "%=", 26: "+=", 27: "-=", 28: "<<=", 29: ">>=", 30: "&=", 31: "^=", 32: "|=", 33: ","}
+UNARY_OPS = {1: "p++", 2: "p--", 3: "++", 4: "--", 5: "&", 6: "*", 7: "+", 8: "-", 9: "~", 10: "!"}
+
+_SCALARS = {
+    TK.BOOL: T.BOOL, TK.CHAR_S: T.CHAR, TK.SCHAR: T.CHAR, TK.CHAR_U: T.UCHAR, TK.UCHAR: T.UCHAR,
+    TK.SHORT: T.SHORT, TK.USHORT: T.USHORT, TK.INT: T.INT, TK.UINT: T.UINT, TK.LONG: T.LONG, TK.ULONG: T.ULONG,
+    TK.LONGLONG: T.LLONG, TK.ULONGLONG: T.ULLONG, TK.FLOAT: T.FLOAT, TK.DOUBLE: T.DOUBLE, TK.VOID: T.VOID,
+}
+_INT_SUFFIX = {TK.UINT: "u", TK.LONG: "l", TK.ULONG: "ul", TK.LONGLONG: "ll", TK.ULONGLONG: "ull"}
+_CASTS = {K.CSTYLE_CAST_EXPR, K.CXX_STATIC_CAST_EXPR, K.CXX_REINTERPRET_CAST_EXPR, K.CXX_CONST_CAST_EXPR,
+          K.CXX_FUNCTIONAL_CAST_EXPR}
+_SCOPES = {K.NAMESPACE, K.STRUCT_DECL, K.CLASS_DECL, K.UNION_DECL, K.CLASS_TEMPLATE,
+           K.CLASS_TEMPLATE_PARTIAL_SPECIALIZATION}
+_TID = None     # 由 _tid() 构造
+
+_index = None
+_lock = threading.Lock()
+
+BUILTIN_FUNCS = None     # 由 frontend 设置（解释器实现的内置函数名）
+
+
+def _index_():
+    global _index
+    if _index is None:
+        _index = ci.Index.create()
+    return _index
+
+
+def evaluate(c):
+    """clang 对常量表达式的求值：int、float 或 None。"""
+    r = _lib.clang_Cursor_Evaluate(c)
+    if not r:
+        return None
+    try:
+        kind = _lib.clang_EvalResult_getKind(r)
+        if kind == 1:
+            if _lib.clang_EvalResult_isUnsignedInt(r):
+                return int(_lib.clang_EvalResult_getAsUnsigned(r))
+            return int(_lib.clang_EvalResult_getAsLongLong(r))
+        if kind == 2:
+            return float(_lib.clang_EvalResult_getAsDouble(r))
+        return None
+    finally:
+        _lib.clang_EvalResult_dispose(r)
+
+
+def cfile(filename):
+    return str(filename).replace("\\", "/").replace('"', "")
+
+
+class _Where:
+    """把 clang 的位置换成报错用的文件名（主文件用调用者给的名字，头文件用相对主文件目录的路径）。"""
+
+    def __init__(self, main_path, main_display):
+        self.main = os.path.abspath(main_path)
+        self.main_display = main_display
+        self.dir = os.path.dirname(self.main)
+
+    def coord_file(self, f):
+        """语法树坐标里的文件名：主文件为调用者给的名字（解释器据此判断不是头文件）。"""
+        if f is None:
+            return self.main_display
+        name = f if isinstance(f, str) else f.name
+        if os.path.abspath(name) == self.main:
+            return self.main_display
+        return name
+
+    def display(self, f):
+        name = self.coord_file(f)
+        if name == self.main_display:
+            return name
+        a = os.path.abspath(name)
+        return os.path.relpath(a, self.dir) if a.startswith(self.dir + os.sep) else name
+
+    def is_user(self, f):
+        if f is None:
+            return False
+        name = os.path.abspath(f.name)
+        return not name.startswith(str(PRELUDE_DIR) + os.sep)
+
+
+def _err(cls, where_file, line, zh, en, header=None):
+    loc_zh = f"{where_file} 第 {line} 行" if where_file else f"第 {line} 行"
+    loc_en = f"{where_file}, line {line}" if where_file else f"line {line}"
+    err = cls(f"{loc_zh}：{zh} / {loc_en}: {en}")
+    err.line = line if isinstance(line, int) else None
+    err.file = header if header is not None else where_file
+    return err
+
+
+class Deferred:
+    """一个函数里 clang 报的错：启动能到达这个函数的内核时再抛出（同一文件的其他内核照常运行）。"""
+
+    def __init__(self, cls, file, line, zh, en, header):
+        self.args = (cls, file, line, zh, en, header)
+
+    def make(self):
+        return _err(*self.args)
+
+
+# ---------------------------------------------------------------- clang 诊断到模拟器的错误
+
+def _operator_at(text, col):
+    m = re.match(r"(<<=|>>=|<<|>>|[-+*/%&|^<>=!]=?)", text[col - 1:] if col else "")
+    return m.group(1) if m else "?"
+
+
+def translate_diagnostic(d, text_of):
+    """clang 的一条错误：返回 (错误类, 中文, 英文)。text_of(file) 给出源码行。"""
+    msg = d.spelling
+    notes = [n.spelling for n in d.children]
+    allmsg = msg + "".join(f"; {n}" for n in notes)
+    m = re.match(r"no member named '(\w+)' in '(?:struct |class )?(.+)'", msg)
+    if m:
+        return (CompileError, f"{m.group(2)} 没有成员 .{m.group(1)}（nvcc 报错）",
+                f'class "{m.group(2)}" has no member "{m.group(1)}" (nvcc rejects it; clang: {msg})')
+    m = re.match(r"invalid operands to binary expression \('(.+)' and '(.+)'\)", msg)
+    if m:
+        line = text_of(d.location.file, d.location.line)
+        op = _operator_at(line, d.location.column)
+        return (CompileError, f"运算 {op}：CUDA 没有为 {m.group(1)} 与 {m.group(2)} 定义这个运算符（nvcc 报错），"
+                              "向量类型请逐个分量计算",
+                f'no operator "{op}" matches these operands ({m.group(1)}, {m.group(2)}): nvcc rejects it; '
+                "compute vector types component by component")
+    if "initialization is not supported for __shared__" in msg:
+        return (CompileError, "__shared__ 变量不能带初始值（nvcc 报错）；请在内核里由线程写入，再 __syncthreads()",
+                "initializer not allowed for __shared__ variable (nvcc rejects it)")
+    if "read-only variable is not assignable" in msg or "with const-qualified type" in msg or \
+            "would lose const qualifier" in allmsg:
+        return (CompileError, f"通过 const 指针或 const 变量写入（nvcc 报错：表达式必须是可修改的左值；clang：{msg}）",
+                f"write through a pointer to const or to a const variable: nvcc rejects it "
+                f"(expression must be a modifiable lvalue; clang: {msg})")
+    if "expects an lvalue" in allmsg or "non-const lvalue reference" in allmsg:
+        return (CompileError, f"非 const 引用参数的实参不是左值（nvcc 报错：initial value of reference to non-const "
+                              f"must be an lvalue；clang：{allmsg}）",
+                f"initial value of reference to non-const must be an lvalue (nvcc rejects it; clang: {allmsg})")
+    if "variable-length array" in msg or "variable length array" in msg:
+        return (UnsupportedError, "不支持 非常量的数组长度 non-constant array size", f"unsupported: non-constant array size ({msg})")
+    if "reference to __global__ function" in msg or "kernel launch" in msg or "cudaConfigureCall" in msg:
+        return (UnsupportedError, "不支持 在设备代码中启动内核（动态并行 dynamic parallelism）",
+                f"unsupported: kernel launch from device code (dynamic parallelism; clang: {msg})")
+    if "cannot use 'throw'" in msg or "cannot use 'try'" in msg or "exceptions" in msg:
+        return (UnsupportedError, "不支持 异常 exceptions（throw/try）", f"unsupported: exceptions ({msg})")
+    m = re.match(r"use of undeclared identifier '(__\w+)'", msg)
+    if m:
+        return (UnsupportedError, f"不支持 {m.group(1)}（模拟器没有实现这个 CUDA 内置函数或变量）",
+                f"unsupported: {m.group(1)} (not implemented by the simulator)")
+    return (CompileError, f"编译错误（nvcc 同样会拒绝）：{allmsg}", f"compile error: {allmsg}")
+
+
+# ---------------------------------------------------------------- 语法树构造的小工具
+
+def _id(name, co):
+    return c_ast.ID(name, co)
+
+
+def _const(kind, value, co):
+    return c_ast.Constant(kind, value, co)
+
+
+def _sref(base, field, co):
+    return c_ast.StructRef(_id(base, co), ".", _id(field, co), co)
+
+
+def _tid(co):
+    """块内线程的线性编号 threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y。"""
+    bx, by = _sref("blockDim", "x", co), _sref("blockDim", "y", co)
+    return c_ast.BinaryOp("+", c_ast.BinaryOp("+", _sref("threadIdx", "x", co),
+                                              c_ast.BinaryOp("*", _sref("threadIdx", "y", co), bx, co), co),
+                          c_ast.BinaryOp("*", _sref("threadIdx", "z", co),
+                                         c_ast.BinaryOp("*", _sref("blockDim", "x", co), by, co), co), co)
+
+
+def _nthreads(co):
+    return c_ast.BinaryOp("*", c_ast.BinaryOp("*", _sref("blockDim", "x", co), _sref("blockDim", "y", co), co),
+                          _sref("blockDim", "z", co), co)
+
+
+def _call(name, args, co):
+    return c_ast.FuncCall(_id(name, co), c_ast.ExprList(list(args), co) if args else None, co)
+
+
+def _exprs(c):
+    return [ch for ch in c.get_children() if ch.kind.is_expression()]
+
+
+def _strip(c):
+    """去掉隐式转换、括号等只有一个子节点的包装。"""
+    while c.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
+        ch = _exprs(c)
+        if len(ch) != 1:
+            break
+        c = ch[0]
+    return c
+
+
+def qualified_name(c):
+    parts = [c.spelling]
+    p = c.semantic_parent
+    while p is not None and p.kind != K.TRANSLATION_UNIT:
+        if p.kind in _SCOPES and p.spelling:
+            parts.append(p.spelling)
+        p = p.semantic_parent
+    return "::".join(reversed(parts))
+
+
+def _in_namespace(c, ns):
+    p = c.semantic_parent
+    while p is not None and p.kind != K.TRANSLATION_UNIT:
+        if p.kind == K.NAMESPACE and p.spelling == ns:
+            return True
+        p = p.semantic_parent
+    return False
+
+
+def type_spelling(t):
+    """形参类型的 C 写法（kernel_signature 用），例如 'const float*'、'Pair*'、'size_t'。"""
+    s = t.spelling
+    s = re.sub(r"\b(?:__restrict__|__restrict|restrict)\b", " ", s)
+    s = re.sub(r"\b(?:struct|class|enum|union)\s+", "", s)
+    s = re.sub(r"\s*\*\s*", "*", s)
+    s = re.sub(r"\s*&\s*", "&", s)
+    return " ".join(s.split()).replace(" *", "*").rstrip()
+
+
+_GROUP_RE = re.compile(r"cooperative_groups::(?:thread_block_tile<(\d+)U?>|(thread_block)\b)")
+
+
+class Lowering:
+    """一个翻译单元到 Program 的降低（函数按需降低：每个模板绑定一份）。"""
+
+    def __init__(self, prog, tu, where, errors):
+        self.prog = prog
+        self.tu = tu
+        self.where = where
+        self.errors = errors          # [(文件, 起始偏移, 结束偏移, Deferred)]：函数体里的 clang 错误
+        self.names = {}               # 函数的键 -> 降低后的名字
+        self.used = set()
+        self.pending = []
+        self.overloaded = set()
+        self.struct_cache = {}
+        self.file_var_names = {}      # 变量声明的键 -> 名字
+        self.cur_fn = None
+        self.last = None
+        self.callees = set()
+
+    # ------------------------------------------------------------ 位置与报错
+    def co(self, c):
+        loc = c.location
+        return Coord(self.where.coord_file(loc.file), loc.line, loc.column)
+
+    def unsupported(self, what, c):
+        loc = c.location if c is not None else None
+        line = loc.line if loc is not None and loc.line else "?"
+        f = self.where.display(loc.file if loc is not None else None)
+        header = f if f != self.where.main_display else None
+        err = _err(UnsupportedError, f, line, f"不支持 {what}", f"unsupported: {what}",
+                   header=header)
+        return err
+
+    # ------------------------------------------------------------ 类型
+    def group_of(self, t):
+        t = t.get_canonical()
+        if t.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE, TK.POINTER):
+            t = t.get_pointee().get_canonical()
+        if t.kind != TK.RECORD:
+            return None
+        m = _GROUP_RE.search(t.spelling)
+        if not m:
+            return None
+        return ("block", None) if m.group(2) else ("tile", int(m.group(1)))
+
+    def ctype(self, t, c):
+        """clang 类型到 CType（标量、向量、结构体）。"""
+        t = t.get_canonical()
+        k = t.kind
+        s = _SCALARS.get(k)
+        if s is not None:
+            return s
+        if k == TK.ENUM:
+            return T.INT
+        if k.name in ("HALF", "FLOAT16") and getattr(T, "HALF", None) is not None:
+            return T.HALF
+        if k.name == "BFLOAT16" and getattr(T, "BF16", None) is not None:
+            return T.BF16
+        if k == TK.RECORD:
+            return self.record(t, c)
+        if k == TK.POINTER:
+            return T.Ptr(self.ctype(t.get_pointee(), c))
+        raise self.unsupported(f"类型 {t.spelling}", c)
+
+    def record(self, t, c):
+        decl = t.get_declaration()
+        key = t.spelling
+        hit = self.struct_cache.get(key)
+        if hit is not None:
+            return hit
+        name = re.sub(r"^(?:const |volatile )+", "", key)
+        if not self.where.is_user(decl.location.file):
+            base = decl.spelling
+            if base in T.VECS:
+                return T.VECS[base]
+            if self.group_of(t):
+                raise self.unsupported("cooperative groups 的组对象用在这里（只支持调用它的成员函数）", c)
+            if base == "texture":
+                raise self.unsupported("纹理 texture<>", c)
+            half = {"__half": "HALF", "__nv_bfloat16": "BF16"}.get(base)
+            if half and getattr(T, half, None) is not None:
+                return getattr(T, half)
+            raise self.unsupported(f"类型 {name}", c)
+        if decl.kind == K.UNION_DECL:
+            raise self.unsupported(f"联合 union {name}", decl)
+        self.check_class(decl)
+        fields = list(t.get_fields())
+        elem, names = None, []
+        for f in fields:
+            if f.is_bitfield():
+                raise self.unsupported(f"结构体 {name} 的位域成员 {f.spelling}（bit-field）", f)
+            ft = f.type.get_canonical()
+            st = _SCALARS.get(ft.kind) if ft.kind != TK.VOID else None
+            if ft.kind == TK.ENUM:
+                st = T.INT
+            if st is None or ft.is_volatile_qualified():
+                raise self.unsupported(f"结构体 {name} 的成员 {f.spelling}：只支持标量成员"
+                                       "（不支持数组、指针、嵌套结构体、位域、volatile 成员；struct member must be a scalar）", f)
+            if elem is not None and st is not elem:
+                raise self.unsupported(f"结构体 {name} 的成员类型不同（{elem.name} 与 {st.name}）："
+                                       "只支持成员都是同一种标量的结构体（struct with members of different types）", f)
+            elem = st
+            names.append(f.spelling)
+        if not names:
+            raise self.unsupported(f"空结构体 empty struct {name}", decl)
+        v = T.Vec(name, elem, len(names), names, wide=False)
+        self.struct_cache[key] = v
+        self.prog.typedefs[name] = v
+        return v
+
+    def check_class(self, decl):
+        for ch in decl.get_children():
+            if ch.kind == K.CXX_BASE_SPECIFIER:
+                raise self.unsupported("继承 inheritance", ch)
+            if ch.kind == K.CXX_METHOD and ch.is_virtual_method():
+                raise self.unsupported(f"虚函数 virtual function {ch.spelling}", ch)
+
+    def type_key(self, ct):
+        name = ct.name
+        if self.prog.typedefs.get(name) is not ct:
+            self.prog.typedefs[name] = ct
+        return name
+
+    def tnode(self, t, declname, c, quals_of_decl=True):
+        """clang 类型到 pycparser 的类型节点（Program.resolve 再把它变成 CType）。"""
+        co = self.co(c)
+        t = t.get_canonical()
+        k = t.kind
+        quals = []
+        if t.is_const_qualified():
+            quals.append("const")
+        if t.is_volatile_qualified():
+            quals.append("volatile")
+        if k == TK.POINTER:
+            pt = t.get_pointee().get_canonical()
+            if pt.kind in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
+                return c_ast.PtrDecl([], c_ast.FuncDecl(None, c_ast.TypeDecl(declname, [], None,
+                                                                             c_ast.IdentifierType(["int"], co), co), co), co)
+            if self.group_of(pt):
+                raise self.unsupported("指向 cooperative groups 组对象的指针", c)
+            return c_ast.PtrDecl([q for q in quals if q == "const"], self.tnode(pt, declname, c), co)
+        if k == TK.CONSTANTARRAY:
+            return c_ast.ArrayDecl(self.tnode(t.element_type, declname, c), _const("int", str(t.element_count), co),
+                                   [], co)
+        if k == TK.INCOMPLETEARRAY:
+            return c_ast.ArrayDecl(self.tnode(t.element_type, declname, c), None, [], co)
+        if k in (TK.VARIABLEARRAY, TK.DEPENDENTSIZEDARRAY):
+            raise self.unsupported("非常量的数组长度 non-constant array size", c)
+        if k in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE):
+            raise self.unsupported("这里的引用类型 reference type", c)
+        ct = self.ctype(t, c)
+        if ct.is_ptr:
+            raise self.unsupported(f"类型 {t.spelling}", c)
+        return c_ast.TypeDecl(declname, quals, None, c_ast.IdentifierType([self.type_key(ct)], co), co)
+
+    # ------------------------------------------------------------ 函数
+    def fkey(self, c):
+        return c.mangled_name or (c.get_usr(), c.type.spelling, c.location.line)
+
+    def template_args(self, c):
+        out = []
+        for i in range(c.get_num_template_arguments()):
+            kind = c.get_template_argument_kind(i)
+            if kind == ci.TemplateArgumentKind.TYPE:
+                ta = c.get_template_argument_type(i)
+                try:
+                    out.append(self.ctype(ta, c).name)
+                except UnsupportedError:
+                    out.append(type_spelling(ta))
+            elif kind == ci.TemplateArgumentKind.INTEGRAL:
+                out.append(str(c.get_template_argument_value(i)))
+            else:
+                out.append("?")
+        return out
+
+    def fname(self, d):
+        """函数定义降低后的名字（重载加上参数类型，模板实例加上实参），第一次见到时排进待降低的队列。"""
+        key = self.fkey(d)
+        n = self.names.get(key)
+        if n is not None:
+            return n
+        base = qualified_name(d)
+        if d.get_num_template_arguments() > 0:
+            base += "<" + ",".join(self.template_args(d)) + ">"
+        elif base in self.overloaded:
+            base += "(" + ",".join(type_spelling(a.type) for a in d.get_arguments()) + ")"
+        n = base
+        while n in self.used:
+            n += "'"
+        self.used.add(n)
+        self.names[key] = n
+        self.pending.append(d)
+        return n
+
+    def deferred_error(self, d):
+        f = d.location.file
+        if f is None:
+            return None
+        fa = os.path.abspath(f.name)
+        a, b = d.extent.start.offset, d.extent.end.offset
+        for ef, ea, eb, err in self.errors:
+            if ef == fa and a <= ea <= b:
+                return err
+        return None
+
+    def drain(self):
+        from .frontend import Function
+        while self.pending:
+            d = self.pending.pop()
+            name = self.names[self.fkey(d)]
+            is_kernel = any(ch.kind == K.CUDAGLOBAL_ATTR for ch in d.get_children())
+            err = self.deferred_error(d)
+            co = self.co(d)
+            if err is not None:
+                self.prog.functions[name] = Function(name, None, is_kernel, T.VOID, [], {}, d.location.line,
+                                                     set(), error=err)
+                continue
+            f = self.lower_function(d, name, is_kernel, co)
+            self.prog.functions[name] = f
+
+    def lower_function(self, d, name, is_kernel, co):
+        from .frontend import Function
+        if d.kind != K.FUNCTION_DECL:
+            raise self.unsupported(f"成员函数 member function {qualified_name(d)}", d)
+        params, decls, refs = [], [], {}
+        for i, p in enumerate(d.get_arguments()):
+            pt = p.type
+            pname = p.spelling or f"__unnamed{i}"
+            if self.group_of(pt):
+                raise self.unsupported(f"cooperative groups 的组对象作为参数 {pname}（group object as a parameter）", p)
+            ref = pt.kind == TK.LVALUEREFERENCE
+            if pt.kind == TK.RVALUEREFERENCE:
+                raise self.unsupported(f"右值引用参数 {pname}（T&&）", p)
+            base = pt.get_pointee() if ref else pt
+            if ref and is_kernel:
+                raise self.unsupported(f"内核的引用参数 {pname}（__global__ 函数的参数不能是引用）", p)
+            tn = self.tnode(base, pname, p)
+            const = base.get_canonical().is_const_qualified()
+            decl = c_ast.Decl(pname, ["const"] if const else [], [], ["register"] if ref else [], [], tn, None, None,
+                              self.co(p))
+            ct = self.prog.resolve_plain(tn)
+            if ct.is_array:
+                ct = T.Ptr(ct.elem, ct.vol)
+            ts = type_spelling(pt)
+            if ref:
+                refs[pname] = const
+            params.append((pname, ct, ts))
+            decls.append(decl)
+        ret = self.prog.resolve_plain(self.tnode(d.result_type, name, d)) if d.result_type.kind != TK.VOID else T.VOID
+        body = next((ch for ch in d.get_children() if ch.kind == K.COMPOUND_STMT), None)
+        if body is None:
+            raise self.unsupported(f"没有函数体的函数 {name}", d)
+        self.cur_fn = d
+        self.callees = set()
+        cbody = self.stmt(body)
+        rnode = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType([self.type_key(ret)], co), co)
+        fdecl = c_ast.Decl(name, [], [], [], [], c_ast.FuncDecl(c_ast.ParamList(decls, co), rnode, co), None, None, co)
+        node = c_ast.FuncDef(fdecl, None, cbody, co)
+        return Function(name, node, is_kernel, ret, params, refs, d.location.line, self.callees)
+
+    # ------------------------------------------------------------ 语句
+    def stmt(self, c):
+        self.last = c
+        k = c.kind
+        co = self.co(c)
+        if k == K.COMPOUND_STMT:
+            items = []
+            for ch in c.get_children():
+                r = self.stmt(ch)
+                if isinstance(r, list):
+                    items.extend(r)
+                elif r is not None:
+                    items.append(r)
+            return c_ast.Compound(items, co)
+        if k == K.DECL_STMT:
+            return self.decl_stmt(c)
+        if k == K.IF_STMT:
+            ch = list(c.get_children())
+            if len(ch) not in (2, 3) or not ch[0].kind.is_expression():
+                raise self.unsupported("带初始化语句或声明的 if", c)
+            return c_ast.If(self.expr(ch[0]), self.body(ch[1]), self.body(ch[2]) if len(ch) == 3 else None, co)
+        if k == K.FOR_STMT:
+            return self.for_stmt(c)
+        if k == K.WHILE_STMT:
+            ch = list(c.get_children())
+            if len(ch) != 2 or not ch[0].kind.is_expression():
+                raise self.unsupported("条件里带声明的 while", c)
+            return c_ast.While(self.expr(ch[0]), self.body(ch[1]), co)
+        if k == K.DO_STMT:
+            ch = list(c.get_children())
+            return c_ast.DoWhile(self.expr(ch[1]), self.body(ch[0]), co)
+        if k == K.RETURN_STMT:
+            ch = _exprs(c)
+            return c_ast.Return(self.expr(ch[0]) if ch else None, co)
+        if k == K.BREAK_STMT:
+            return c_ast.Break(co)
+        if k == K.CONTINUE_STMT:
+            return c_ast.Continue(co)
+        if k == K.NULL_STMT:
+            return c_ast.EmptyStatement(co)
+        if k == K.UNEXPOSED_STMT:       # #pragma unroll 之类的属性语句
+            ch = list(c.get_children())
+            if len(ch) == 1:
+                return self.stmt(ch[0])
+            raise self.unsupported("这种语句", c)
+        if k in (K.ASM_STMT, K.MS_ASM_STMT):
+            raise self.unsupported("内联汇编 inline asm", c)
+        if k in (K.GOTO_STMT, K.LABEL_STMT, K.INDIRECT_GOTO_STMT):
+            raise self.unsupported("goto/标签 goto", c)
+        if k in (K.SWITCH_STMT, K.CASE_STMT, K.DEFAULT_STMT):
+            raise self.unsupported("switch 语句（请改用 if/else）switch", c)
+        if k in (K.CXX_TRY_STMT, K.CXX_CATCH_STMT):
+            raise self.unsupported("异常 exceptions（try/catch）", c)
+        if k == K.CXX_FOR_RANGE_STMT:
+            raise self.unsupported("基于范围的 for（range-based for）", c)
+        if k.is_expression():
+            return self.expr(c)
+        raise self.unsupported(f"语句 {k.name}", c)
+
+    def body(self, c):
+        r = self.stmt(c)
+        if isinstance(r, list):
+            return c_ast.Compound(r, self.co(c))
+        return r if r is not None else c_ast.EmptyStatement(self.co(c))
+
+    def for_stmt(self, c):
+        co = self.co(c)
+        ch = list(c.get_children())
+        body = ch[-1]
+        parts = {"init": None, "cond": None, "next": None}
+        if len(ch) == 4:
+            parts.update(init=ch[0], cond=ch[1], next=ch[2])
+        elif len(ch) > 1:
+            # 省略了某一部分：按 for ( ... ; ... ; ... ) 里分号的位置归类
+            semis, depth, started = [], 0, False
+            for tok in c.get_tokens():
+                s = tok.spelling
+                if s == "(":
+                    depth += 1
+                    started = True
+                elif s == ")":
+                    depth -= 1
+                    if started and depth == 0:
+                        break
+                elif s == ";" and depth == 1:
+                    semis.append(tok.extent.start.offset)
+            if len(semis) != 2:
+                raise self.unsupported("这种 for 语句", c)
+            for x in ch[:-1]:
+                off = x.extent.start.offset
+                parts["init" if off < semis[0] else "cond" if off < semis[1] else "next"] = x
+        init = parts["init"]
+        if init is not None:
+            if init.kind == K.DECL_STMT:
+                ds = self.decl_stmt(init)
+                init = c_ast.DeclList(ds, co) if ds else None
+            else:
+                init = self.expr(init)
+        cond = self.expr(parts["cond"]) if parts["cond"] is not None else None
+        nxt = self.expr(parts["next"]) if parts["next"] is not None else None
+        return c_ast.For(init, cond, nxt, self.body(body), co)
+
+    def decl_stmt(self, c):
+        out = []
+        for ch in c.get_children():
+            k = ch.kind
+            if k == K.VAR_DECL:
+                d = self.local_var(ch)
+                if d is not None:
+                    out.append(d)
+            elif k in (K.STRUCT_DECL, K.CLASS_DECL, K.UNION_DECL, K.ENUM_DECL):
+                what = {K.UNION_DECL: "union", K.ENUM_DECL: "enum"}.get(k, "struct")
+                raise self.unsupported(f"函数内定义的结构体、联合、枚举 struct/union/enum（{what}）", ch)
+            elif k in (K.TYPEDEF_DECL, K.TYPE_ALIAS_DECL, K.STATIC_ASSERT, K.USING_DIRECTIVE, K.USING_DECLARATION,
+                       K.NAMESPACE_ALIAS):
+                continue
+            else:
+                raise self.unsupported(f"声明 {k.name}", ch)
+        return out
+
+    def var_init(self, c):
+        """变量声明的初始化表达式（没有时为 None）。数组的子节点前面是长度表达式。"""
+        ex = _exprs(c)
+        if not ex:
+            return None
+        t = c.type.get_canonical()
+        last = ex[-1]
+        if t.kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
+            return last if _strip(last).kind in (K.INIT_LIST_EXPR, K.STRING_LITERAL) else None
+        s = _strip(last)
+        if s.kind == K.CALL_EXPR and s.referenced is not None and s.referenced.kind == K.CONSTRUCTOR \
+                and not list(s.get_arguments()):
+            return None     # 结构体的默认构造：没有初值
+        return last
+
+    def local_var(self, c):
+        co = self.co(c)
+        t = c.type
+        if self.group_of(t):
+            return None        # 组对象：大小在类型里，成员调用直接降低
+        attrs = {ch.kind for ch in c.get_children()}
+        shared = K.CUDASHARED_ATTR in attrs
+        storage = []
+        sc = c.storage_class
+        if shared:
+            storage.append("_Thread_local")
+            if sc == ci.StorageClass.EXTERN:
+                storage.insert(0, "extern")
+        elif sc == ci.StorageClass.STATIC and not t.get_canonical().is_const_qualified():
+            raise self.unsupported("static 局部变量", c)
+        elif sc == ci.StorageClass.EXTERN:
+            raise self.unsupported("extern 局部变量", c)
+        ref = t.kind == TK.LVALUEREFERENCE
+        if t.kind == TK.RVALUEREFERENCE:
+            raise self.unsupported("右值引用 T&&", c)
+        base = t.get_pointee() if ref else t
+        if ref:
+            storage.append("register")      # 引用：由解释器绑定到初值的左值
+        tn = self.tnode(base, c.spelling, c)
+        init = self.var_init(c)
+        ini = None
+        if init is not None:
+            ini = self.init_expr(init)
+        quals = ["const"] if base.get_canonical().is_const_qualified() else []
+        return c_ast.Decl(c.spelling, quals, [], storage, [], tn, ini, None, co)
+
+    def init_expr(self, c):
+        s = _strip(c)
+        if s.kind == K.CALL_EXPR and s.referenced is not None and s.referenced.kind == K.CONSTRUCTOR:
+            args = list(s.get_arguments())
+            if len(args) == 1:
+                return self.init_expr(args[0])
+            if not args:
+                return c_ast.InitList([], self.co(c))
+            raise self.unsupported("构造函数 constructor", c)
+        return self.expr(c)
+
+    # ------------------------------------------------------------ 表达式
+    def expr(self, c):
+        self.last = c
+        k = c.kind
+        co = self.co(c)
+        if k in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
+            ch = _exprs(c)
+            if len(ch) == 1:
+                return self.expr(ch[0])
+            if not ch and c.spelling == "" and k == K.UNEXPOSED_EXPR:
+                v = evaluate(c)
+                if v is not None:
+                    return self.number(v, c.type, co)
+            raise self.unsupported(f"表达式（{c.type.spelling}）", c)
+        if k in (K.INTEGER_LITERAL, K.FLOATING_LITERAL, K.CHARACTER_LITERAL):
+            v = evaluate(c)
+            if v is None:
+                raise self.unsupported("常量", c)
+            return self.number(v, c.type, co)
+        if k == K.CXX_BOOL_LITERAL_EXPR:
+            v = evaluate(c)
+            return c_ast.Cast(c_ast.Typename(None, [], None, c_ast.TypeDecl(None, [], None, c_ast.IdentifierType(
+                ["bool"], co), co), co), _const("int", "1" if v else "0", co), co)
+        if k in (K.CXX_NULL_PTR_LITERAL_EXPR, K.GNU_NULL_EXPR):
+            return _const("int", "0", co)
+        if k == K.STRING_LITERAL:
+            raise self.unsupported("字符串常量（printf 等）string literal", c)
+        if k == K.DECL_REF_EXPR:
+            return self.declref(c)
+        if k == K.MEMBER_REF_EXPR:
+            return self.member(c)
+        if k == K.ARRAY_SUBSCRIPT_EXPR:
+            a, b = _exprs(c)
+            return c_ast.ArrayRef(self.expr(a), self.expr(b), co)
+        if k in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+            op = BINARY_OPS.get(_lib.clang_getCursorBinaryOperatorKind(c))
+            a, b = _exprs(c)
+            if op is None:
+                raise self.unsupported("这个二元运算符", c)
+            if op == ",":
+                return c_ast.ExprList([self.expr(a), self.expr(b)], co)
+            if op.endswith("=") and op not in ("==", "!=", "<=", ">="):
+                return c_ast.Assignment(op, self.expr(a), self.expr(b), co)
+            return c_ast.BinaryOp(op, self.expr(a), self.expr(b), co)
+        if k == K.UNARY_OPERATOR:
+            op = UNARY_OPS.get(_lib.clang_getCursorUnaryOperatorKind(c))
+            (a,) = _exprs(c)
+            if op is None:
+                raise self.unsupported("这个一元运算符", c)
+            if op == "&":
+                s = _strip(a)
+                if s.kind == K.DECL_REF_EXPR and s.referenced is not None and s.referenced.kind == K.FUNCTION_DECL:
+                    return self.declref(s)      # &f：函数指针
+            return c_ast.UnaryOp(op, self.expr(a), co)
+        if k == K.CONDITIONAL_OPERATOR:
+            a, b, d = _exprs(c)
+            return c_ast.TernaryOp(self.expr(a), self.expr(b), self.expr(d), co)
+        if k in _CASTS:
+            ex = _exprs(c)
+            if not ex:
+                raise self.unsupported("类型转换", c)
+            if c.type.get_canonical().kind == TK.RECORD:
+                return self.init_expr(ex[-1])
+            to = c_ast.Typename(None, [], None, self.tnode(c.type, None, c), co)
+            return c_ast.Cast(to, self.expr(ex[-1]), co)
+        if k == K.CXX_DYNAMIC_CAST_EXPR:
+            raise self.unsupported("dynamic_cast", c)
+        if k == K.CALL_EXPR:
+            return self.call(c)
+        if k == K.INIT_LIST_EXPR:
+            return c_ast.InitList([self.init_expr(x) for x in _exprs(c) if x.location.file is not None], co)
+        if k in (K.CXX_UNARY_EXPR, K.UNARY_EXPR):
+            v = evaluate(c)
+            if v is None:
+                raise self.unsupported("sizeof/alignof", c)
+            return _const("int", f"{int(v)}ul", co)
+        if k in (K.CXX_NEW_EXPR, K.CXX_DELETE_EXPR):
+            raise self.unsupported("new/delete（设备端的动态内存分配）", c)
+        if k == K.CXX_THROW_EXPR:
+            raise self.unsupported("异常 exceptions（throw）", c)
+        if k == K.LAMBDA_EXPR:
+            raise self.unsupported("lambda 表达式", c)
+        if k == K.CXX_THIS_EXPR:
+            raise self.unsupported("成员函数里的 this（member functions）", c)
+        if "KERNEL" in k.name:
+            raise self.unsupported("在设备代码中启动内核（动态并行 dynamic parallelism）", c)
+        raise self.unsupported(f"表达式 {k.name}", c)
+
+    def number(self, v, t, co):
+        t = t.get_canonical()
+        if isinstance(v, float) or t.kind in (TK.FLOAT, TK.DOUBLE):
+            if t.kind == TK.FLOAT:
+                import numpy as np
+                return _const("float", repr(float(np.float32(v))) + "f", co)
+            return _const("double", repr(float(v)), co)
+        if v < 0:
+            return c_ast.UnaryOp("-", _const("int", str(-v) + _INT_SUFFIX.get(t.kind, ""), co), co)
+        return _const("int", str(v) + _INT_SUFFIX.get(t.kind, ""), co)
+
+    def declref(self, c):
+        co = self.co(c)
+        r = c.referenced
+        if r is None:
+            ch = _exprs(c)
+            if len(ch) == 1:
+                return self.expr(ch[0])
+            raise self.unsupported(f"标识符 {c.spelling}", c)
+        rk = r.kind
+        if c.spelling == "" and _exprs(c):          # 代入了值的非类型模板形参
+            return self.expr(_exprs(c)[0])
+        if rk in (K.VAR_DECL, K.PARM_DECL):
+            p = r.semantic_parent
+            pk = p.kind if p is not None else None
+            if rk == K.VAR_DECL and pk in (K.STRUCT_DECL, K.CLASS_DECL):
+                v = evaluate(c)
+                if v is None:
+                    raise self.unsupported(f"静态成员 {qualified_name(r)}", c)
+                return self.number(v, c.type, co)
+            lp = r.lexical_parent
+            if rk == K.VAR_DECL and pk in (K.TRANSLATION_UNIT, K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL) and \
+                    (lp is None or lp.kind in (K.TRANSLATION_UNIT, K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL)):
+                if not self.where.is_user(r.location.file):
+                    return _id(r.spelling, co)         # threadIdx、warpSize ...
+                return _id(self.file_var(r), co)
+            return _id(r.spelling, co)
+        if rk == K.ENUM_CONSTANT_DECL:
+            return self.number(r.enum_value, c.type, co)
+        if rk == K.FUNCTION_DECL:
+            d = r.get_definition()
+            if d is None or not self.where.is_user(d.location.file):
+                raise self.unsupported(f"指向没有定义的函数 {r.spelling} 的指针", c)
+            n = self.fname(d)
+            self.callees.add(n)
+            return _id(n, co)
+        raise self.unsupported(f"对 {r.spelling} 的引用（{rk.name}）", c)
+
+    def file_var(self, r):
+        key = r.get_usr() or r.spelling
+        n = self.file_var_names.get(key)
+        if n is None:
+            raise self.unsupported(f"文件作用域变量 {r.spelling}（只支持 __constant__、__device__ 与 const 变量）", r)
+        return n
+
+    def member(self, c):
+        co = self.co(c)
+        ex = _exprs(c)
+        r = c.referenced
+        if r is not None and r.kind in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
+            raise self.unsupported(f"成员函数 member function {c.spelling}", c)
+        if not ex:
+            raise self.unsupported(f"成员 {c.spelling}（成员函数里的隐式 this）", c)
+        base = ex[0]
+        sb = _strip(base)
+        if sb.kind == K.DECL_REF_EXPR and sb.spelling in ("threadIdx", "blockIdx", "blockDim", "gridDim") \
+                and sb.referenced is not None and not self.where.is_user(sb.referenced.location.file):
+            return c_ast.StructRef(_id(sb.spelling, co), ".", _id(c.spelling, co), co)
+        arrow = base.type.get_canonical().kind == TK.POINTER
+        return c_ast.StructRef(self.expr(base), "->" if arrow else ".", _id(c.spelling, co), co)
+
+    def args_of(self, c, callee_def, drop_defaults):
+        out = []
+        params = list(callee_def.get_arguments()) if callee_def is not None else []
+        for i, a in enumerate(c.get_arguments()):
+            if a.location.file is None and not _exprs(a):       # 默认实参
+                if drop_defaults:
+                    continue
+                if i < len(params):
+                    dx = _exprs(params[i])
+                    if dx:
+                        out.append(self.expr(dx[-1]))
+                        continue
+                raise self.unsupported("默认实参", c)
+            out.append(self.expr(a))
+        return out
+
+    def call(self, c):
+        co = self.co(c)
+        r = c.referenced
+        ex = _exprs(c)
+        if r is None:
+            callee = _strip(ex[0]) if ex else None
+            raise self.unsupported("这种函数调用", callee or c)
+        rk = r.kind
+        if rk == K.CONSTRUCTOR:
+            return self.init_expr(c)
+        args = list(c.get_arguments())
+        if rk == K.CONVERSION_FUNCTION and not self.where.is_user(r.location.file):
+            callee = _strip(ex[0]) if ex else None
+            obj = _exprs(callee) if callee is not None and callee.kind == K.MEMBER_REF_EXPR else []
+            if obj:
+                return self.expr(obj[0])        # __half -> float：解释器按类型转换
+        if rk == K.CXX_METHOD and r.spelling == "operator=" and len(args) == 2 and \
+                (r.is_copy_assignment_operator_method() or r.is_move_assignment_operator_method()) and \
+                (r.is_default_method() or not self.where.is_user(r.location.file) or not r.is_definition()):
+            return c_ast.Assignment("=", self.expr(args[0]), self.init_expr(args[1]), co)
+        if rk in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
+            callee = _strip(ex[0]) if ex else None
+            if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
+                obj = _exprs(callee)
+                g = self.group_of(obj[0].type) if obj else None
+                if g is not None:
+                    return self.group_method(g, callee.spelling, [self.expr(a) for a in args], c, co)
+            raise self.unsupported(f"成员函数 member function {r.spelling}", c)
+        if rk == K.FUNCTION_DECL and r.spelling.startswith("operator") and not self.where.is_user(r.location.file):
+            op = r.spelling[len("operator"):]
+            if len(args) == 2 and op in ("+", "-", "*", "/", "==", "!=", "<", ">", "<=", ">="):
+                return c_ast.BinaryOp(op, self.expr(args[0]), self.expr(args[1]), co)
+            if len(args) == 2 and op in ("+=", "-=", "*=", "/="):
+                return c_ast.Assignment(op, self.expr(args[0]), self.expr(args[1]), co)
+            if len(args) == 1 and op in ("-", "+"):
+                return c_ast.UnaryOp(op, self.expr(args[0]), co)
+            raise self.unsupported(f"运算符 {r.spelling}", c)
+        if rk in (K.VAR_DECL, K.PARM_DECL, K.FIELD_DECL):
+            # 通过函数指针调用
+            if r.type.get_canonical().kind == TK.POINTER:
+                return _call(r.spelling, [self.expr(a) for a in c.get_arguments()], co)
+            raise self.unsupported("通过表达式调用函数", c)
+        if rk != K.FUNCTION_DECL:
+            raise self.unsupported(f"调用 {r.spelling}（{rk.name}）", c)
+        if _in_namespace(r, "cooperative_groups") and not self.where.is_user(r.location.file):
+            return self.group_function(r.spelling, c, co)
+        d = r.get_definition()
+        if d is not None and self.where.is_user(d.location.file):
+            n = self.fname(d)
+            self.callees.add(n)
+            return _call(n, self.args_of(c, d, False), co)
+        name = r.spelling
+        if name == "__builtin_nanf":
+            return _call(name, [], co)
+        builtin = name in BUILTIN_FUNCS or (name.startswith("make_") and name[5:] in T.VECS)
+        if self.where.is_user(r.location.file) and not name.startswith("__builtin") and \
+                (not builtin or r.semantic_parent.kind != K.TRANSLATION_UNIT):
+            raise self.unsupported(f"没有定义的函数 {qualified_name(r)}（只有声明）", c)
+        if name.startswith("operator"):
+            raise self.unsupported(f"运算符 {name}", c)
+        if not builtin:
+            raise self.unsupported(f"函数 {name}()", c)
+        return _call(name, self.args_of(c, None, True), co)
+
+    # ------------------------------------------------------------ cooperative groups
+    def group_method(self, g, m, args, c, co):
+        kind, w = g
+        if kind == "block":
+            if m == "sync":
+                return _call("__syncthreads", [], co)
+            if m == "thread_rank":
+                return _tid(co)
+            if m in ("size", "num_threads"):
+                return _nthreads(co)
+            raise self.unsupported(f"thread_block::{m}", c)
+        wc = _const("int", str(w), co)
+        mask = _call("__simt_tile_mask", [_const("int", str(w), co)], co)
+        if m == "thread_rank":
+            return c_ast.BinaryOp("%", _tid(co), wc, co)
+        if m == "meta_group_rank":
+            return c_ast.BinaryOp("/", _tid(co), wc, co)
+        if m == "meta_group_size":
+            return c_ast.BinaryOp("/", c_ast.BinaryOp("+", _nthreads(co), _const("int", str(w - 1), co), co), wc, co)
+        if m in ("size", "num_threads"):
+            return _const("int", f"{w}u", co)
+        if m == "sync":
+            return _call("__syncwarp", [mask], co)
+        if m in ("shfl_down", "shfl_up", "shfl_xor", "shfl"):
+            if len(args) != 2:
+                raise self.unsupported(f"thread_block_tile::{m} 的参数个数", c)
+            return _call(f"__{m}_sync", [mask, args[0], args[1], _const("int", str(w), co)], co)
+        raise self.unsupported(f"thread_block_tile::{m}", c)
+
+    def group_function(self, name, c, co):
+        args = list(c.get_arguments())
+        if name == "sync" and args:
+            g = self.group_of(args[0].type)
+            if g is not None:
+                return self.group_method(g, "sync", [], c, co)
+        if name == "reduce" and len(args) == 3:
+            g = self.group_of(args[0].type)
+            op = re.search(r"cooperative_groups::(plus|greater|less)<", args[2].type.get_canonical().spelling)
+            if g is not None and g[0] == "tile" and op:
+                fn = {"plus": "add", "greater": "max", "less": "min"}[op.group(1)]
+                return _call(f"__simt_tile_reduce_{fn}", [self.expr(args[1]), _const("int", str(g[1]), co)], co)
+        raise self.unsupported(f"cooperative_groups::{name} 的这种用法（只支持组对象的声明、成员函数、sync 与 reduce"
+                               "（plus/greater/less，线程束分块））", c)
+
+    # ------------------------------------------------------------ 文件作用域
+    def top(self, cursors):
+        """收集文件作用域的声明：函数定义、结构体（检查）、__shared__/__constant__/__device__/const 变量。"""
+        defs, file_vars = [], []
+        stack = list(cursors)
+        while stack:
+            c = stack.pop(0)
+            if not self.where.is_user(c.location.file):
+                continue
+            k = c.kind
+            if k in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
+                stack[0:0] = list(c.get_children())
+            elif k == K.FUNCTION_DECL:
+                if c.is_definition():
+                    defs.append(c)
+            elif k in (K.STRUCT_DECL, K.CLASS_DECL, K.UNION_DECL):
+                if c.is_definition():
+                    if k == K.UNION_DECL:
+                        raise self.unsupported(f"联合 union {c.spelling}", c)
+                    self.record(c.type, c)
+            elif k == K.CLASS_TEMPLATE:
+                self.check_class(c)
+            elif k == K.VAR_DECL:
+                file_vars.append(c)
+        return defs, file_vars
+
+    def add_file_var(self, c):
+        co = self.co(c)
+        attrs = {ch.kind for ch in c.get_children()}
+        name = c.spelling
+        if name.startswith("__simt_inst"):
+            return
+        t = c.type
+        if self.group_of(t):
+            raise self.unsupported("文件作用域的组对象", c)
+        if t.get_canonical().kind == TK.RECORD and not self.where.is_user(t.get_canonical().get_declaration().location.file) \
+                and t.get_canonical().get_declaration().spelling == "texture":
+            raise self.unsupported("纹理 texture<>", c)
+        if c.storage_class == ci.StorageClass.EXTERN and K.CUDASHARED_ATTR not in attrs:
+            raise self.unsupported(f"extern 文件作用域变量 {name} / extern file-scope variable", c)
+        if t.get_canonical().kind == TK.POINTER:
+            raise self.unsupported(f"文件作用域的指针变量 {name} / file-scope pointer variable", c)
+        tn = self.tnode(t, name, c)
+        init = self.var_init(c)
+        ini = self.init_expr(init) if init is not None else None
+        key = c.get_usr() or name
+        if K.CUDASHARED_ATTR in attrs:
+            storage = ["extern", "_Thread_local"] if c.storage_class == ci.StorageClass.EXTERN else ["_Thread_local"]
+            d = c_ast.Decl(name, [], [], storage, [], tn, ini, None, co)
+            self.prog.shared_decls.append(d)
+            self.file_var_names[key] = name
+            return
+        readonly = K.CUDACONSTANT_ATTR in attrs or t.get_canonical().is_const_qualified() or \
+            (t.get_canonical().kind == TK.CONSTANTARRAY and t.get_canonical().element_type.is_const_qualified())
+        if K.CUDADEVICE_ATTR not in attrs and K.CUDACONSTANT_ATTR not in attrs and not readonly:
+            return          # 主机变量：设备代码用到它时 clang 已经报错
+        qn = qualified_name(c)
+        vname = name if name not in self.prog.file_vars else qn
+        if vname in self.prog.file_vars:
+            raise self.unsupported(f"重复定义的文件作用域变量 {name}", c)
+        d = c_ast.Decl(vname, ["const"] if readonly else [], [], ["static"] if K.CUDACONSTANT_ATTR in attrs else [],
+                       [], tn, ini, None, co)
+        self.prog.file_vars[vname] = (d, readonly)
+        self.file_var_names[key] = vname
+
+
+def function_templates(cursors, where):
+    """源码里的函数模板：限定名 -> [(形参名, 是否有默认值), ...], 是否有定义, 光标。"""
+    out = {}
+    stack = list(cursors)
+    while stack:
+        c = stack.pop(0)
+        if not where.is_user(c.location.file):
+            continue
+        if c.kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
+            stack[0:0] = list(c.get_children())
+        elif c.kind == K.FUNCTION_TEMPLATE:
+            params = []
+            for ch in c.get_children():
+                if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER, K.TEMPLATE_TEMPLATE_PARAMETER):
+                    has_default = any(t.spelling == "=" for t in ch.get_tokens())
+                    params.append((ch.spelling, has_default))
+            q = qualified_name(c)
+            prev = out.get(q)
+            if prev is None or (c.is_definition() and not prev[1]):
+                out[q] = (params, c.is_definition(), c)
+    return out
+
+
+def parse_tu(text, path, defines):
+    args = list(CLANG_ARGS)
+    for k, v in (defines or {}).items():
+        args.append(f"-D{k}={v}")
+    with _lock:
+        return _index_().parse(path, args=args, unsaved_files=[(path, text)])
+
+
+def _instance_parts(inst):
+    from .frontend import _split_args
+    m = re.fullmatch(r"\s*([A-Za-z_][\w:]*)\s*<(.*)>\s*", inst, flags=re.S)
+    if not m:
+        return inst, []
+    return m.group(1), _split_args(m.group(2))
+
+
+def _find_template(templates, base):
+    if base in templates:
+        return base
+    tails = [q for q in templates if q.split("::")[-1] == base]
+    return tails[0] if len(tails) == 1 else None
+
+
+def build(prog, text, filename, defines, instance):
+    """解析 text（文件名 filename），把函数与文件作用域变量填进 prog。"""
+    from .frontend import _EXPLICIT, instance_name
+
+    display = cfile(filename)
+    path = filename if os.path.dirname(filename) else os.path.join(os.getcwd(), filename)
+    where = _Where(path, display)
+    insts = [instance_name(f"{m.group(1)}<{m.group(2)}>") for m in _EXPLICIT.finditer(text)]
+    explicit = list(insts)
+    if instance is not None:
+        insts.append(instance)
+    body = text if text.endswith("\n") else text + "\n"
+    first_extra = body.count("\n") + 1
+    # 要实例化的模板：在文件末尾取它的地址，clang 就会实例化它（行号在原文之后，不影响报错的行）
+    tu0 = parse_tu(body, path, defines) if insts else None
+    templates = function_templates(tu0.cursor.get_children(), where) if tu0 is not None else {}
+    refs = []
+    for inst in insts:
+        base, args = _instance_parts(inst)
+        q = _find_template(templates, base)
+        if q is None:
+            raise ValueError(f"源码中没有函数模板 {base}（实例 {inst}）/ no function template named {base} (for {inst}); "
+                             f"找到 / found: {sorted(templates)}")
+        params = templates[q][0]
+        if len(args) > len(params):
+            raise UnsupportedError(f"模板 {q} 只有 {len(params)} 个形参，得到 {inst} / too many template arguments "
+                                   f"for {q}: {inst}")
+        for pname, has_default in params[len(args):]:
+            if not has_default:
+                raise UnsupportedError(f"模板 {q} 的形参 {pname} 没有实参：{inst} / missing template argument {pname} "
+                                       f"for {inst}")
+        refs.append(f"static auto* const __simt_inst{len(refs)} = &{q}<{', '.join(args)}>;")
+    full = body + "\n".join(refs) + ("\n" if refs else "")
+    tu = parse_tu(full, path, defines) if refs or tu0 is None else tu0
+    lines = full.split("\n")
+    file_cache = {}
+
+    def text_of(f, line):
+        if f is None:
+            return ""
+        if os.path.abspath(f.name) == where.main:
+            src = lines
+        else:
+            src = file_cache.get(f.name)
+            if src is None:
+                try:
+                    src = Path(f.name).read_text(encoding="utf-8", errors="replace").split("\n")
+                except OSError:
+                    src = []
+                file_cache[f.name] = src
+        return src[line - 1] if 0 < line <= len(src) else ""
+
+    diags = [d for d in tu.diagnostics if d.severity >= 3]
+    # 语法与预处理错误：整个文件不能用
+    for d in diags:
+        loc = d.location
+        f = where.display(loc.file)
+        header = f if f != display else None
+        in_extra = loc.file is not None and os.path.abspath(loc.file.name) == where.main and loc.line >= first_extra
+        if in_extra:
+            raise UnsupportedError(f"模板实例 {', '.join(insts)} 的实参不合适：{d.spelling} / bad template arguments "
+                                   f"for {', '.join(insts)}: {d.spelling}")
+        msg = d.spelling
+        if "file not found" in msg:
+            raise _err(UnsupportedError, f, loc.line, f"找不到头文件 / include not found: {msg}",
+                       f"include not found: {msg}", header)
+        src_line = text_of(loc.file, loc.line).strip()
+        if re.match(r"#\s*error\b", src_line):
+            raise _err(UnsupportedError, f, loc.line, f"预处理错误 #error {msg}", f"preprocessor error: #error {msg}",
+                       header)
+        if d.category_name in ("Parse Issue", "Lexical or Preprocessor Issue") or d.severity == 4:
+            raise _err(UnsupportedError, f, loc.line, f"无法解析（不在支持的 C++ 子集内，或者有语法错误）：{msg}",
+                       f"cannot parse: {msg}", header)
+        if "template parameter" in msg and "non-type" in msg:
+            raise _err(UnsupportedError, f, loc.line, f"不支持的模板形参：{msg}", f"unsupported template parameter: {msg}",
+                       header)
+    # 语义错误：记在所在的函数上（启动到达它的内核时才报）；函数之外的立即报
+    extents = []
+    stack = list(tu.cursor.get_children())
+    while stack:
+        c = stack.pop()
+        if not where.is_user(c.location.file):
+            continue
+        if c.kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL, K.STRUCT_DECL, K.CLASS_DECL, K.CLASS_TEMPLATE):
+            stack.extend(c.get_children())
+        elif c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE, K.CXX_METHOD, K.CONSTRUCTOR) and c.is_definition():
+            extents.append((os.path.abspath(c.location.file.name), c.extent.start.offset, c.extent.end.offset))
+    errors = []
+    for d in diags:
+        loc = d.location
+        f = where.display(loc.file)
+        header = f if f != display else None
+        cls, zh, en = translate_diagnostic(d, text_of)
+        dfr = Deferred(cls, f, loc.line, zh, en, header)
+        fa = os.path.abspath(loc.file.name) if loc.file is not None else None
+        if not any(fa == ef and a <= loc.offset <= b for ef, a, b in extents):
+            raise dfr.make()
+        errors.append((fa, loc.offset, loc.offset, dfr))
+
+    low = Lowering(prog, tu, where, errors)
+    try:
+        defs, fvars = low.top(tu.cursor.get_children())
+        seen = {}
+        for d in defs:
+            q = qualified_name(d)
+            seen[q] = seen.get(q, 0) + 1
+        low.overloaded = {q for q, n in seen.items() if n > 1}
+        for v in fvars:
+            low.add_file_var(v)
+        for d in defs:
+            low.fname(d)
+        for i, inst in enumerate(insts):
+            var = next((c for c in tu.cursor.get_children() if c.kind == K.VAR_DECL and c.spelling == f"__simt_inst{i}"),
+                       None)
+            ref = next((x.referenced for x in var.walk_preorder() if x.kind == K.DECL_REF_EXPR and x.referenced is not None
+                        and x.referenced.kind == K.FUNCTION_DECL), None) if var is not None else None
+            spec = ref.get_definition() if ref is not None else None
+            if spec is None:
+                raise UnsupportedError(f"模板实例 {inst} 没有定义 / no definition for template instance {inst}")
+            prog.instances[inst] = low.fname(spec)
+        low.drain()
+    except SimtError:
+        raise
+    except (ValueError, TypeError, MemoryError, RecursionError):
+        raise
+    except Exception as e:      # 降低时没有逐一识别的写法：报告所在的行，不让 Python 异常漏出去
+        c = low.last
+        line = c.location.line if c is not None else "?"
+        f = where.display(c.location.file if c is not None else None)
+        kind = c.kind.name if c is not None else "?"
+        raise _err(UnsupportedError, f, line, f"不支持 {kind}（{type(e).__name__}: {e}）",
+                   f"unsupported construct {kind} ({type(e).__name__}: {e})", f if f != display else None) from e
+    prog.templates = {q: (p, dfn, c.extent.start.line) for q, (p, dfn, c) in
+                      function_templates(tu.cursor.get_children(), where).items()}
+    for q in list(prog.templates):
+        tail = q.split("::")[-1]
+        prog.templates.setdefault(tail, prog.templates[q])
+    prog.explicit = explicit

@@ -1,0 +1,176 @@
+// 模拟器的 CUDA 声明：由前端用 -include 放在每个源文件之前（文档：docs/cuda/simulator.md）。
+// 这里只有声明，语义由解释器实现；没有定义的函数按名字当作内置函数。
+#pragma clang system_header
+#define __global__ __attribute__((global))
+#define __device__ __attribute__((device))
+#define __host__ __attribute__((host))
+#define __shared__ __attribute__((shared))
+#define __constant__ __attribute__((constant))
+#define __managed__ __attribute__((managed))
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __inline__ inline
+#define __restrict__ __restrict
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#define __align__(n) __attribute__((aligned(n)))
+#define __CUDACC__ 1
+#define INFINITY __builtin_inff()
+#define CUDART_INF_F __builtin_inff()
+#define NAN __builtin_nanf("")
+#define FLT_MAX 3.40282347e+38f
+#define FLT_MIN 1.17549435e-38f
+#define DBL_MAX 1.7976931348623157e+308
+#define INT_MAX 2147483647
+#define INT_MIN (-2147483647-1)
+#define UINT_MAX 4294967295u
+#define NULL 0
+
+typedef __SIZE_TYPE__ size_t;
+typedef __PTRDIFF_TYPE__ ptrdiff_t;
+typedef long ssize_t;
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long int64_t;
+typedef unsigned long uint64_t;
+typedef unsigned int uint;
+
+struct uint3 { unsigned int x, y, z; };
+struct dim3 { unsigned int x, y, z; };
+extern const __device__ uint3 threadIdx;
+extern const __device__ uint3 blockIdx;
+extern const __device__ dim3 blockDim;
+extern const __device__ dim3 gridDim;
+extern const __device__ int warpSize;
+
+// 向量类型：分量 .x .y .z .w，按整体大小对齐
+#define __SIMT_VEC2(T, N) struct __attribute__((aligned(2 * sizeof(T)))) N { T x, y; }; \
+    __device__ N make_##N(T, T);
+#define __SIMT_VEC4(T, N) struct __attribute__((aligned(4 * sizeof(T)))) N { T x, y, z, w; }; \
+    __device__ N make_##N(T, T, T, T);
+__SIMT_VEC2(float, float2)
+__SIMT_VEC4(float, float4)
+__SIMT_VEC2(double, double2)
+__SIMT_VEC2(int, int2)
+__SIMT_VEC4(int, int4)
+__SIMT_VEC2(unsigned int, uint2)
+__SIMT_VEC4(unsigned int, uint4)
+#undef __SIMT_VEC2
+#undef __SIMT_VEC4
+
+// 同步与线程束
+__device__ void __syncthreads();
+__device__ void __syncwarp(unsigned int = 0xffffffffu);
+__device__ void __threadfence();
+__device__ void __threadfence_block();
+template <class _Tp> __device__ _Tp __shfl_down_sync(unsigned int, _Tp, unsigned int, int = 32);
+template <class _Tp> __device__ _Tp __shfl_up_sync(unsigned int, _Tp, unsigned int, int = 32);
+template <class _Tp> __device__ _Tp __shfl_xor_sync(unsigned int, _Tp, int, int = 32);
+template <class _Tp> __device__ _Tp __shfl_sync(unsigned int, _Tp, int, int = 32);
+// __reduce_*_sync：只有 int 与 unsigned int 两个重载（float、64 位整数在 nvcc 里有歧义）
+#define __SIMT_REDUCE(OP) __device__ unsigned int __reduce_##OP##_sync(unsigned int, unsigned int); \
+    __device__ int __reduce_##OP##_sync(unsigned int, int);
+__SIMT_REDUCE(add) __SIMT_REDUCE(min) __SIMT_REDUCE(max)
+#undef __SIMT_REDUCE
+__device__ unsigned int __reduce_and_sync(unsigned int, unsigned int);
+__device__ unsigned int __reduce_or_sync(unsigned int, unsigned int);
+__device__ unsigned int __reduce_xor_sync(unsigned int, unsigned int);
+
+// 原子操作
+#define __SIMT_ATOMIC(NAME, T) __device__ T NAME(T*, T);
+#define __SIMT_ATOMIC_INT(NAME) __SIMT_ATOMIC(NAME, int) __SIMT_ATOMIC(NAME, unsigned int) \
+    __SIMT_ATOMIC(NAME, unsigned long long)
+__SIMT_ATOMIC_INT(atomicAdd) __SIMT_ATOMIC(atomicAdd, float) __SIMT_ATOMIC(atomicAdd, double)
+__SIMT_ATOMIC(atomicSub, int) __SIMT_ATOMIC(atomicSub, unsigned int)
+__SIMT_ATOMIC_INT(atomicMax) __SIMT_ATOMIC_INT(atomicMin)
+__SIMT_ATOMIC_INT(atomicExch) __SIMT_ATOMIC(atomicExch, float)
+#undef __SIMT_ATOMIC
+#undef __SIMT_ATOMIC_INT
+template <class _Tp> __device__ _Tp __ldg(const _Tp*);
+__device__ int __mul24(int, int);
+__device__ unsigned int __umul24(unsigned int, unsigned int);
+
+// 数学函数：float 版本（后缀 f）、double 版本与 C++ 的重载
+#define __SIMT_MATH1(N) __device__ float N##f(float); __device__ double N(double); __device__ float N(float); \
+    template <class _Tp> __device__ double N(_Tp);
+#define __SIMT_MATH2(N) __device__ float N##f(float, float); __device__ double N(double, double); \
+    __device__ float N(float, float); template <class _Ap, class _Bp> __device__ double N(_Ap, _Bp);
+__SIMT_MATH1(exp) __SIMT_MATH1(exp2) __SIMT_MATH1(log) __SIMT_MATH1(log2) __SIMT_MATH1(log10)
+__SIMT_MATH1(sqrt) __SIMT_MATH1(fabs) __SIMT_MATH1(floor) __SIMT_MATH1(ceil) __SIMT_MATH1(trunc)
+__SIMT_MATH1(round) __SIMT_MATH1(tanh) __SIMT_MATH1(sin) __SIMT_MATH1(cos) __SIMT_MATH1(rsqrt)
+__SIMT_MATH1(expm1) __SIMT_MATH1(log1p)
+__SIMT_MATH2(fmax) __SIMT_MATH2(fmin) __SIMT_MATH2(pow)
+#undef __SIMT_MATH1
+#undef __SIMT_MATH2
+__device__ float __expf(float);
+__device__ float __logf(float);
+__device__ float __powf(float, float);
+__device__ float __fsqrt_rn(float);
+__device__ float __fdividef(float, float);
+__device__ float fmaf(float, float, float);
+__device__ double fma(double, double, double);
+__device__ float fma(float, float, float);
+template <class _Ap, class _Bp> __device__ decltype(_Ap() + _Bp()) max(_Ap, _Bp);
+template <class _Ap, class _Bp> __device__ decltype(_Ap() + _Bp()) min(_Ap, _Bp);
+__device__ int abs(int);
+__device__ long abs(long);
+__device__ long long abs(long long);
+__device__ float abs(float);
+__device__ double abs(double);
+
+// 半精度（cuda_fp16.h、cuda_bf16.h）：与 float 之间隐式转换；两个同类型的半精度数用它们自己的运算符
+// （与其他类型混用时有歧义，nvcc 同样报错）
+#define __SIMT_HALF(H) struct __align__(2) H { unsigned short __x; __device__ H(); __device__ H(float); \
+    __device__ operator float() const; }; \
+    __device__ H operator+(H, H); __device__ H operator-(H, H); __device__ H operator*(H, H); \
+    __device__ H operator/(H, H); __device__ H operator-(H); \
+    __device__ H& operator+=(H&, H); __device__ H& operator-=(H&, H); __device__ H& operator*=(H&, H); \
+    __device__ H& operator/=(H&, H); \
+    __device__ bool operator==(H, H); __device__ bool operator!=(H, H); __device__ bool operator<(H, H); \
+    __device__ bool operator>(H, H); __device__ bool operator<=(H, H); __device__ bool operator>=(H, H);
+__SIMT_HALF(__half)
+__SIMT_HALF(__nv_bfloat16)
+#undef __SIMT_HALF
+__device__ __half __float2half(float);
+__device__ float __half2float(__half);
+__device__ __nv_bfloat16 __float2bfloat16(float);
+__device__ float __bfloat162float(__nv_bfloat16);
+
+// 模拟器不支持、但要能解析的写法：用到时报告不支持和所在的行
+extern "C" __device__ int printf(const char*, ...);
+enum cudaTextureReadMode { cudaReadModeElementType, cudaReadModeNormalizedFloat };
+template <class _Tp, int _Dim = 1, enum cudaTextureReadMode _Mode = cudaReadModeElementType> struct texture { };
+template <class _Tp, class _Rp> __device__ _Tp tex1Dfetch(_Rp, int);
+
+// cooperative groups：线程块与线程束分块（组的大小由类型给出，组对象本身不占寄存器）
+namespace cooperative_groups {
+struct thread_block {
+    __device__ void sync() const;
+    __device__ unsigned int thread_rank() const;
+    __device__ unsigned int size() const;
+    __device__ unsigned int num_threads() const;
+};
+__device__ thread_block this_thread_block();
+template <unsigned int _Np> struct thread_block_tile {
+    __device__ void sync() const;
+    __device__ unsigned int thread_rank() const;
+    __device__ unsigned int size() const;
+    __device__ unsigned int num_threads() const;
+    __device__ unsigned int meta_group_rank() const;
+    __device__ unsigned int meta_group_size() const;
+    template <class _Tp> __device__ _Tp shfl_down(_Tp, unsigned int) const;
+    template <class _Tp> __device__ _Tp shfl_up(_Tp, unsigned int) const;
+    template <class _Tp> __device__ _Tp shfl_xor(_Tp, unsigned int) const;
+    template <class _Tp> __device__ _Tp shfl(_Tp, int) const;
+};
+template <unsigned int _Np, class _Pp> __device__ thread_block_tile<_Np> tiled_partition(const _Pp&);
+__device__ void sync(const thread_block&);
+template <unsigned int _Np> __device__ void sync(const thread_block_tile<_Np>&);
+template <class _Tp> struct plus { __device__ _Tp operator()(_Tp, _Tp) const; };
+template <class _Tp> struct greater { __device__ _Tp operator()(_Tp, _Tp) const; };
+template <class _Tp> struct less { __device__ _Tp operator()(_Tp, _Tp) const; };
+template <class _Gp, class _Tp, class _Op> __device__ _Tp reduce(const _Gp&, _Tp, _Op);
+}  // namespace cooperative_groups

@@ -402,3 +402,26 @@ def test_same_cu_same_result_on_gpu_and_in_simulator():
         assert torch.equal(on_gpu.reshape(()), in_sim.reshape(())), version
     s = torch.randn(4, 777, generator=g) * 5
     torch.testing.assert_close(ck.softmax(s.cuda()).cpu(), ck.softmax(s, mode="sim"), atol=1e-6, rtol=1e-5)
+
+
+def test_launch_sees_an_edited_source_file(tmp_path):
+    """实验里学员改了 .cu 文件、在同一个进程（notebook）里再检查一次：启动器重新解析、重新编译，
+    不沿用缓存里旧的内核或旧的形参表。"""
+    import numpy as np
+
+    from reduction_lab.cuda_kernels import launch
+
+    src = tmp_path / "k.cu"
+    body = 'extern "C" __global__ void k(float *out, int n) {{ int i = threadIdx.x; if (i < n) out[i] = {v}; }}\n'
+    src.write_text(body.format(v="1.0f"))
+    out = torch.zeros(32, device=rl.DEVICE)
+    launch(src, "k", grid=1, block=32, args=(out, 32))
+    assert out.cpu().tolist() == [1.0] * 32
+    src.write_text(body.format(v="2.0f + 0.5f"))       # 内容与大小都变了
+    launch(src, "k", grid=1, block=32, args=(out, 32))
+    assert out.cpu().tolist() == [2.5] * 32
+    # 形参表也跟着变：多了一个参数
+    src.write_text('extern "C" __global__ void k(float *out, int n, float v) '
+                   '{ int i = threadIdx.x; if (i < n) out[i] = v; }\n')
+    launch(src, "k", grid=1, block=32, args=(out, 32, np.float32(4.0)))
+    assert out.cpu().tolist() == [4.0] * 32

@@ -105,19 +105,37 @@ def _dims(value, what: str) -> tuple[int, int, int]:
     return dims
 
 
-@functools.lru_cache(maxsize=256)
+def _version(p: Path):
+    """缓存键里源文件的版本：包里自带的内核不会变（None）；别处的文件（实验里学员写的 .cu）
+    按修改时间与大小，改过之后重新解析、重新编译，不会沿用旧的内核。"""
+    if p.parent == KERNEL_DIR:
+        return None
+    st = p.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+_SPECS: dict = {}
+
+
 def _spec(source: str, name: str, dkey: tuple):
-    """(源文件路径, 形参表) —— 每个 (文件, 内核, defines) 只解析一次，启动时不再读文件。"""
+    """(源文件路径, 形参表, 是否 C++ 内核, 版本) —— 每个 (文件, 内核, defines) 只解析一次，
+    文件没变时启动不再读文件（实验里的文件改过之后重新解析）。"""
+    hit = _SPECS.get((source, name, dkey))
+    if hit is not None and (hit[3] is None or hit[3] == _version(hit[0])):
+        return hit
     from .. import simt
 
     p = source_path(source)
+    version = _version(p)
     names = kernel_names(p)
-    if name not in names and not _is_cxx_kernel(p, name):
+    cxx = name not in names
+    if cxx and not _is_cxx_kernel(p, name):
         raise ValueError(f"{p.name} 里没有名为 {name!r} 的 extern \"C\" __global__ 内核；有：{', '.join(names)} "
                          f"(no kernel {name!r} in {p.name})")
     # 传路径而不是文本：#include "x.h" 从源文件所在的目录读入
     sig = tuple(simt.kernel_signature(str(p), name, defines=dict(dkey) or None))
-    return p, sig
+    hit = _SPECS[(source, name, dkey)] = (p, sig, cxx, version)
+    return hit
 
 
 def _is_cxx_kernel(path, name: str) -> bool:
@@ -213,7 +231,7 @@ def nvrtc_source(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=128)
-def _raw_kernel(path: str, name: str, dkey: tuple):
+def _raw_kernel(path: str, name: str, dkey: tuple, version=None):
     import cupy
 
     prefix = "".join(f"#define {k} {v}\n" for k, v in dkey)
@@ -238,7 +256,7 @@ def _cuda_include_dir():
 
 
 @functools.lru_cache(maxsize=128)
-def _raw_module(path: str, dkey: tuple, cxx_name):
+def _raw_module(path: str, dkey: tuple, cxx_name, version=None):
     """C++ 内核（``cxx_name``，如 ``"block_sum<256>"``）或要写入文件作用域变量的内核：CuPy ``RawModule``。
     头文件从源文件所在的目录找（``-I``）。"""
     import cupy
@@ -269,29 +287,54 @@ def _pointer_value(value):
     return iface["data"][0]
 
 
-def _gpu_shared_optin() -> int:
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+@functools.lru_cache(maxsize=None)
+def _shared_optin_of(index: int) -> int:
+    props = torch.cuda.get_device_properties(index)
     return int(getattr(props, "shared_memory_per_block_optin", 0) or 232448)
 
 
-def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey, max_dyn=None, symbols=None):
+def _gpu_shared_optin() -> int:
+    return _shared_optin_of(torch.cuda.current_device())
+
+
+#: torch 的流（裸指针、设备号）-> 包装它的 CuPy 流；每次启动不再新建包装对象
+_STREAMS: dict = {}
+
+
+def _cupy_stream(index: int):
     import cupy
 
-    cxx = name not in kernel_names(path)
+    ptr = torch._C._cuda_getCurrentRawStream(index)
+    stream = _STREAMS.get((ptr, index))
+    if stream is None:
+        if len(_STREAMS) > 64:                         # 流很多时（例如每次新建 torch 流）不无限增长
+            _STREAMS.clear()
+        stream = _STREAMS[(ptr, index)] = cupy.cuda.ExternalStream(ptr, index)
+    return stream
+
+
+def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey, max_dyn=None, symbols=None,
+                cxx=False, version=None):
+    import cupy
+
     module = None
     if cxx or symbols:
-        module = _raw_module(str(path), dkey, name if cxx else None)
+        module = _raw_module(str(path), dkey, name if cxx else None, version)
         kernel = module.get_function(name)
     else:
-        kernel = _raw_kernel(str(path), name, dkey)
+        kernel = _raw_kernel(str(path), name, dkey, version)
     index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
     if max_dyn is not None and max_dyn > 48 * 1024:
         # 驱动的 opt-in：超过 48 KiB 的动态共享内存要先调大这个属性，否则启动失败
         with cupy.cuda.Device(index):
             kernel.max_dynamic_shared_size_bytes = int(max_dyn)
+    if not symbols and cupy.cuda.runtime.getDevice() == index:
+        # 常见情形：没有要写的符号、当前设备就是张量所在的设备——直接在 torch 的当前流上启动
+        kernel(grid, block, tuple(packed), shared_mem=int(shared_bytes), stream=_cupy_stream(index))
+        return None
     arrays = _symbol_arrays(path, name, dkey, symbols) if symbols else {}
     with cupy.cuda.Device(index):
-        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(index).cuda_stream, index)
+        stream = _cupy_stream(index)
         with stream:                                   # 与 torch 的当前流保持顺序
             for sname, (arr, _) in arrays.items():     # cudaMemcpyToSymbol：只覆盖开头 arr.size 个元素
                 arr = np.ascontiguousarray(arr)
@@ -333,7 +376,7 @@ def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=
     if mode == "gpu" and runtime.MODE != "gpu":
         raise runtime.ModeError(f"在 GPU 上启动 {name} 需要 gpu 模式（当前为 sim）(launching {name} on a GPU needs gpu mode)")
     dkey = _defines_key(defines)
-    path, sig = _spec(str(source), name, dkey)
+    path, sig, cxx, version = _spec(str(source), name, dkey)
     grid = _dims(grid, "grid")
     block = _dims(block, "block")
     if block[0] * block[1] * block[2] > 1024:
@@ -371,7 +414,7 @@ def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=
         packed.append(np.uint64(_pointer_value(a)))     # 指针按 64 位地址传入
     if mode == "gpu":
         return _gpu_launch(path, name, grid, block, packed, device, shared_bytes, dkey, max_dynamic_shared_bytes,
-                           symbols)
+                           symbols, cxx, version)
 
     from .. import simt
 

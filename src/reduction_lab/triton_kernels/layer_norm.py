@@ -40,7 +40,7 @@ from .col_sum import col_sum
 __all__ = ["welford_layer_norm", "looped_rms_norm", "layer_norm_forward", "rms_norm_forward",
            "layer_norm_backward", "rms_norm_backward", "layer_norm", "rms_norm",
            "LayerNormFunction", "RMSNormFunction", "NORM_DTYPES", "MAX_FUSED_COLS", "BackwardConfig",
-           "BACKWARD_STRATEGIES", "backward_config", "backward_programs"]
+           "BACKWARD_STRATEGIES", "backward_config", "backward_programs", "backward_partition"]
 
 #: 接受的 dtype（x、weight、bias、dy）。
 NORM_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -455,6 +455,14 @@ def backward_programs(n_rows: int, config: BackwardConfig) -> int:
     return max(1, min(triton.cdiv(n_rows, config.block_m), slots))
 
 
+def backward_partition(n_rows: int, config: BackwardConfig, programs: int | None = None) -> tuple[int, int]:
+    """(P, rows_per_program)：每个 program 连续的 rows_per_program 行（BLOCK_M 的倍数），分不到行的 program
+    去掉，所以 P 可能比 ``programs``（默认 :func:`backward_programs`）小。"""
+    p = backward_programs(n_rows, config) if programs is None else programs
+    rows_per_program = triton.cdiv(triton.cdiv(n_rows, p), config.block_m) * config.block_m
+    return triton.cdiv(n_rows, rows_per_program), rows_per_program
+
+
 def _backward(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs, config):
     n_rows, n_cols = x.shape
     check_matrix(dy, "dy", dtypes=NORM_DTYPES, device=DEVICE)
@@ -466,10 +474,7 @@ def _backward(dy, x, weight, mean, rstd, has_bias: bool, is_rms: bool, programs,
         _check_stats(mean, "mean", x)
     cfg = backward_config(n_rows, n_cols, x.dtype) if config is None else _check_config(config, n_cols)
     acc_t, acc_torch = _acc(x.dtype)
-    # 每个 program 连续的 rows_per_program 行（BLOCK_M 的倍数）；去掉分不到行的 program
-    p = backward_programs(n_rows, cfg) if programs is None else programs
-    rows_per_program = triton.cdiv(triton.cdiv(n_rows, p), cfg.block_m) * cfg.block_m
-    p = triton.cdiv(n_rows, rows_per_program)
+    p, rows_per_program = backward_partition(n_rows, cfg, programs)
     dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     dw_part = torch.empty((p, n_cols), dtype=acc_torch, device=x.device)
     db_part = torch.empty((p, n_cols), dtype=acc_torch, device=x.device) if has_bias else dw_part

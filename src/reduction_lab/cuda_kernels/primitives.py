@@ -77,6 +77,7 @@ def cccl_include_dirs() -> list[str]:
     return [str(d) for d in dirs]
 
 
+# --8<-- [start:cub_module]
 @functools.lru_cache(maxsize=8)
 def _cub_module(block_size: int):
     """编译 primitives_cub.cu：先用 NVRTC（CuPy 默认），失败时改用 nvcc。返回 (模块, 所用后端)。"""
@@ -97,6 +98,7 @@ def _cub_module(block_size: int):
     except Exception as e:   # 两个后端都失败：两条错误一起报出
         raise RuntimeError(f"primitives_cub.cu 编译失败 (failed to compile primitives_cub.cu)\n"
                            f"NVRTC:\n{nvrtc_error[-3000:]}\nnvcc:\n{str(e)[-3000:]}") from None
+# --8<-- [end:cub_module]
 
 
 def cub_backend(block_size: int = 256) -> str:

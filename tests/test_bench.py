@@ -188,7 +188,9 @@ def test_cli_sim_mode_clamps_and_warns(tmp_path):
     assert doc["meta"]["sim_warning"] == harness.SIM_BANNER
     # full-sum 也有 torch；bank-conflicts 没有所选的实现，整个跳过
     assert set(doc["suites"]) == {"softmax", "row-sum", "full-sum", "layer-norm", "rms-norm",
-                                 "layer-norm-bwd", "rms-norm-bwd", "col-sum"}
+                                 "layer-norm-bwd", "rms-norm-bwd", "col-sum", "percall"}
+    # 默认分进程：triton与torch各一个子进程
+    assert set(doc["meta"]["processes"]) == {"triton", "torch"}
     assert [i["name"] for i in doc["suites"]["full-sum"]["impls"]] == ["torch"]
     for rec in (doc["suites"][s] for s in ("softmax", "row-sum", "layer-norm", "rms-norm",
                                                     "layer-norm-bwd", "rms-norm-bwd", "col-sum")):
@@ -248,10 +250,12 @@ def test_gpu_full_sum_uses_cuda_graphs():
 def test_committed_tables_match_json():
     doc = report.load(DATA / "h200.json")
     assert doc["meta"]["mode"] == "gpu", "提交的结果必须来自 GPU"
-    for suite in doc["suites"]:
-        path = DATA / f"{report.stem(suite)}.md"
+    names = [name for name, _ in report.tables(doc)]
+    assert "h200_softmax" in names and "h200_targets" in names
+    for name, text in report.tables(doc):
+        path = DATA / f"{name}.md"
         assert path.exists(), f"缺少 {path}：运行 reduction-lab report docs/data/h200.json"
-        assert path.read_text(encoding="utf-8") == report.render_table(doc, suite), (
+        assert path.read_text(encoding="utf-8") == text, (
             f"{path} 与 JSON 生成的表格不一致：运行 reduction-lab report docs/data/h200.json")
 
 
@@ -271,7 +275,8 @@ def test_spread_order_is_a_permutation_ends_first():
     assert harness.spread_order(10)[:3] == [0, 9, 4]
 
 
-@pytest.mark.parametrize("script", ["gpu_suite.sh", "fetch_gpu_wheels.sh"])
+@pytest.mark.parametrize("script", ["gpu_suite.sh", "fetch_gpu_wheels.sh", "fetch_peer_wheels.sh",
+                                    "install_peer_wheels.sh"])
 def test_scripts_parse(script):
     p = subprocess.run(["bash", "-n", str(ROOT / "scripts" / script)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from reduction_lab.bench import cli, harness
+from reduction_lab.bench import cli, harness, isolate
 
 
 @pytest.fixture
@@ -17,6 +17,7 @@ def no_work(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("参数错误却开始了测量")
     monkeypatch.setattr(harness, "run", boom)
+    monkeypatch.setattr(isolate, "run_isolated", boom)
 
 
 def _bench(capsys, *argv):
@@ -38,6 +39,9 @@ def _bench(capsys, *argv):
     (["softmax", "--impl", ","], "--impl"),
     (["softmax", "--prefix", "../x"], "--prefix"),
     (["softmax", "--merge"], "--merge"),
+    (["full-sum", "--dtype", "bf16"], "--dtype"),
+    (["softmax", "--child-timeout", "0"], "--child-timeout"),
+    (["softmax", "--child-timeout", "5", "--processes", "one"], "--child-timeout"),
 ], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
 def test_bad_arguments_stop_before_work(no_work, capsys, argv, words):
     rc, err = _bench(capsys, *argv)

@@ -133,6 +133,39 @@ def test_cli_per_impl_processes_and_dtypes(tmp_path, sim_children):
     assert [i["name"] for i in recs["float16"]["impls"]] == ["triton", "torch"]
 
 
+@pytest.mark.skipif(rl.MODE != "sim", reason="子进程的模式跟随本进程")
+def test_time_limit_marks_what_was_not_started(sim_children):
+    """时限用完的进程不再开始新的套件：它的格子写明原因，仍然写出文档。"""
+    doc = isolate.run_isolated(["softmax", "row-sum"], impls=["torch"], env=sim_children, log=lambda s: None,
+                               time_limit_s=1.0, **SMALL)
+    assert doc["meta"]["processes"]["torch"]["returncode"] == 0
+    for suite in ("softmax", "row-sum"):
+        rec = doc["suites"][suite]
+        assert rec["shapes"] == [] or all(e["results"]["torch"]["status"] == "error" for e in rec["shapes"])
+        assert "时间用完" in rec["process_errors"]["torch"]
+        assert "时间用完" in report.render_table(doc, suite)
+    # 子进程本身：截止时间已过时每个套件都记成没有开始
+    spec = {"suites": {"softmax": ["torch"]}, "options": SMALL, "stop_at": 0}
+    out = {}
+    import tempfile
+    with tempfile.TemporaryDirectory() as td:
+        sp, op = os.path.join(td, "s.json"), os.path.join(td, "o.json")
+        Path(sp).write_text(json.dumps(spec), encoding="utf-8")
+        assert isolate._child_main(sp, op) == 0
+        out = json.loads(Path(op).read_text(encoding="utf-8"))
+    assert "时间用完" in out["suite_errors"]["softmax"] and out["suites"] == {}
+
+
+def test_suite_lists_on_the_command_line():
+    from reduction_lab.bench.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "softmax,percall,softmax"])
+    assert args.suite == ["softmax", "percall"]
+    assert build_parser().parse_args(["bench", "all"]).suite == list(harness.SUITES)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "softmax,nosuch"])
+
+
 # ---------------------------------------------------------------- 合并（纯函数）
 
 def _fake_rec(group: str, copy_gbps: float, gbps: float, dtype="float32", mode="sim"):

@@ -37,6 +37,17 @@ def _int_expr(text: str) -> int:
     return value
 
 
+def _suites(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in _CHOICES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"未知的测试套件{bad or text!r}；可选：{', '.join(_CHOICES)}"
+                                         f"(unknown suite)")
+    if "all" in names:
+        return list(SUITES)
+    return list(dict.fromkeys(names))
+
+
 def _dtypes(text: str) -> list[str]:
     try:
         return parse_dtypes(text)
@@ -57,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="运行基准测试（先验证、再计时）",
                        description="先验证所有配置与torch一致，再用CUDA事件计时（sim模式：perf_counter）。")
-    b.add_argument("suite", choices=_CHOICES, help="测试套件")
+    b.add_argument("suite", type=_suites, metavar="SUITE",
+                   help=f"测试套件，逗号分隔可以一次测几个：{', '.join(_CHOICES)}")
     b.add_argument("--n", type=_list, default=None,
                    help="softmax/row-sum的行长N列表，如512,1024或2^9,2^10（默认2^9 … 2^18）")
     b.add_argument("--total-elems", type=_int_expr, default=None,
@@ -74,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-impl（默认）：每个实现在自己的子进程里测量；one：全部在本进程里")
     b.add_argument("--child-timeout", type=float, default=None,
                    help="每个子进程的时限（秒）；超时的子进程被终止，它的格子标成出错")
+    b.add_argument("--time-limit", type=float, default=None,
+                   help="整次运行的时限（秒，分进程时）：时间按进程分配，到时不再开始新的套件、验证阶段收缩，"
+                        "保证在时限内写出结果")
     b.add_argument("--iters", type=int, default=None, help="计时次数（默认100；--quick 20；sim 3）")
     b.add_argument("--warmup", type=int, default=None, help="预热次数（默认10；--quick 3；sim 1）")
     b.add_argument("--quick", action="store_true", help="更少的形状和次数")
@@ -141,15 +156,17 @@ def _validate(args) -> dict | None:
         raise BenchError(f"--budget必须是正的有限秒数，得到{args.budget}")
     if args.child_timeout is not None and not (args.child_timeout > 0 and args.child_timeout != float("inf")):
         raise BenchError(f"--child-timeout必须是正的有限秒数，得到{args.child_timeout}")
-    if args.child_timeout is not None and args.processes == "one":
-        raise BenchError("--child-timeout只用于--processes per-impl(--child-timeout needs per-impl processes)")
+    for name, value in (("--child-timeout", args.child_timeout), ("--time-limit", args.time_limit)):
+        if value is not None and args.processes == "one":
+            raise BenchError(f"{name}只用于--processes per-impl({name} needs per-impl processes)")
+    if args.time_limit is not None and not (args.time_limit > 0 and args.time_limit != float("inf")):
+        raise BenchError(f"--time-limit必须是正的有限秒数，得到{args.time_limit}")
     if args.dtypes is not None and args.dtypes != ["float32"]:
         from .harness import DTYPE_SUITES
 
-        suites = list(SUITES) if args.suite == "all" else [args.suite]
-        if not any(s in DTYPE_SUITES for s in suites):
-            raise BenchError(f"{args.suite}只有float32；--dtype只用于{', '.join(DTYPE_SUITES)}"
-                             f"({args.suite} is float32 only)")
+        if not any(s in DTYPE_SUITES for s in args.suite):
+            raise BenchError(f"{','.join(args.suite)}只有float32；--dtype只用于{', '.join(DTYPE_SUITES)}"
+                             f"({','.join(args.suite)} is float32 only)")
     for name, values in (("--n", args.n), ("--full-sum-n", args.full_sum_n)):
         if values is not None and any(v <= 0 for v in values):
             raise BenchError(f"{name}的每一项都必须是正整数，得到{values}")
@@ -187,7 +204,7 @@ def _cmd_bench(args, argv) -> int:
     import reduction_lab  # noqa: F401先于triton导入：sim模式要打开解释器
     from . import harness
 
-    suites = list(SUITES) if args.suite == "all" else [args.suite]
+    suites = args.suite
     opts = dict(argv=argv, ns=args.n, full_sum_ns=args.full_sum_n, total_elems=args.total_elems,
                 impls=args.impl, iters=args.iters, warmup=args.warmup, quick=args.quick, seed=args.seed,
                 budget_s=args.budget, dtypes=args.dtypes)
@@ -197,7 +214,7 @@ def _cmd_bench(args, argv) -> int:
         else:
             from .isolate import run_isolated
 
-            doc = run_isolated(suites, child_timeout_s=args.child_timeout, **opts)
+            doc = run_isolated(suites, child_timeout_s=args.child_timeout, time_limit_s=args.time_limit, **opts)
     except ValidationError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
@@ -308,7 +325,7 @@ def _report(args, doc, out, render_table, stem, write_report) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in _CHOICES:  # python -m reduction_lab.bench softmax ...
+    if argv and argv[0].split(",")[0] in _CHOICES:  # python -m reduction_lab.bench softmax ...
         argv = ["bench"] + argv
     args = build_parser().parse_args(argv)
     if args.command == "bench":

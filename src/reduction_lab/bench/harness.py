@@ -354,7 +354,7 @@ def _select(suite: str, names: Iterable[str] | None) -> list[Impl]:
     return picked
 
 
-def _defaults(suite: str, ns, total, quick, iters, warmup, log, elem: int = 4):
+def _defaults(suite: str, ns, total, quick, iters, warmup, log, elem: int = 4, check_memory: bool = True):
     """按模式补全形状和次数；sim模式下把过大的形状缩小并说明。"""
     sim = MODE != "gpu"
     bad = [n for n in (ns or []) if not isinstance(n, int) or isinstance(n, bool) or n <= 0]
@@ -384,7 +384,7 @@ def _defaults(suite: str, ns, total, quick, iters, warmup, log, elem: int = 4):
     if not shapes:
         raise BenchError(f"{suite}没有可测的形状：所有N都大于元素总数{total}"
                          f"(nothing to measure: every N exceeds the total of {total} elements)")
-    if not sim:
+    if not sim and check_memory:
         # 在开始之前拒绝显然放不下的形状：输入与输出各一份float32就超过空闲显存
         free, _ = torch.cuda.mem_get_info()
         biggest = max(math.prod(s) for s in shapes)

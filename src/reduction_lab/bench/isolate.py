@@ -103,8 +103,19 @@ def _child_main(spec_path: str, out_path: str) -> int:
 
     doc = None
     errors: dict[str, str] = {}
-    for suite, names in spec["suites"].items():
+    stop_at = spec.get("stop_at")          # 父进程给的截止时间（time.time()）：之后不再开始新的套件
+    suites = list(spec["suites"].items())
+    for k, (suite, names) in enumerate(suites):
         opts = dict(spec["options"])
+        if stop_at is not None:
+            left = stop_at - time.time()
+            if left <= 0:
+                errors[suite] = "分给这个进程的时间用完了，没有开始这个套件"
+                log(f"{suite}：{errors[suite]}")
+                continue
+            # 剩下的时间平分给剩下的套件，其中约一半留给验证（含JIT编译），其余给计时
+            share = 0.5 * left / (len(suites) - k)
+            opts["budget_s"] = min(opts.get("budget_s") or share, share)
         try:
             part = harness.run([suite], impls={suite: names}, progress=False, log=log,
                                on_mismatch="record", **opts)
@@ -194,8 +205,15 @@ def _merge_rows(suite: str, dtype: str, contribs: list[tuple[str, dict]], failed
                 order: list[str]) -> dict:
     """把各进程同一套件、同一dtype的记录合并成一份。``failed``：进程 -> (它负责的实现, 原因)。"""
     base = next((r for _, r in contribs), None)
-    if base is None:
-        rec = {"suite": suite, "dtype": dtype, "impls": [], "skipped": {}, "shapes": []}
+    if base is None:   # 没有一个进程测了这个套件（全部失败）：说明文字照常写出
+        from . import harness
+
+        rec = {"suite": suite, "dtype": dtype, "impls": [], "skipped": {}, "shapes": [], "iters": None}
+        if suite in harness.DTYPE_SUITES and suite != "percall":
+            rec.update(bytes_formula=harness.byte_formula(suite, dtype), tolerance=harness.tolerance_text(suite, dtype))
+        elif suite in harness.BYTE_FORMULAS:
+            rec.update(bytes_formula=harness.BYTE_FORMULAS[suite], tolerance=harness.TOLERANCES.get(suite, ""))
+        rec["copy_formula"] = harness.BYTE_FORMULAS["copy"]
     else:
         rec = {k: v for k, v in base.items() if k not in ("impls", "skipped", "shapes", "skipped_shapes")}
         rec["impls"], rec["skipped"], rec["shapes"] = [], {}, []
@@ -220,6 +238,8 @@ def _merge_rows(suite: str, dtype: str, contribs: list[tuple[str, dict]], failed
                 if "copy" in e and res.get("status") == "ok":
                     res["copy_gbps"] = e["copy"]["gbps"]
                 slot["results"][name] = res
+    if failed:
+        rec["process_errors"] = {g: why for g, (_, why) in failed.items()}
     for group, (names, why) in failed.items():
         known = {i["name"] for i in rec["impls"]} | set(rec["skipped"])
         for n in names:
@@ -332,14 +352,24 @@ def _planned_dtypes(suite: str, names: list[str], dtypes: Sequence[str] | None) 
 
 # ---------------------------------------------------------------- 父进程
 
+#: 有总时限时各进程分得时间的权重（JIT编译多的进程多分一些）；没写的是1
+CHILD_WEIGHTS = {"compile": 3.0, "quack": 2.0, "tilelang": 2.0, "triton": 2.0}
+#: 子进程到了截止时间还没结束时，再等多久才终止它（它正在计时的套件一般很快结束）
+GRACE_S = 30.0
+
+
 def run_isolated(suites: Sequence[str], *, argv: Sequence[str] | None = None, impls: Sequence[str] | None = None,
                  dtypes: Sequence[str] | None = None, log: Callable[[str], None] = print,
-                 child_timeout_s: float | None = None, python: str | None = None, env: dict | None = None,
+                 child_timeout_s: float | None = None, time_limit_s: float | None = None,
+                 python: str | None = None, env: dict | None = None,
                  only_groups: Sequence[str] | None = None, **options) -> dict:
     """按:func:`plan`每个进程启动一个子进程，依次运行，合并成一份文档（格式与:func:`harness.run`相同）。
 
     ``options``：ns、total_elems、full_sum_ns、iters、warmup、quick、seed、budget_s（原样传给子进程）。
-    ``only_groups``：只运行这些进程（测试用）。"""
+    ``child_timeout_s``：每个子进程的硬时限。``time_limit_s``：整次运行的时限——剩下的时间按
+    :data:`CHILD_WEIGHTS`分给还没运行的进程（前面的进程没用完的时间留给后面的），每个进程到了分得的
+    截止时间就不再开始新的套件、验证阶段按剩余时间收缩（``budget_s``），超过截止时间:data:`GRACE_S`秒
+    才被终止。``only_groups``：只运行这些进程（测试用）。"""
     from . import harness
     from ..runtime import MODE
 
@@ -355,6 +385,13 @@ def run_isolated(suites: Sequence[str], *, argv: Sequence[str] | None = None, im
             raise harness.BenchError(f"没有叫{unknown}的实现；可选：{sorted(seen)}")
         if len(suites) == 1 and not select_names(suites[0], impls):
             raise harness.BenchError(f"{suites[0]}没有实现{list(impls)}；可选：{sorted(harness.known_impls(suites[0]))}")
+    # 形状参数在启动子进程之前检查（显存够不够由子进程检查：父进程不占GPU）
+    for suite in suites:
+        if suite in ("bank-conflicts", "percall"):
+            continue
+        harness._defaults(suite, options.get("full_sum_ns") if suite == "full-sum" else options.get("ns"),
+                          None if suite == "full-sum" else options.get("total_elems"), options.get("quick", False),
+                          options.get("iters"), options.get("warmup"), lambda s: None, check_memory=False)
     groups = plan(suites, impls)
     if only_groups is not None:
         groups = [(g, s) for g, s in groups if g in only_groups]
@@ -373,12 +410,22 @@ def run_isolated(suites: Sequence[str], *, argv: Sequence[str] | None = None, im
         child_env["PYTHONPATH"] = os.pathsep.join([src] + paths)
     options = {k: v for k, v in options.items() if v is not None}
     parts = []
-    for group, per_suite in groups:
+    deadline = None if time_limit_s is None else time.time() + time_limit_s
+    for k, (group, per_suite) in enumerate(groups):
         spec = {"suites": per_suite, "argv": list(argv) if argv else None,
                 "options": dict(options, dtypes=dtypes)}
-        log(f"== 子进程{group}：{', '.join(f'{s}[{len(n)}]' for s, n in per_suite.items())} ==")
+        timeout = child_timeout_s
+        if deadline is not None:
+            weights = [CHILD_WEIGHTS.get(g, 1.0) for g, _ in groups[k:]]
+            share = max(deadline - time.time() - GRACE_S, 0.0) * weights[0] / sum(weights)
+            spec["stop_at"] = time.time() + share
+            timeout = min(timeout or float("inf"), share + GRACE_S)
+            if timeout == float("inf"):
+                timeout = None
+        log(f"== 子进程{group}：{', '.join(f'{s}[{len(n)}]' for s, n in per_suite.items())}"
+            + (f"，分得{spec['stop_at'] - time.time():.0f} s" if "stop_at" in spec else "") + " ==")
         doc, info = _run_child(group, spec, python=python or sys.executable, env=child_env,
-                               timeout_s=child_timeout_s, log=log)
+                               timeout_s=timeout, log=log)
         log(f"== 子进程{group}结束：{info['seconds']} s，退出码{info['returncode']}"
             + (f"；{info['error']}" if info.get("error") else "") + " ==")
         parts.append((group, per_suite, doc, info))

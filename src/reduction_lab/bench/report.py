@@ -104,7 +104,7 @@ def _meta_line(rec: dict) -> str:
         how = "time.perf_counter（CPU，不代表GPU）"
     else:
         how = rec.get("timing", "CUDA事件")
-    parts.append(f"计时：{how}，{rec['iters']}次取中位数")
+    parts.append(f"计时：{how}，{rec['iters']}次取中位数" if rec.get("iters") else "没有计时")
     return "，".join(parts) + "。"
 
 
@@ -120,7 +120,7 @@ def _fmt_gbps(r: dict | None, with_frac: bool = True) -> str:
 
 
 def _skipped_lines(rec: dict) -> list[str]:
-    out = []
+    out = [f"- 子进程{md_code(g)}出错：{md_text(why)}" for g, why in rec.get("process_errors", {}).items()]
     for name, why in rec.get("skipped", {}).items():
         out.append(f"- 未测{md_code(name)}：{md_text(why)}")
     if rec.get("skipped_shapes"):
@@ -319,9 +319,10 @@ def _render_percall(rec: dict) -> str:
     lines = ["<!-- 由reduction-lab report从JSON生成；不要手改-->", "", "，".join(parts) + "。", ""]
     if not gpu:
         lines += ["!!! warning \"sim模式\"", f"    {m['sim_warning']}", ""]
-    lines.append(f"方法：{rec['method']}（每次连续调用K = {rec['iters']}次，预热{rec['warmup']}次，"
-                 f"墙钟时间重复{rec['repeats']}次取中位数）。")
-    lines.append(f"计时前的验证：{rec['tolerance']}。")
+    if rec.get("method"):
+        lines.append(f"方法：{rec['method']}（每次连续调用K = {rec['iters']}次，预热{rec['warmup']}次，"
+                     f"墙钟时间重复{rec['repeats']}次取中位数）。")
+        lines.append(f"计时前的验证：{rec['tolerance']}。")
     iso = rec.get("isolation")
     if iso:
         lines.append("进程：每个实现在自己的Python子进程里验证和计时。")

@@ -32,7 +32,7 @@ C = ln.BackwardConfig
 SHAPES = [(65536, 1024), (16384, 4096), (4096, 16384)]
 #: 每个 N 的候选（默认配置总是第一个，另加这里的几组；重复的去掉）
 CANDIDATES = {
-    1024: [C("row", 2, 1024, 4, 4), C("row", 8, 1024, 16, 1)],
+    1024: [C("row", 2, 1024, 4, 4), C("row", 4, 1024, 8, 1)],
     4096: [C("row", 1, 4096, 16, 2), C("tiles", 1, 2048, 8, 2)],
     16384: [C("tiles", 1, 4096, 32, 1), C("stream", 1, 2048, 16, 2)],
 }
@@ -119,7 +119,6 @@ def main(argv=None) -> int:
             dst = torch.empty_like(x)
             copy_ms = do_bench(lambda: dst.copy_(x), warmup=10, rep=50, return_mode="median")
             copy_gbps = _gbps(2 * m * n * es, copy_ms)
-            del dst
             print(f"\n== M={m} N={n} {str(dtype)[6:]}：拷贝 {copy_gbps:.0f} GB/s")
             for norm in norms:
                 refs = _reference(norm, x, dy, w, b)
@@ -165,7 +164,6 @@ def main(argv=None) -> int:
                           f"列块 {n_tiles} 寄存器列块 {acc_tiles}  regs={regs} spills={spills}  "
                           f"{ms * 1e3:8.1f} µs {gbps:6.0f} GB/s（{gbps / copy_gbps:.0%}）", flush=True)
                 del refs
-            del x, dy
             torch.cuda.empty_cache()
     print("\n最快的配置（每个形状、dtype、归一化）：")
     best = {}
@@ -175,7 +173,8 @@ def main(argv=None) -> int:
             if key not in best or r["gbps"] > best[key]["gbps"]:
                 best[key] = r
     for (norm, m, n, dt), r in best.items():
-        default = next(d for d in records if d["default"] and (d["norm"], d["M"], d["N"], d["dtype"]) == (norm, m, n, dt))
+        default = next(d for d in records
+                       if d["default"] and (d["norm"], d["M"], d["N"], d["dtype"]) == (norm, m, n, dt))
         print(f"  {norm:<10} {m}x{n} {dt:<8} BackwardConfig({r['strategy']!r}, {r['block_m']}, {r['block_n']}, "
               f"{r['num_warps']}, {r['programs_per_sm']})：{r['gbps']:.0f} GB/s（{r['frac_copy']:.0%}）"
               + ("  = 默认" if r["default"] else f"  默认 {default.get('gbps', 0):.0f} GB/s"))

@@ -228,6 +228,24 @@ def test_backward_strategies_match_autograd(shape, cfg, dtype, rms):
     _close(dw, wr.grad, tol * float(wr.grad.abs().max()), tol)
 
 
+@pytest.mark.parametrize("strategy", ["row", "tiles", "stream"])
+def test_backward_single_row_and_single_column(strategy):
+    """M = 1（一个 program、一块行）与 N = 1（方差为 0：xhat = 0，dx = 0，dW = 0，dB = dy 的列和）。"""
+    for m, n in ((1, 777), (6, 1)):
+        bn = 1024 if strategy == "row" else 128
+        cfg = ln.BackwardConfig(strategy, 2, bn, 4, 1)
+        x, w, b = _inputs(m, n, dtype=torch.float64, seed=19)
+        dy = torch.randn(m, n, generator=torch.Generator().manual_seed(20), dtype=torch.float64).to(DEV)
+        xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
+        _ref_ln(xr, wr, br).backward(dy)
+        _, mean, rstd = ln.layer_norm_forward(x, w, b)
+        dx, dw, db = ln.layer_norm_backward(dy, x, w, mean, rstd, config=cfg)
+        for got, ref in ((dx, xr.grad), (dw, wr.grad), (db, br.grad)):
+            _close(got, ref, 1e-10, 1e-10)
+        if n == 1:
+            assert not bool(dx.any()) and not bool(dw.any())
+
+
 def test_backward_default_configs():
     """默认配置随 N 变化："row" 到 4096 列（float64 到 2048），"tiles" 到 16384 列，更长的行 "stream"。"""
     assert ln.backward_config(65536, 1024).strategy == "row"
@@ -374,7 +392,8 @@ def _bad_cases():
         (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(),
                                       config=ln.BackwardConfig("stream", 1, 4, 4, 0)), ValueError, "programs_per_sm"),
         (lambda: ln.rms_norm_backward(x, x, w, x[:, 0].contiguous(),
-                                      config=ln.BackwardConfig("tiles", 2048, 1024, 4)), ValueError, "block_m \\* block_n"),
+                                      config=ln.BackwardConfig("tiles", 2048, 1024, 4)),
+         ValueError, "block_m \\* block_n"),
     ]
 
 
@@ -467,7 +486,8 @@ def test_bench_suites_validate_then_time(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.skipif(rl.MODE != "gpu", reason="需要 GPU：M * N > 2**31 的输入占 8.6 GB，解释器里太慢")
 def test_int64_row_offsets_gpu():
-    """行号乘行步长超过 2**31：int32 会回绕到矩阵以外。检查最后一行（融合内核、分块的课程内核、沿列求和）。"""
+    """行号乘行步长超过 2**31：int32 会回绕到矩阵以外。检查最后一行（融合内核、分块的课程内核、沿列求和、
+    反向）。"""
     from reduction_lab.triton_kernels.col_sum import col_sum
 
     m, n = 65537, 32768                                     # m * n = 2**31 + 32768
@@ -479,5 +499,16 @@ def test_int64_row_offsets_gpu():
     assert torch.equal(col_sum(x), x[-1])
     del y
     x2 = x.view(2 * m, n // 2)                              # N = 16384：整行放进寄存器的内核
-    y = ln.rms_norm_forward(x2, w[: n // 2])[0]
-    _close(y[-2:], _ref_rms(x2[-2:], w[: n // 2]), 1e-5, 1e-5)
+    w2 = w[: n // 2]
+    y, rstd = ln.rms_norm_forward(x2, w2)
+    _close(y[-2:], _ref_rms(x2[-2:], w2), 1e-5, 1e-5)
+    del y
+    # 反向（N = 16384：默认 "tiles"，每个 program 连续的一段行）：dy = x2，只有最后两行不为 0，
+    # 所以 dW 只来自这两行；dx 的最后两行与只含这两行的参考一致
+    assert ln.backward_config(2 * m, n // 2).strategy == "tiles"
+    dx, dw = ln.rms_norm_backward(x2, x2, w2, rstd)
+    xr, wr = x2[-2:].double().requires_grad_(), w2.double().requires_grad_()
+    _ref_rms(xr, wr).backward(x2[-2:].double())
+    _close(dx[-2:], xr.grad, 1e-5, 1e-4)
+    _close(dw, wr.grad, 1e-5, 1e-4)
+    assert not bool(dx[:-2].any())

@@ -200,7 +200,9 @@ def norm_backward_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr,
             x = tl.load(x_ptr + rows[:, None] * x_row_stride + offs_n[None, :], mask=mask, other=0.0).to(ACC)
             dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + offs_n[None, :], mask=mask, other=0.0).to(ACC)
             rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-            mean = rstd if IS_RMS else tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
+            mean = rstd                              # RMSNorm 不用 mean
+            if not IS_RMS:
+                mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
             xhat, g = _xhat_and_g(x, dy, w, mean, rstd, mask, IS_RMS)
             c1 = tl.sum(g * xhat, axis=1) / n_cols   # 行归约：mean(g * xhat)
             c2 = tl.sum(g, axis=1) / n_cols          # 行归约：mean(g)（RMSNorm 不用，编译器删掉）
@@ -222,7 +224,9 @@ def norm_backward_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr,
             rows = row_start + r0 + offs_m
             row_mask = rows < row_end
             rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-            mean = rstd if IS_RMS else tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
+            mean = rstd                              # RMSNorm 不用 mean
+            if not IS_RMS:
+                mean = tl.load(mean_ptr + rows, mask=row_mask, other=0.0)
             s1 = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
             s2 = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
             for t in range(0, n_tiles):              # 第一遍：c1、c2 与 dW、dB 的部分和（都不需要 c1、c2）

@@ -22,6 +22,11 @@ PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
 EXTRA_PLATFORMS=(--platform manylinux_2_34_x86_64 --platform manylinux_2_31_x86_64
                  --platform manylinux_2_24_x86_64 --platform linux_x86_64 --platform any)
 
+# libclang（模拟器的 C++ 前端，24 MB）单独放进 .whl-clang/：和 .whl/ 合起来超过一次调用能带的 64 MiB，
+# gpu_suite.sh 的说明里写了怎样分两次带过去。
+CLANG_DEST=.whl-clang
+CLANG_PACKAGES=(libclang==18.1.1)
+
 PACKAGES=(
   tilelang==0.1.15          # TileLang 内核
   apache-tvm-ffi==0.1.12    # tilelang 的依赖
@@ -37,7 +42,10 @@ download() {
     --implementation cp "$@" -d "$DEST"
 }
 
-for spec in "${PACKAGES[@]}"; do
+fetch_all() {
+local DEST=$1; shift
+mkdir -p "$DEST"
+for spec in "$@"; do
   name=${spec%%==*}
   version=${spec##*==}
   # 已经下载（并可能已精简）过的不再下载；FORCE=1 强制重新下载
@@ -50,12 +58,15 @@ for spec in "${PACKAGES[@]}"; do
     download "${PLATFORMS[@]}" "${EXTRA_PLATFORMS[@]}" "$spec"
   fi
 done
+}
+fetch_all "$DEST" "${PACKAGES[@]}"
+fetch_all "$CLANG_DEST" "${CLANG_PACKAGES[@]}"
 
 # 精简与重新压缩（RECORD 里记的是解压后内容的哈希，换压缩算法不影响它）：
 # - z3 的 wheel 里 libz3 有三份（约 29 MB）：只保留 z3/lib/libz3.so.4.15 和 Python 文件，
 #   RECORD 随之重写。安装后要在目标目录里 ln -sf libz3.so.4.15 z3/lib/libz3.so（gpu_suite.sh 会做）。
 # - tilelang 和 z3 改用 LZMA 压缩（pip 用 Python 的 zipfile 解压，支持 LZMA）：47+9 MiB -> 34+7 MiB。
-for whl in "$DEST"/z3_solver-*.whl "$DEST"/tilelang-*.whl; do
+for whl in "$DEST"/z3_solver-*.whl "$DEST"/tilelang-*.whl "$CLANG_DEST"/libclang-*.whl; do
   [ -e "$whl" ] || continue
   "$PY" - "$whl" <<'PYEOF'
 import base64, csv, hashlib, io, os, sys, zipfile
@@ -113,6 +124,9 @@ for f in "$DEST"/*.whl; do
   printf '%8.1f MiB  %s\n' "$(echo "$size / 1048576" | bc -l)" "$(basename "$f")"
 done
 printf '%8.1f MiB  合计（上限 %s MiB）\n' "$(echo "$total / 1048576" | bc -l)" "$LIMIT_MIB"
+for f in "$CLANG_DEST"/*.whl; do
+  printf '%8.1f MiB  %s（%s/，另一次调用带过去）\n' "$(echo "$(stat -c %s "$f") / 1048576" | bc -l)" "$(basename "$f")" "$CLANG_DEST"
+done
 if [ "$total" -gt $((LIMIT_MIB * 1048576)) ]; then
   echo "超过 ${LIMIT_MIB} MiB：随仓库传到 GPU 机器的文件会超过 64 MiB" >&2
   exit 1

@@ -9,7 +9,7 @@
 #   SUITE=bench BENCH_SUITES="softmax row-sum" bash scripts/gpu_suite.sh
 #
 # 环境变量：
-#   SUITE          all | tests | docs | labs | bench，或逗号分隔的组合（默认 all）
+#   SUITE          all | install | tests | docs | labs | bench，或逗号分隔的组合（默认 all；install 只装 wheel）
 #   BENCH_SUITES   空格分隔的基准套件：softmax row-sum full-sum bank-conflicts（默认全部）
 #   BENCH_ARGS     传给 reduction-lab bench 的其他参数，如 "--quick" 或 "--iters 50"
 #   BENCH_TIMEOUT  每个基准套件的硬时限（秒，默认 300；超时的套件不写结果）
@@ -64,23 +64,29 @@ nvidia-smi -L 2>/dev/null || echo "nvidia-smi 不可用"
 $PY --version
 
 # ---------------------------------------------------------------- 安装随仓库带来的 wheel
-if [ "${SKIP_WHEELS:-0}" = 1 ]; then
-  echo "SKIP_WHEELS=1：不安装 .whl/"
-elif ls .whl/*.whl >/dev/null 2>&1; then
-  stamp=$(ls -l .whl/*.whl | md5sum | cut -c1-12)
+# .whl/ 与 .whl-clang/（libclang，模拟器的 C++ 前端）合起来超过一次调用能带的 64 MiB，所以分两次调用带过来：
+# 第一次只带 .whl-clang/ 并运行 SUITE=install；机器保持热着时第二次带 .whl/ 运行测试（已装过的目录按
+# 文件清单的戳记跳过）。
+install_dir() {
+  local dir=$1
+  ls "$dir"/*.whl >/dev/null 2>&1 || return 1
+  local stamp
+  stamp=$(ls -l "$dir"/*.whl | md5sum | cut -c1-12)
   if [ -f "$SITE/.stamp-$stamp" ]; then
-    echo "wheel 已安装在 $SITE"
+    echo "$dir/ 的 wheel 已安装在 $SITE"
+    return 0
+  fi
+  echo "安装 $dir/ 中的 wheel 到 $SITE ..."
+  local t0
+  t0=$(date +%s)
+  if $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+       --target "$SITE" "$dir"/*.whl; then
+    touch "$SITE/.stamp-$stamp"
+    echo "安装完成，用时 $(( $(date +%s) - t0 )) s"
   else
-    echo "安装 .whl/ 中的 wheel 到 $SITE ..."
-    t0=$(date +%s)
-    if $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-         --target "$SITE" .whl/*.whl; then
-      touch "$SITE/.stamp-$stamp"
-      echo "安装完成，用时 $(( $(date +%s) - t0 )) s"
-    else
-      # 没有pip或pip失败：wheel就是zip文件，直接解压到目标目录（这些包不需要入口脚本）
-      echo "pip安装失败，改为直接解压wheel"
-      if $PY - "$SITE" .whl/*.whl <<'PYEOF'
+    # 没有pip或pip失败：wheel就是zip文件，直接解压到目标目录（这些包不需要入口脚本）
+    echo "pip安装失败，改为直接解压wheel"
+    if $PY - "$SITE" "$dir"/*.whl <<'PYEOF'
 import sys, zipfile
 target, wheels = sys.argv[1], sys.argv[2:]
 for w in wheels:
@@ -88,19 +94,25 @@ for w in wheels:
         z.extractall(target)
     print("解压", w)
 PYEOF
-      then
-        touch "$SITE/.stamp-$stamp"
-      else
-        echo "wheel 安装失败" ; STATUS=1 ; SUMMARY+=("wheels: 安装失败")
-      fi
+    then
+      touch "$SITE/.stamp-$stamp"
+    else
+      echo "wheel 安装失败" ; STATUS=1 ; SUMMARY+=("wheels: $dir 安装失败")
     fi
   fi
+}
+
+mkdir -p "$SITE"
+if [ "${SKIP_WHEELS:-0}" = 1 ]; then
+  echo "SKIP_WHEELS=1：不安装 .whl/"
+else
+  install_dir .whl || echo "没有 .whl/：tilelang、pytest-codeblocks、pycparser 需要先用 scripts/fetch_gpu_wheels.sh 下载"
+  install_dir .whl-clang || ls "$SITE"/clang/native/libclang.so >/dev/null 2>&1 \
+    || echo "没有 .whl-clang/，$SITE 里也没有 libclang：模拟器的前端（以及 cuda 后端读内核签名）不可用"
   # 精简过的 z3 wheel 只有 libz3.so.4.15；z3 按 libz3.so 这个名字加载
   if [ -f "$SITE/z3/lib/libz3.so.4.15" ]; then
     ln -sf libz3.so.4.15 "$SITE/z3/lib/libz3.so"
   fi
-else
-  echo "没有 .whl/：tilelang、pytest-codeblocks、pycparser、pcpp 需要先用 scripts/fetch_gpu_wheels.sh 下载"
 fi
 export PYTHONPATH="$SITE:$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 export REDUCTION_LAB_MODE=${REDUCTION_LAB_MODE:-gpu}
@@ -109,7 +121,7 @@ unset TRITON_INTERPRET
 $PY - <<'PYEOF'
 import importlib, reduction_lab as rl
 print("reduction_lab", rl.__version__, "mode", rl.MODE)
-for name in ("torch", "triton", "cupy", "tilelang", "z3", "pycparser", "pcpp", "pytest_codeblocks"):
+for name in ("torch", "triton", "cupy", "tilelang", "z3", "pycparser", "clang.cindex", "pytest_codeblocks"):
     try:
         mod = importlib.import_module(name)
         print(f"  {name:18s} {getattr(mod, '__version__', '?')}")

@@ -7,6 +7,7 @@
 #   SUITE=bench bash scripts/gpu_suite.sh             # 只跑基准扫描，写 docs/data/h200.json、表格和图
 #   SUITE=tests,docs bash scripts/gpu_suite.sh        # 逗号分隔的组合
 #   SUITE=bench BENCH_SUITES="softmax row-sum" bash scripts/gpu_suite.sh
+#   SUITE=peers bash scripts/gpu_suite.sh             # 对照扫描：quack、Liger、各dtype、一次调用的开销（不含在all里）
 #
 # 环境变量：
 #   SUITE          all | install | tests | docs | labs | bench，或逗号分隔的组合（默认 all；install 只装 wheel）
@@ -19,6 +20,12 @@
 #   OUT            结果目录（设置了就把 JSON、表格、图、日志放进去；默认 .device/out）
 #   DATA_DIR       基准结果写到哪里（默认 docs/data；试运行时改到别处，免得覆盖提交的数据）
 #   SKIP_WHEELS=1  不安装 .whl/（环境里已经有这些包时）
+#   PEER_SUITES    peers 测哪些套件（逗号分隔，默认 softmax,layer-norm,rms-norm,layer-norm-bwd,rms-norm-bwd,percall）
+#   PEER_DTYPES    softmax、row-sum 的 dtype（默认 float32,bfloat16,float16；percall 总是 float32,bfloat16）
+#   PEER_IMPLS     peers 测哪些实现，逗号分隔（默认全部：triton,cuda,tilelang,torch,compile,cupy,quack,liger）
+#   PEER_TIME      peers 整次运行的时限（秒，默认 540）：按进程分配，到时收缩，保证写出结果
+#   PEER_ARGS      传给 peers 那次 reduction-lab bench 的其他参数
+#   PEERS_SITE     quack 与 Liger 解开到哪里（默认 /tmp/peers，见 scripts/install_peer_wheels.sh）
 #   REDUCTION_LAB_MODE  默认 gpu；只在没有 GPU 的机器上试运行本脚本时设为 sim
 #
 # 需要先在能联网的机器上运行 scripts/fetch_gpu_wheels.sh，把 .whl/ 随仓库带过来。
@@ -29,6 +36,15 @@
 #   SUITE=bench BENCH_SUITES="full-sum bank-conflicts" DATA_DIR=/tmp/h200 bash scripts/gpu_suite.sh
 # DATA_DIR 在仓库之外时，同一台机器上后一次运行会把结果并进前一次的 h200.json（--merge）；
 # 每次都把完整的 h200.json 和 h200_report.tar.gz 放进 $OUT。
+#
+# 对照扫描（SUITE=peers）：每个实现在自己的子进程里测量（reduction_lab.bench.isolate）。quack 与 Liger
+# 的 wheel 约 65 MiB，一次调用带不过去，先分两次带过来（顺序见 scripts/install_peer_wheels.sh 的开头）：
+#   carry .peers/part1 .peers/MANIFEST     bash scripts/install_peer_wheels.sh
+#   carry .peers/part2 .peers/MANIFEST     SUITE=peers DATA_DIR=/tmp/h200 bash scripts/gpu_suite.sh
+# （此前先用 SUITE=install 装好 .whl/：tilelang 等。）最后一步在 H200 上预计 8-9 分钟（默认套件，每个输入
+# 2^26 个元素，8 个子进程，JIT 编译占大半；PEER_TIME=540 保证写出结果，来不及测的在表格下方写明）。
+# 按行求和的各 dtype 另跑一次（约 4 分钟）：
+#   SUITE=peers PEER_SUITES=row-sum PEER_IMPLS=triton,torch,compile,cupy DATA_DIR=/tmp/h200 bash scripts/gpu_suite.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -171,6 +187,39 @@ PYEOF
     if $PY -m reduction_lab.cli lab check "$name" "$LABS_DIR/$name"; then ok=$((ok + 1)); else bad=$((bad + 1)); STATUS=1; fi
   done
   SUMMARY+=("labs: $ok 个通过，$bad 个没有通过 ($(( $(date +%s) - t0 )) s)")
+fi
+
+# ---------------------------------------------------------------- 对照扫描（分进程：quack、Liger、各 dtype、percall）
+# all 不含 peers（它要先把 quack 与 Liger 带过来）
+if [[ ",$SUITE," == *",peers,"* ]]; then
+  PEERS_SITE=${PEERS_SITE:-/tmp/peers}
+  PEER_SUITES=${PEER_SUITES:-softmax,layer-norm,rms-norm,layer-norm-bwd,rms-norm-bwd,percall}
+  PEER_DTYPES=${PEER_DTYPES:-float32,bfloat16,float16}
+  PEER_TIME=${PEER_TIME:-540}
+  header "对照实现：quack 与 Liger（$PEERS_SITE）"
+  if bash scripts/install_peer_wheels.sh "$PEERS_SITE" && ls "$PEERS_SITE"/.installed-* >/dev/null 2>&1; then
+    eval "$(bash scripts/install_peer_wheels.sh --print-env "$PEERS_SITE")"
+  else
+    echo "quack 与 Liger 没有装齐：它们的格子会写明没有安装（先按 scripts/install_peer_wheels.sh 的顺序带上各部分）"
+    SUMMARY+=("peers: quack/Liger 没有装齐")
+  fi
+  mkdir -p "$DATA_DIR"
+  header "对照扫描：$PEER_SUITES（dtype $PEER_DTYPES，时限 ${PEER_TIME}s）"
+  t0=$(date +%s)
+  impl_args=()
+  [ -n "${PEER_IMPLS:-}" ] && impl_args=(--impl "$PEER_IMPLS")
+  # 外层 timeout 只防万一：--time-limit 让父进程自己在时限内收尾并写出 JSON
+  timeout $((PEER_TIME + 60)) $PY -m reduction_lab.bench bench "$PEER_SUITES" --dtype "$PEER_DTYPES" \
+    --time-limit "$PEER_TIME" --json "$DATA_DIR/h200.json" --merge --no-progress ${impl_args[@]+"${impl_args[@]}"} ${PEER_ARGS:-}
+  rc=$?
+  [ "$rc" -ne 0 ] && STATUS=1
+  SUMMARY+=("peers $PEER_SUITES: exit $rc ($(( $(date +%s) - t0 )) s；3 = 有格子出错或结果不符，见表格下方)")
+  if [ -f "$DATA_DIR/h200.json" ]; then
+    $PY -m reduction_lab.bench report "$DATA_DIR/h200.json" --out "$DATA_DIR" || STATUS=1
+    cp "$DATA_DIR/h200.json" "$OUT/h200.json"
+    tar czf "$OUT/h200_report.tar.gz" -C "$DATA_DIR" $(cd "$DATA_DIR" && ls h200.json h200_*.md h200_*.png 2>/dev/null)
+    echo "已放进 $OUT：h200.json、h200_report.tar.gz（在仓库根目录解包：tar xzf h200_report.tar.gz -C docs/data）"
+  fi
 fi
 
 # ---------------------------------------------------------------- 基准扫描

@@ -83,6 +83,9 @@ def probes() -> dict:
         torch.cuda.synchronize()
         assert torch.equal(y, x), "FastLaunch 的结果与输入不同"
         out["triton copy FastLaunch"] = per_call_us(lambda: fl((64,), y, x, x.numel(), BLOCK=1024))
+        entry = next(iter(fl.cache.values()))
+        out["FastLaunch path"] = ("C launch function" if entry[4] is not None else "compiled.run") + \
+            f" ({type(entry[0]).__module__}.{type(entry[0]).__name__})"
     out["torch.cuda.current_stream().cuda_stream"] = per_call_us(lambda: torch.cuda.current_stream().cuda_stream)
     out["rl checks (_check_args)"] = per_call_us(lambda: rl.api._check_args(x, -1, "triton", None, "softmax"))
     try:

@@ -124,6 +124,10 @@ _PARSE_PATTERNS = [
 ]
 
 
+_INTERNAL = re.compile(r"[（(](AttributeError|AssertionError|TypeError|KeyError|ValueError|IndexError|NameError|"
+                       r"UnboundLocalError|ZeroDivisionError|RuntimeError)\b")
+
+
 def _source_line(path, err):
     """出错的那一行（在头文件里时读头文件）。"""
     ln = getattr(err, "line", None)
@@ -159,9 +163,16 @@ def construct_of(msg: str, line_text: str = "", source: str = "") -> str:
     what = re.sub(r"(内核|参数|变量) [A-Za-z_]\w*", r"\1", what)
     what = re.sub(r"(模板形参|文件作用域数组) '?[^'（）]*'?", r"\1", what)
     what = re.sub(r"(类模板或模板声明|函数重载或重复定义|函数模板的重载或特化) \S+", r"\1", what)
+    what = re.sub(r"(空结构体 empty struct|联合 union) \S+", r"\1", what)
+    what = re.sub(r"模板实例 .*? 的实参不合适：.*$", "模板实例的实参不合适", what)
     what = re.sub(r"\s+", " ", what).strip()
     if _GPUVERIFY.match(what):
         return VERIFIER
+    bm = re.match(r"^(__\w+)（模拟器没有实现", what)             # 另一种写法：「__requires（模拟器没有实现……）」
+    if bm and _GPUVERIFY.match(f"函数 {bm.group(1)}()"):
+        return VERIFIER
+    if re.match(r"^没有定义的函数 \w+（只有声明）", what):
+        return DECLARED_ONLY
     fm = re.match(r"^函数 ([A-Za-z_]\w*)\(\)$", what)
     if fm and re.search(rf"\b{fm.group(1)}\s*\([^;{{}}]*\)\s*;", _strip_comments(source)):
         return DECLARED_ONLY
@@ -207,19 +218,29 @@ def run_kernel(path: Path, launch_name: str):
     except _Timeout:
         return "timeout", None
     except simt.UnsupportedError as e:
+        m = _INTERNAL.search(str(e))
+        if m:                                        # 前端内部的 Python 异常被包成了 UnsupportedError：是缺陷
+            inner = re.match(r"[^）)]*", str(e)[m.start() + 1:]).group(0)
+            return "exception", {"traceback": "Traceback (UnsupportedError wrapping an internal error)\n" + str(e)[:1500],
+                                 "error": f"UnsupportedError 里包着 {inner}（第 {e.line} 行）"}
         c = construct_of(str(e), _source_line(path, e), path.read_text(encoding="utf-8", errors="replace"))
         return ("parse_error" if c.startswith("无法解析") else "refused"), {"construct": c, "line": e.line,
                                                                           "message": str(e)[:300]}
     except simt.CompileError as e:
-        return "compile_error", {"message": str(e)[:300]}
+        m = re.search(r"：(.+?)\s?/ ", str(e))
+        what = re.sub(r"\s+", " ", m.group(1) if m else str(e)).strip()
+        what = re.sub(r"^编译错误（[^）]*）：|; in file included from.*$", "", what)
+        return "compile_error", {"construct": what[:80], "message": str(e)[:300]}
     except simt.LaunchError as e:
         return "launch_error", {"message": str(e)[:300]}
     except simt.SimtError as e:
         if type(e).__name__ in _SANITIZER:
             return "sanitizer", {"error": type(e).__name__}
-        return "exception", {"traceback": "".join(traceback.format_exception(e))[-3000:]}
+        return "exception", {"traceback": "".join(traceback.format_exception(e))[-3000:],
+                             "error": f"{type(e).__name__}: {e}"[:200]}
     except (Exception, RecursionError) as e:
-        return "exception", {"traceback": "".join(traceback.format_exception(e))[-3000:]}
+        return "exception", {"traceback": "".join(traceback.format_exception(e))[-3000:],
+                             "error": f"{type(e).__name__}: {e}"[:200]}
 
 
 def scan(corpus: Path, limit=None, verbose=False):
@@ -247,8 +268,8 @@ def scan(corpus: Path, limit=None, verbose=False):
                         signal.setitimer(signal.ITIMER_REAL, 0)
                 row = {"repo": meta["repo"], "file": rel, "kernel": inst or name, "split": split_of(key),
                        "outcome": cat, "seconds": round(time.perf_counter() - t0, 3)}
-                if detail:
-                    row.update(detail)
+                if detail:                           # 信息里不留本机的语料路径
+                    row.update({k: v.replace(f"{root}/", "") if isinstance(v, str) else v for k, v in detail.items()})
                 rows.append(row)
                 if verbose:
                     print(f"{cat:13s} {key} {inst or name} {(detail or {}).get('construct', '')}", flush=True)
@@ -276,6 +297,10 @@ def summarize(rows):
         "refused_verifier_specific": verifier,
         "refused_share_cuda_only": round((refused - verifier) / (total - verifier), 4) if total > verifier else 0.0,
         "refused_constructs": [{"construct": k, "kernels": v} for k, v in sorted(cons.items(), key=lambda kv: (-kv[1], kv[0]))],
+        # 模拟器判定 nvcc 会拒绝的内核（CompileError）：按诊断归并
+        "compile_errors": [{"construct": k, "kernels": v} for k, v in sorted(
+            collections.Counter(r["construct"] for r in rows if r["outcome"] == "compile_error").items(),
+            key=lambda kv: (-kv[1], kv[0]))],
     }
 
 
@@ -324,27 +349,31 @@ def main(argv=None):
         "all": summarize(rows),
         "development": summarize([r for r in rows if r["split"] == "development"]),
         "held_out": summarize([r for r in rows if r["split"] == "held_out"]),
-        "exceptions": [{k: r[k] for k in ("repo", "file", "kernel", "traceback")} for r in rows
+        "exceptions": [{k: r[k] for k in ("repo", "file", "kernel", "error", "traceback")} for r in rows
                        if r["outcome"] == "exception"],
         "kernels": [{k: r[k] for k in ("repo", "file", "kernel", "split", "outcome") if k in r}
                     | ({"construct": r["construct"]} if "construct" in r else {}) for r in rows],
         "seconds": round(time.perf_counter() - t0, 1),
     }
+    if a.json:                       # 先写结果，再打印摘要
+        Path(a.json).write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     s = doc["all"]
     print(f"{s['kernels']} 个内核（{s['files']} 个文件）：" + "，".join(f"{k} {v}" for k, v in s["outcomes"].items()))
     print(f"被拒绝（含无法解析）：{s['refused_total']}，占 {s['refused_share']:.1%}；除去验证器自己的注解 "
           f"{s['refused_verifier_specific']} 个：{s['refused_share_cuda_only']:.1%}")
     for c in s["refused_constructs"][:25]:
         print(f"  {c['kernels']:4d}  {c['construct']}")
+    if s["compile_errors"]:
+        print(f"CompileError（模拟器判定 nvcc 会拒绝）{s['outcomes']['compile_error']} 个：")
+        for c in s["compile_errors"][:10]:
+            print(f"  {c['kernels']:4d}  {c['construct']}")
     for part in ("development", "held_out"):
         p = doc[part]
         print(f"{part}: {p['kernels']} 个内核，被拒绝 {p['refused_share']:.1%}")
     if doc["exceptions"]:
         print(f"Python 异常 {len(doc['exceptions'])} 个：")
         for e in doc["exceptions"]:
-            print(f"  {e['repo']}:{e['file']} {e['kernel']}: {e['traceback'].strip().splitlines()[-1]}")
-    if a.json:
-        Path(a.json).write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+            print(f"  {e['repo']}:{e['file']} {e['kernel']}: {e['error']}")
     return 0
 
 

@@ -85,3 +85,13 @@ def test_supported_sources_are_real_cuda(tmp_path):
     r = subprocess.run([_NVCC, "-ptx", "-arch=sm_90", "-std=c++17", *paths], cwd=tmp_path,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_an_internal_error_dressed_as_unsupported_is_a_crash(monkeypatch):
+    from reduction_lab.simt import errors
+
+    def boom(*a, **k):
+        raise errors.UnsupportedError("kernel.cu 第 3 行：不支持 DECL_REF_EXPR（AttributeError: x） / line 3")
+
+    monkeypatch.setattr(C, "run", boom)
+    assert C.check(C.by_name("warp_shuffle")).status == "crash"

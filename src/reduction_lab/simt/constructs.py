@@ -19,6 +19,7 @@ it and reports what happened, and the page table, the tests and
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 import traceback
 import zlib
@@ -78,7 +79,8 @@ class Construct:
 @dataclass
 class Result:
     """:func:`check` 的结果。``status``：``"ran"``（运行且输出与参考一致）、``"wrong"``（运行了，输出不一致）、
-    ``"refused"``（UnsupportedError）、``"error"``（其他 SimtError）、``"crash"``（漏出的 Python 异常，是缺陷）。"""
+    ``"refused"``（UnsupportedError）、``"error"``（其他 SimtError）、``"crash"``（漏出的 Python 异常，或被包成
+    UnsupportedError 的内部异常，是缺陷）。"""
 
     status: str
     line: int | None = None
@@ -861,6 +863,10 @@ def run(c: Construct, case: Case | None = None, workdir=None):
     return case, rep
 
 
+_INTERNAL = re.compile(r"[（(](AttributeError|AssertionError|TypeError|KeyError|ValueError|IndexError|NameError|"
+                       r"UnboundLocalError|ZeroDivisionError|RuntimeError)\b")
+
+
 def check(c: Construct) -> Result:
     """运行一项并与 numpy 参考比较。从不抛出：结果的 ``status`` 说明发生了什么。"""
     from .errors import SimtError, UnsupportedError
@@ -874,6 +880,8 @@ def check(c: Construct) -> Result:
     try:
         case, _ = run(c, case)
     except UnsupportedError as e:
+        if _INTERNAL.search(str(e)):        # 模拟器内部的 Python 异常被包成了 UnsupportedError：仍是缺陷
+            return Result("crash", line=e.line, file=getattr(e, "file", None), message=str(e))
         return Result("refused", line=e.line, file=getattr(e, "file", None), message=str(e))
     except SimtError as e:
         return Result("error", line=e.line, file=getattr(e, "file", None), message=f"{type(e).__name__}: {e}")

@@ -204,6 +204,9 @@ def translate_diagnostic(d, text_of):
     if m:
         return (UnsupportedError, f"不支持 {m.group(1)}（模拟器没有实现这个 CUDA 内置函数或变量）",
                 f"unsupported: {m.group(1)} (not implemented by the simulator)")
+    m = re.match(r"use of undeclared identifier '(\w+)'", msg)
+    if m:
+        return (UnsupportedError, f"未声明的标识符 {m.group(1)}（nvcc 同样报错）", f"undeclared identifier {m.group(1)}")
     return (CompileError, f"编译错误（nvcc 同样会拒绝）：{allmsg}", f"compile error: {allmsg}")
 
 
@@ -379,6 +382,8 @@ class Lowering:
             st = _SCALARS.get(ft.kind) if ft.kind != TK.VOID else None
             if ft.kind == TK.ENUM:
                 st = T.INT
+            if ft.kind == TK.RECORD and ft.get_declaration().spelling in ("__half", "__nv_bfloat16"):
+                st = self.ctype(ft, f)            # 半精度成员：16 位的标量
             if st is None or ft.is_volatile_qualified():
                 raise self.unsupported(f"结构体 {name} 的成员 {f.spelling}：只支持标量成员"
                                        "（不支持数组、指针、嵌套结构体、位域、volatile 成员；struct member must be a scalar）", f)
@@ -792,7 +797,7 @@ class Lowering:
             return self.call(c)
         if k == K.INIT_LIST_EXPR:
             return c_ast.InitList([self.init_expr(x) for x in _exprs(c) if x.location.file is not None], co)
-        if k in (K.CXX_UNARY_EXPR, K.UNARY_EXPR):
+        if k == K.CXX_UNARY_EXPR:
             v = evaluate(c)
             if v is None:
                 raise self.unsupported("sizeof/alignof", c)
@@ -1187,7 +1192,13 @@ def build(prog, text, filename, defines, instance):
             raise _err(UnsupportedError, f, loc.line, f"预处理错误 #error {msg}", f"preprocessor error: #error {msg}",
                        header)
         if d.category_name in ("Parse Issue", "Lexical or Preprocessor Issue") or d.severity == 4:
-            raise _err(UnsupportedError, f, loc.line, f"无法解析（不在支持的 C++ 子集内，或者有语法错误）：{msg}",
+            line = loc.line
+            if msg.startswith("expected ';'"):
+                # 缺分号：像 nvcc 一样报下一个记号所在的行
+                rest = "\n".join([text_of(loc.file, line)[loc.column - 1:]] + [text_of(loc.file, line + i) for i in range(1, 50)])
+                skip = len(rest) - len(rest.lstrip())
+                line += rest[:skip].count("\n")
+            raise _err(UnsupportedError, f, line, f"无法解析（不在支持的 C++ 子集内，或者有语法错误）：{msg}",
                        f"cannot parse: {msg}", header)
         if "template parameter" in msg and "non-type" in msg:
             raise _err(UnsupportedError, f, loc.line, f"不支持的模板形参：{msg}", f"unsupported template parameter: {msg}",

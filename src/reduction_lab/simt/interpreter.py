@@ -405,6 +405,15 @@ class Machine:
         if "_Thread_local" in st:
             fr.scopes[-1][node.name] = self.shared_var(node, fr)
             return lanes
+        if "register" in st and node.init is not None:     # 局部引用 T& r = x;（前端用 register 标记）
+            t = self.prog.resolve_plain(node.type)
+            v = self.bind_ref(node.init, t, "const" in (node.quals or []), lanes, fr, node)
+            if not isinstance(v, Var):
+                var = self.new_var(t)
+                self.write_var(var, lanes, self.conv(v, t, node), node)
+                v = var
+            fr.scopes[-1][node.name] = v
+            return lanes
         t = self.resolve_decl(node, fr)
         if "const" in (node.quals or []):
             fr.const_names.add(node.name)

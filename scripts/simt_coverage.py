@@ -7,6 +7,13 @@ CORPUS_DIR 下每个含 ``CORPUS.json``（``{"repo": "owner/name", "commit": "..
 
     python scripts/simt_coverage.py --extract GITDIR PATH [PATH ...] --repo OWNER/NAME --into CORPUS_DIR/NAME
 
+提交的结果用的语料（GITDIR 是两个公开仓库 mc-imperial/gpuverify 与 mc-imperial/GPUVerifyBenchmarks 的 git 目录）：
+
+    python scripts/simt_coverage.py --extract GPUVERIFY_GITDIR testsuite/CUDA --repo mc-imperial/gpuverify --into C/gpuverify
+    python scripts/simt_coverage.py --extract BENCHMARKS_GITDIR CUDA20 CUDA50 gpgpu-sim_ispass2009 \
+        --repo mc-imperial/GPUVerifyBenchmarks --into C/benchmarks
+    python scripts/simt_coverage.py C --json docs/data/simt_coverage.json && python scripts/simt_page_tables.py
+
 对每个 .cu 文件里的每个 ``__global__`` 内核：用模拟器的前端解析，再用小的合成参数启动（指针给足够大的零数组，
 整数给 64，浮点给 1.0；2 个线程块、每块 64 个线程；工作预算 2**20 个线程步、每个内核 20 秒），归为：
 

@@ -141,7 +141,8 @@ def _tilelang():
     ("reduce_sum(X, split=2)", TypeError, "split"),
     ("softmax(X, block_n=0)", ValueError, "block_n"),
     ("softmax(X[::2])", ValueError, "stride"),
-    ("softmax(X.half())", TypeError, "dtype"),
+    ("softmax(X.double())", TypeError, "dtype"),
+    ("cuda_source('softmax', dtype='float64')", ValueError, "dtype"),
     ("cuda_source('softmax', M=0)", ValueError, "M"),
     ("cuda_source('nope')", ValueError, "nope"),
 ])

@@ -384,8 +384,6 @@ class Lowering:
                 st = T.INT
             if ft.kind == TK.RECORD and ft.get_declaration().spelling in ("__half", "__nv_bfloat16"):
                 st = self.ctype(ft, f)            # 半精度成员：16 位的标量
-            if ft.kind == TK.RECORD and ft.get_declaration().spelling in ("__half", "__nv_bfloat16"):
-                st = self.ctype(ft, f)            # 半精度成员：16 位的标量
             if st is None or ft.is_volatile_qualified():
                 raise self.unsupported(f"结构体 {name} 的成员 {f.spelling}：只支持标量成员"
                                        "（不支持数组、指针、嵌套结构体、位域、volatile 成员；struct member must be a scalar）", f)

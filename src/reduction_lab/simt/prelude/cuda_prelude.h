@@ -138,6 +138,8 @@ __device__ __half __float2half(float);
 __device__ float __half2float(__half);
 __device__ __nv_bfloat16 __float2bfloat16(float);
 __device__ float __bfloat162float(__nv_bfloat16);
+__device__ __half __float2half_rn(float);
+__device__ __nv_bfloat16 __float2bfloat16_rn(float);
 
 // 模拟器不支持、但要能解析的写法：用到时报告不支持和所在的行
 extern "C" __device__ int printf(const char*, ...);

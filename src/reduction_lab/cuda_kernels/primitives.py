@@ -84,7 +84,9 @@ def _cub_module(block_size: int):
     import cupy
 
     code = f"#define BLOCK_SIZE {block_size}\n" + (KERNEL_DIR / "primitives_cub.cu").read_text(encoding="utf-8")
-    options = ("--std=c++17", *(f"-I{d}" for d in cccl_include_dirs()))
+    # 不要bf16支持：CUB因此不去包含cuda_bf16.h（CuPy编译自己的CUB归约时也这样做）
+    options = ("--std=c++17", "-DCUB_DISABLE_BF16_SUPPORT", "-DCCCL_DISABLE_BF16_SUPPORT",
+               *(f"-I{d}" for d in cccl_include_dirs()))
     try:
         mod = cupy.RawModule(code=code, options=options)
         mod.get_function("seg_sum_cub_block")          # 触发编译

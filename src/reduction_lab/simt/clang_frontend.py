@@ -1265,3 +1265,13 @@ def build(prog, text, filename, defines, instance):
         tail = q.split("::")[-1]
         prog.templates.setdefault(tail, prog.templates[q])
     prog.explicit = explicit
+    deps = []
+    for inc in tu.get_includes():
+        name = inc.include.name if inc.include is not None else None
+        if name and where.is_user(inc.include):
+            try:
+                st = os.stat(name)
+                deps.append((name, st.st_mtime_ns, st.st_size))
+            except OSError:
+                pass
+    prog.deps = tuple(deps)        # 被包含的头文件：改动后缓存失效

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from functools import lru_cache
+from collections import OrderedDict
 
 from pycparser import c_ast
 
@@ -311,15 +311,39 @@ def parse_constant(node):
 
 
 
-@lru_cache(maxsize=64)
+_CACHE = OrderedDict()     # (源码, 文件名, defines, 实例) -> Program；最多 _CACHE_SIZE 个
+_CACHE_SIZE = 64
+
+
+def _fresh(prog):
+    """被包含的头文件没有改动。"""
+    for name, mtime, size in getattr(prog, "deps", ()):
+        try:
+            st = os.stat(name)
+        except OSError:
+            return False
+        if (st.st_mtime_ns, st.st_size) != (mtime, size):
+            return False
+    return True
+
+
 def _parse_cached(text, filename, defines_key, instance=None):
+    key = (text, filename, defines_key, instance)
+    prog = _CACHE.get(key)
+    if prog is not None and _fresh(prog):
+        _CACHE.move_to_end(key)
+        return prog
     try:
-        return Program(text, filename, dict(defines_key), instance)
+        prog = Program(text, filename, dict(defines_key), instance)
     except (SimtError, ValueError, TypeError, MemoryError, RecursionError):
         raise
     except Exception as e:     # 没有逐一识别的写法：不让 Python 异常漏出去
         raise UnsupportedError(f"{_cfile(filename)}：无法解析（不在支持的子集内：{type(e).__name__}: {e}）/ "
                                f"{_cfile(filename)}: unsupported construct ({type(e).__name__}: {e})") from e
+    _CACHE[key] = prog
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return prog
 
 
 def parse(source, defines=None, kernel=None):

@@ -310,3 +310,31 @@ def test_target_verdicts():
     assert "还没有bf16的结果" in text
     e["results"]["triton"]["frac_copy"] = 0.91
     assert "低于92%、低于对照" in report.render_targets(doc)
+
+
+# ---------------------------------------------------------------- GPU：quack与Liger在各自的进程里
+
+def _peers_missing() -> str | None:
+    import importlib.util
+
+    missing = [m for m in ("quack", "liger_kernel") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"没有{missing}：在GPU机器上按scripts/install_peer_wheels.sh打印的PYTHONPATH运行"
+    return None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(rl.MODE != "gpu", reason="quack只在gpu模式下运行")
+@pytest.mark.skipif(_peers_missing() is not None, reason=str(_peers_missing()))
+def test_gpu_quack_and_liger_isolated():
+    doc = isolate.run_isolated(["softmax", "rms-norm"], impls=["triton", "quack", "liger"],
+                               dtypes=["float32", "bfloat16"], ns=[1024, 131072], total_elems=2**20,
+                               iters=5, warmup=2, log=lambda s: None)
+    procs = doc["meta"]["processes"]
+    assert "quack" in procs["quack"]["loaded_modules"] and "quack" not in procs["triton"]["loaded_modules"]
+    for dt, rec in harness.dtype_records(doc["suites"]["softmax"]).items():
+        r = {e["N"]: e["results"] for e in rec["shapes"]}
+        assert r[1024]["quack"]["status"] == "ok" and r[1024]["liger"]["status"] == "ok", r
+        assert r[131072]["liger"]["status"] == "unsupported"          # Liger拒绝N > 65536
+    e = doc["suites"]["rms-norm"]["shapes"][0]["results"]
+    assert e["quack"]["status"] == "ok" and e["liger"]["status"] == "ok", e

@@ -17,6 +17,9 @@ tilelang    TileLang 内核（tilelang_kernels/backward.py）  同上
 reduce_sum 的反向只是把每行的 dy 广播到整行：返回的是一个步长为 (1, 0) 的视图，不搬运数据。
 如果需要普通的连续张量（比如原地修改它），请调用 ``.contiguous()``。
 
+dtype：反向与前向同 dtype（cuda 与 tilelang 的 bfloat16 / float16 反向内核也按输入的 dtype 读写、float32 里计算；
+上游梯度 dy 先转成 y 的 dtype）。
+
 softmax 的反向只需要前向的输出 y，不需要 x：前向保存 y，反向读 y 与 dy 各一次、写 dx 一次。
 softmax 只能求一阶导数（``create_graph=True`` 之后再求导会报错）；reduce_sum 的反向是 torch 的广播，
 可以求高阶导数。

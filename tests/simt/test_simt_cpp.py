@@ -75,10 +75,21 @@ def test_bad_instance_names(name, exc, words):
         simt.launch(SRC, name, 1, 64, (np.zeros(64, np.float32), np.zeros(1, np.float32), 64))
 
 
-@pytest.mark.parametrize("code,line,words", [
+@pytest.mark.parametrize("code,want", [
+    # 模板实参推导：twice(1.0f) 推出 T = float
     ("template <typename T>\n__device__ T twice(T v) { return v + v; }\n__global__ void k(float* o) {\n"
-     "  o[0] = twice(1.0f);\n}", 4, "deduction"),
-    ("template <int B>\nstruct S { float a[B]; };\n__global__ void k(float* o) { o[0] = 1.0f; }", 1, "class template"),
+     "  o[0] = twice(1.5f);\n}", 3.0),
+    # 类模板：成员的类型来自类型参数
+    ("template <typename T>\nstruct Pair { T a; T b; };\n__global__ void k(float* o) {\n"
+     "  Pair<float> p; p.a = 3.0f; p.b = 4.0f; o[0] = p.a + p.b;\n}", 7.0),
+])
+def test_deduction_and_class_templates_run(code, want):
+    out = np.zeros(1, np.float32)
+    simt.launch(code, "k", 1, 1, (out,))
+    assert out[0] == want
+
+
+@pytest.mark.parametrize("code,line,words", [
     ("template <float F>\n__global__ void k(float* o) { o[0] = F; }", 1, "template parameter"),
     ("template <int B>\n__global__ void k(float* o);\n__global__ void g(float* o) { o[0] = 1.0f; }", 1,
      "template declaration"),

@@ -164,7 +164,6 @@ def test_infinite_loop_hits_the_limit():
     ("__global__ void k(float* o) {\n  o[0] = 1.0f;\n  union U { int a; } u;\n}", 3, "union"),
     ("__global__ void k(float* o) {\n\n  printf(\"%f\", o[0]);\n}", 3, "printf"),
     ("__global__ void k(float* o) {\n  int a = 1;\n  asm volatile(\"nop\");\n}", 3, "asm"),
-    ("template <int B>\nstruct S { float a[B]; };\n__global__ void k(float* o) { o[0] = 1.0f; }", 1, "class template"),
     ("__global__ void k(float* o) {\n  int a = 1;\n  switch (a) { case 1: o[0] = 1.0f; }\n}", 3, "switch"),
     ("__global__ void k(float* o) {\n  o[0] = __popc(3);\n}", 2, "__popc"),
 ])
@@ -323,7 +322,8 @@ def test_course_cuda_sources_parse():
     if not files:
         pytest.skip("cuda_kernels/ 里还没有 .cu 文件")
     for f in files:
-        if f.name == "primitives_cub.cu":     # CUB 只在 GPU 上经 CuPy 编译：模拟器必须拒绝它
+        # CUB 与线程块簇只在 GPU 上经 CuPy 编译：模拟器必须拒绝它们（给出文件与行），而不是算出什么
+        if f.name in ("primitives_cub.cu", "softmax_cluster.cu"):
             with pytest.raises(simt.UnsupportedError):
                 simt.parse(f)
             continue

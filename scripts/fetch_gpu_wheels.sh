@@ -34,7 +34,6 @@ PACKAGES=(
   z3-solver==4.15.4.0       # tilelang 的依赖（下面精简）
   pytest-codeblocks==0.18.0 # 运行页面里的代码块
   pycparser==3.12           # CUDA C 模拟器（纯 Python）
-  pcpp==1.30                # CUDA C 预处理（纯 Python）
 )
 
 download() {

@@ -2,7 +2,7 @@
 
 A CPU simulator for a subset of CUDA C: the whole grid runs vectorised with
 numpy, with an out-of-bounds check, a barrier-divergence check, shared- and
-global-memory race checks and exact memory counters. Pure Python (numpy, pycparser, pcpp).
+global-memory race checks and exact memory counters. Front end: libclang parses the CUDA C++ source, which is lowered to the pycparser AST the interpreter runs (numpy for the lanes).
 """
 
 from .api import MAX_LANE_STEPS, MAX_LOOP_ITERATIONS, MAX_THREADS, kernel_signature, launch

@@ -34,6 +34,7 @@ PACKAGES=(
   z3-solver==4.15.4.0       # tilelang 的依赖（下面精简）
   pytest-codeblocks==0.18.0 # 运行页面里的代码块
   pycparser==3.12           # CUDA C 模拟器（纯 Python）
+  ml_dtypes==0.6.0          # 模拟器里 bfloat16 的 numpy dtype
 )
 
 download() {

@@ -154,9 +154,20 @@ def kernel_signature(source, name: str, defines=None):
     return list(_spec(str(source), name, _defines_key(defines))[1])
 
 
+@functools.lru_cache(maxsize=None)
 def _base_type(ctype: str) -> str:
     t = re.sub(r"\b(const|volatile|__restrict__|restrict)\b", " ", str(ctype)).replace("*", " ")
     return " ".join(t.split())
+
+
+@functools.lru_cache(maxsize=None)
+def _scalar_kind(dtype):
+    """(numpy 的类别字符, 整数的下界, 上界)：每次启动不再重新查 np.iinfo。"""
+    kind = np.dtype(dtype).kind
+    if kind in "iu":
+        info = np.iinfo(dtype)
+        return kind, int(info.min), int(info.max)
+    return kind, None, None
 
 
 def _convert_scalar(value, ctype: str, pname: str, kernel: str):
@@ -169,17 +180,17 @@ def _convert_scalar(value, ctype: str, pname: str, kernel: str):
                         f"(parameter {pname} is a scalar {base}, got an array)")
     if not isinstance(value, (int, float, bool, np.number, np.bool_)):
         raise TypeError(f"{kernel} 的形参 {pname}（{base}）需要数，得到 {type(value).__name__}")
-    if np.dtype(dtype).kind in "iu":
+    kind, lo, hi = _scalar_kind(dtype)
+    if kind in "iu":
         if isinstance(value, (float, np.floating)):
             if float(value) != int(value):
                 raise TypeError(f"{kernel} 的形参 {pname} 是整数 {base}，得到非整数 {value!r}")
         v = int(value)
-        info = np.iinfo(dtype)
-        if not info.min <= v <= info.max:
-            raise OverflowError(f"{kernel} 的形参 {pname}={v} 超出 {base} 的范围 [{info.min}, {info.max}] "
+        if not lo <= v <= hi:
+            raise OverflowError(f"{kernel} 的形参 {pname}={v} 超出 {base} 的范围 [{lo}, {hi}] "
                                 f"(value out of range for {base})")
         return dtype(v)
-    if np.dtype(dtype).kind == "b":
+    if kind == "b":
         return np.bool_(bool(value))
     return dtype(value)
 

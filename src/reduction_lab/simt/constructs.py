@@ -847,7 +847,12 @@ def compare(got, want, bound):
     err = np.abs(got.astype(np.float64) - want.astype(np.float64))
     bad = np.isnan(err) & ~(np.isnan(got) & np.isnan(want))
     err = np.where(np.isnan(err), 0.0, err)
-    return float(err.max(initial=0)), bool(not bad.any() and (err <= np.asarray(bound, np.float64)).all())
+    bound = np.asarray(bound, np.float64)
+    if bound.ndim:                         # 逐元素的界与结果一样按一维比较
+        bound = bound.reshape(-1)
+        if bound.shape != err.shape:
+            return float("inf"), False
+    return float(err.max(initial=0)), bool(not bad.any() and (err <= bound).all())
 
 
 def run(c: Construct, case: Case | None = None, workdir=None):

@@ -103,7 +103,12 @@ def current_target(device: torch.device):
     """当前模式的编译目标：sim 模式是 TileLang 的 ``"c"``（CPU），gpu 模式是该设备的 ``sm_XY``。"""
     if MODE == "sim":
         return "c"
-    major, minor = torch.cuda.get_device_capability(device)
+    return _cuda_target(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_target(index: int) -> dict:
+    major, minor = torch.cuda.get_device_capability(index)
     return {"kind": "cuda", "arch": f"sm_{major}{minor}"}
 
 
@@ -201,10 +206,38 @@ def _check(x: torch.Tensor, name: str = "x") -> None:
                          f"(too many elements for int32 indexing)")
 
 
+#: (内核, 形状, dtype, 设备, 参数) -> TileLang 编译好的内核对象。@tilelang.jit 每次调用都要重新解析全部参数、
+#: 计算缓存键（几十微秒）；同一形状再次调用时直接调用编译好的内核。
+_COMPILED: dict = {}
+
+
 def _run(kernel: str, x: torch.Tensor, cfg: dict, *more: torch.Tensor) -> torch.Tensor:
     gpu = MODE == "gpu"
+    key = (kernel, tuple(x.shape), x.dtype, x.device, tuple(cfg.items()), tuple(tuple(t.shape) for t in more))
+    compiled = _COMPILED.get(key)
+    if compiled is not None:
+        return compiled(x, *more)
     jit = _jit_for(kernel, current_target(x.device))
-    return jit(x, *more, cpu=not gpu, dtype=_dtype_name(x.dtype), **cfg)
+    kw = dict(cpu=not gpu, dtype=_dtype_name(x.dtype), **cfg)
+    out = jit(x, *more, **kw)
+    compiled = _compiled_kernel(jit, (x, *more), kw)
+    if compiled is not None:
+        _COMPILED[key] = compiled
+    return out
+
+
+def _compiled_kernel(jit, tensors, kw):
+    """TileLang 为这组参数编译好的内核对象（它的调用参数恰好是这些张量时）；接口不是预期的样子时返回 None，
+    之后每次照常经 @tilelang.jit 调用。"""
+    try:
+        key, kernel_args = jit.func.parse_args(*tensors, **kw)
+        compiled = jit._kernel_cache.get(key)
+    except Exception:       # noqa: BLE001 - 私有接口变了：不走快速路径
+        return None
+    if compiled is None or len(kernel_args) != len(tensors) \
+            or any(a is not t for a, t in zip(kernel_args.values(), tensors)):
+        return None
+    return compiled
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

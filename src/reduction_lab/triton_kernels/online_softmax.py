@@ -108,7 +108,7 @@ def split_softmax_kernel(out_ptr, in_ptr, pmax_ptr, psum_ptr, count_ptr,
             ps = tl.load(psum_ptr + row * N_SPLIT + offs, mask=pmask, other=0.0)
         m_row = tl.max(pm, axis=0)
         d_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
-        y = tl.exp(x - m_row) * (1.0 / d_row)     # 一次倒数，每个元素一次乘法
+        y = tl.exp(x - m_row) / d_row
         tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -145,7 +145,7 @@ def split_softmax_packed_kernel(out_ptr, in_ptr, slot_ptr, in_row_stride, out_ro
     ps = tl.where(pmask, d_bits.to(tl.float32, bitcast=True), 0.0)
     m_row = tl.max(pm, axis=0)
     d_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
-    y = tl.exp(x - m_row) * (1.0 / d_row)
+    y = tl.exp(x - m_row) / d_row
     tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

@@ -512,3 +512,20 @@ def test_int64_row_offsets_gpu():
     _close(dx[-2:], xr.grad, 1e-5, 1e-4)
     _close(dw, wr.grad, 1e-5, 1e-4)
     assert not bool(dx[:-2].any())
+
+
+def test_backward_default_for_16bit_rows_follows_the_h200_sweep():
+    """16 位输入、整行放进一个块时，默认每个 SM 一个 program：H200 的扫描（docs/data/h200_norm_bwd_sweep.json，
+    scripts/gpu_norm_bwd_check.py）里它比每个 SM 两个快，float32 则相反或持平。"""
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).resolve().parents[1] / "docs/data/h200_norm_bwd_sweep.json").read_text())
+    for norm in ("layer_norm", "rms_norm"):
+        rows = [r for r in doc["records"] if r["norm"] == norm and (r["M"], r["N"]) == (65536, 1024)
+                and r["dtype"] == "bfloat16" and r["strategy"] == "row"]
+        by_pps = {r["programs_per_sm"]: r["gbps"] for r in rows}
+        assert by_pps[1] > by_pps[2], (norm, by_pps)
+    cfg = ln.backward_config(65536, 1024, torch.bfloat16)
+    assert (cfg.strategy, cfg.programs_per_sm) == ("row", 1)
+    assert ln.backward_config(65536, 1024, torch.float32).programs_per_sm == 2

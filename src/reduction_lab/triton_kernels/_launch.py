@@ -79,9 +79,11 @@ class FastLaunch:
         if self.enabled:
             import torch
 
-            self._stream = torch._C._cuda_getCurrentRawStream
-            # 当前设备号：torch._C._cuda_getDevice 省掉 torch.cuda.current_device 每次的 Python 包装
+            # 当前流的裸指针与设备号：直接用 torch._C 的函数，省掉每次的 Python 包装；
+            # 没有 CUDA 的 torch（只编译、不运行内核时）没有它们，就不走快速路径
+            self._stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
             self._device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+            self.enabled = self._stream is not None
             self._tensor = torch.Tensor
             try:
                 from triton import knobs

@@ -64,7 +64,8 @@ _DTYPES = {
     "uint64_t": np.uint64, "uint": np.uint32, "float": np.float32, "double": np.float64,
 }
 _SANITIZER = ("OutOfBoundsError", "BarrierDivergenceError", "SharedMemoryRaceError", "GlobalMemoryRaceError",
-              "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "UninitializedReadError")
+              "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "UninitializedReadError",
+              "DeviceAssertError")
 
 
 class _Timeout(Exception):
@@ -173,7 +174,7 @@ def construct_of(msg: str, line_text: str = "", source: str = "") -> str:
     what = re.sub(r"(空结构体 empty struct|联合 union) \S+", r"\1", what)
     what = re.sub(r"模板实例 .*? 的实参不合适：.*$", "模板实例的实参不合适", what)
     what = re.sub(r"\s+", " ", what).strip()
-    if _GPUVERIFY.match(what):
+    if _GPUVERIFY.match(what) or what.startswith("GPUVerify 的规约注解"):
         return VERIFIER
     bm = re.match(r"^(__\w+)（模拟器没有实现", what)             # 另一种写法：「__requires（模拟器没有实现……）」
     if bm and _GPUVERIFY.match(f"函数 {bm.group(1)}()"):
@@ -210,17 +211,24 @@ def run_kernel(path: Path, launch_name: str):
     src = str(path)
     try:
         sig, dts = _args_for(src, launch_name)
+        by_value = {}                                # 按值传递的结构体参数：n 个数的元组
         for _ in range(len(sig) + 1):
             try:
-                simt.launch(src, launch_name, GRID, BLOCK, _make_args(sig, dts), shared_bytes=4096,
-                            max_lane_steps=LANE_STEPS)
+                args = _make_args(sig, dts)
+                for i, n in by_value.items():
+                    args[i] = (INT_ARG,) * n
+                simt.launch(src, launch_name, GRID, BLOCK, args, shared_bytes=4096, max_lane_steps=LANE_STEPS)
                 return "ran", None
             except TypeError as e:
-                m = re.search(r"parameter (\w+) expects (\w+) elements", str(e))
                 names = [p[0] for p in sig]
-                if not m or m.group(1) not in names:
+                m = re.search(r"parameter (\w+) expects (\w+) elements", str(e))
+                v = re.search(r"parameter (\w+) is a .* passed by value: pass a tuple of (\d+) numbers", str(e))
+                if m and m.group(1) in names:
+                    dts[names.index(m.group(1))] = np.dtype(m.group(2)).type
+                elif v and v.group(1) in names:
+                    by_value[names.index(v.group(1))] = int(v.group(2))
+                else:
                     raise
-                dts[names.index(m.group(1))] = np.dtype(m.group(2)).type
         raise RuntimeError("参数类型无法确定")
     except _Timeout:
         return "timeout", None

@@ -258,16 +258,23 @@ def test_float2_int2_members_and_arrow():
     ("misaligned", simt.SimtRuntimeError, 23, "对齐"),
     ("add4", simt.CompileError, 24, "no operator"),
     ("bad_member", simt.CompileError, 33, "no member"),
-    ("by_value", simt.UnsupportedError, None, "by value"),
 ])
 def test_vector_errors(name, exc, line, words):
     x = np.zeros(64, np.float32)
     args = (x, x) if name != "bad_member" else (x,)
-    if name == "by_value":
-        args = (1.0, x)
     with pytest.raises(exc, match=words) as ei:
         simt.launch(VEC, name, 1, 1, args)
     assert ei.value.line == line
+
+
+def test_vector_passed_by_value_takes_a_tuple():
+    y = np.zeros(4, np.float32)
+    simt.launch(VEC, "by_value", 1, 1, ((2.5, 0, 0, 0), y))
+    assert y[0] == 2.5
+    with pytest.raises(TypeError, match="pass a tuple of 4 numbers"):
+        simt.launch(VEC, "by_value", 1, 1, (1.0, y))
+    with pytest.raises(TypeError, match="tuple of 4"):
+        simt.launch(VEC, "by_value", 1, 1, ((1.0, 2.0), y))
 
 
 def test_internal_errors_become_unsupported_with_the_line(monkeypatch):

@@ -21,7 +21,7 @@ from .counters import Report
 from .errors import LaunchError, SimtError, UnsupportedError
 from .frontend import parse
 from .interpreter import Machine, Val
-from .memory import Buffer, array_arg, scalar_arg
+from .memory import Buffer, array_arg, scalar_arg, vec_arg
 from .sanitizers import GlobalTracker
 
 MAX_THREADS = 1 << 24
@@ -164,14 +164,24 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
     vals = []
     for (pname, t, _), a in zip(f.params, args):
         if t.is_ptr:
+            if t.base.is_ptr or t.base.is_fnptr:
+                err = UnsupportedError(f"内核 {name} 第 {f.line} 行：不支持 参数 {pname} 是指向指针的指针 {t!r}（主机传来的指针数组）"
+                                       f" / kernel {name}, line {f.line}: unsupported: parameter {pname} is a pointer to "
+                                       f"pointer {t!r}")
+                err.kernel, err.line = name, f.line
+                raise err
             arr = array_arg(a, pname, t)
             buf = Buffer("global", pname, arr, T.scalar_of(t.base), arr.size, vol=t.vol)
             if global_racecheck and not t.const:
                 buf.gtracker = GlobalTracker(buf.per)    # 指向 const 的参数只读：不必记录
             vals.append(Val(t, np.int64(0), buf))
-        elif t.is_vec or t.is_fnptr:
-            raise UnsupportedError(f"内核 {name} 的参数 {pname}：按值传递的向量类型 {t!r} / kernel {name}, parameter {pname}: "
-                                   f"unsupported construct: {t!r} passed by value")
+        elif t.is_fnptr:
+            err = UnsupportedError(f"内核 {name} 第 {f.line} 行：不支持 参数 {pname} 是按值传递的函数指针（主机上取不到设备函数的"
+                                   f"地址）/ kernel {name}, line {f.line}: unsupported: parameter {pname} is a function pointer")
+            err.kernel, err.line = name, f.line
+            raise err
+        elif t.is_vec:
+            vals.append(Val(t, vec_arg(a, pname, t)))
         else:
             vals.append(Val(t, scalar_arg(a, pname, t)))
     syms = _symbols(prog, symbols)

@@ -30,7 +30,8 @@ PRELUDE_DIR = Path(__file__).with_name("prelude")
 PRELUDE = PRELUDE_DIR / "cuda_prelude.h"
 #: clang 的参数：只编译设备端，不用系统与 CUDA 的头文件（它们的声明在序言里）
 CLANG_ARGS = ("-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib", "-std=c++17",
-              "-nostdinc", "-nostdinc++", "-isystem", str(PRELUDE_DIR), "-include", str(PRELUDE), "-w")
+              "-nostdinc", "-nostdinc++", "-isystem", str(PRELUDE_DIR), "-include", str(PRELUDE), "-w",
+              "-ferror-limit=0")
 
 K = ci.CursorKind
 TK = ci.TypeKind
@@ -285,6 +286,21 @@ def type_spelling(t):
     return " ".join(s.split()).replace(" *", "*").rstrip()
 
 
+#: GPUVerify 的规约注解里不求值的空操作（前提、后置条件、不变式、访问集合与线程间的谓词只对验证器有意义）
+GV_NOOP = {"__requires", "__global_requires", "__ensures", "__global_ensures", "__invariant", "__global_invariant",
+           "__candidate_invariant", "__candidate_global_invariant", "__candidate_assert", "__candidate_global_assert",
+           "__non_temporal_loads_begin", "__non_temporal_loads_end", "__requires_fresh_array", "__reads_from",
+           "__writes_to", "__array_snapshot", "__barrier_invariant_1", "__barrier_invariant_2", "__barrier_invariant_3",
+           "__barrier_invariant_4", "__barrier_invariant_binary_1", "__barrier_invariant_binary_2"}
+#: 按断言逐线程检查的注解 -> 解释器里的种类编号（0 __assert，1 __global_assert，2 __assume，3 <assert.h> 的 assert）
+GV_CHECK = {"__assert": 0, "__global_assert": 1, "__assume": 2, "__simt_c_assert": 3}
+#: 只在验证器里有值的查询：另一个线程的值、访问集合、返回值、旧值
+GV_QUERY = {"__other_int", "__other_bool", "__read", "__write", "__read_offset", "__write_offset",
+            "__read_offset_bytes", "__write_offset_bytes", "__ptr_base", "__ptr_offset", "__ptr_offset_bytes",
+            "__not_accessed", "__return_val_int", "__return_val_bool", "__return_val_ptr", "__old_int", "__old_bool",
+            "__atomic_has_taken_value"}
+GV_NOOVFL = re.compile(r"__add_noovfl_(unsigned_)?(char|short|int|long)$")
+
 _GROUP_RE = re.compile(r"cooperative_groups::(?:thread_block_tile<(\d+)U?>|(thread_block)\b)")
 
 
@@ -305,6 +321,7 @@ class Lowering:
         self.cur_fn = None
         self.last = None
         self.callees = set()
+        self.in_spec = None           # 正在降低的 __assert/__assume（注解里的查询报错时说明位置）
 
     # ------------------------------------------------------------ 位置与报错
     def co(self, c):
@@ -544,7 +561,10 @@ class Lowering:
         self.cur_fn = d
         self.callees = set()
         cbody = self.stmt(body)
-        rnode = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType([self.type_key(ret)], co), co)
+        if ret.is_void:
+            rnode = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType([self.type_key(ret)], co), co)
+        else:                       # 返回指针的函数：类型节点照常由 tnode 构造
+            rnode = self.tnode(d.result_type, name, d)
         fdecl = c_ast.Decl(name, [], [], [], [], c_ast.FuncDecl(c_ast.ParamList(decls, co), rnode, co), None, None, co)
         node = c_ast.FuncDef(fdecl, None, cbody, co)
         return Function(name, node, is_kernel, ret, params, refs, d.location.line, self.callees)
@@ -947,6 +967,10 @@ class Lowering:
             raise self.unsupported(f"调用 {r.spelling}（{rk.name}）", c)
         if _in_namespace(r, "cooperative_groups") and not self.where.is_user(r.location.file):
             return self.group_function(r.spelling, c, co)
+        if not self.where.is_user(r.location.file):
+            sp = self.spec_call(r.spelling, args, c, co)
+            if sp is not None:
+                return sp
         d = r.get_definition()
         if d is not None and self.where.is_user(d.location.file):
             n = self.fname(d)
@@ -964,6 +988,35 @@ class Lowering:
         if not builtin:
             raise self.unsupported(f"函数 {name}()", c)
         return _call(name, self.args_of(c, None, True), co)
+
+    # ------------------------------------------------------------ GPUVerify 的规约注解
+    def spec_call(self, name, args, c, co):
+        """GPUVerify 的注解：空操作降低成常量 0（实参不求值），__assert/__assume 降低成逐线程的检查；
+        不是注解时返回 None。"""
+        if name in GV_NOOP:
+            return _const("int", "0", co)
+        if name in GV_CHECK:
+            if len(args) != 1:
+                raise self.unsupported(f"{name} 的参数个数", c)
+            self.in_spec = name
+            try:
+                e = self.expr(args[0])
+            finally:
+                self.in_spec = None
+            return _call("__simt_assert", [e, _const("int", str(GV_CHECK[name]), co)], co)
+        if name == "__implies" and len(args) == 2:      # a ==> b
+            return c_ast.BinaryOp("||", c_ast.UnaryOp("!", self.expr(args[0]), co), self.expr(args[1]), co)
+        if name == "__enabled" and not args:           # 运行到这里的线程都是活跃的
+            return c_ast.Cast(c_ast.Typename(None, [], None, c_ast.TypeDecl(None, [], None, c_ast.IdentifierType(
+                ["bool"], co), co), co), _const("int", "1", co), co)
+        m = GV_NOOVFL.match(name)
+        if m and len(args) == 2:                       # 不溢出的加法：验证器假设不溢出，这里按 C 的加法
+            return c_ast.BinaryOp("+", self.expr(args[0]), self.expr(args[1]), co)
+        if name in GV_QUERY:
+            where = f"在 {self.in_spec} 里" if getattr(self, "in_spec", None) else "在注解之外"
+            raise self.unsupported(f"GPUVerify 的规约注解 {name}（另一个线程的值、访问集合或返回值只对验证器有意义，"
+                                   f"{where}无法逐线程求值）/ GPUVerify query {name} cannot be evaluated per thread", c)
+        return None
 
     # ------------------------------------------------------------ cooperative groups
     def group_method(self, g, m, args, c, co):

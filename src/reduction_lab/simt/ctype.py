@@ -85,11 +85,12 @@ class Ptr(CType):
 
 
 class Vec(CType):
-    """CUDA 的向量类型（float4、int2 ...）：n 个相同标量的分量 .x .y .z .w，按 n 倍标量大小对齐，一次读写
-    是一条宽指令（wide）。成员都是同一种标量的结构体也用它表示（fields 是成员名，按成员逐个读写）。"""
+    """CUDA 的向量类型（float4、int2 ...）：n 个相同标量的分量 .x .y .z .w，按 align 字节对齐；wide 为真时一次读写
+    是一条宽指令（两个或四个分量、整体对齐的向量；超过 16 字节时按 16 字节一条）。成员都是同一种标量的结构体也用
+    它表示（fields 是成员名）：整体按自身大小对齐（__align__(16) 的 8 个 __half）时同样是宽访问，否则按成员逐个读写。"""
     is_vec = True
 
-    def __init__(self, name, elem, n, fields=None, wide=True):
+    def __init__(self, name, elem, n, fields=None, wide=True, align=None):
         self.name = name
         self.elem = elem
         self.n = n
@@ -97,14 +98,22 @@ class Vec(CType):
         self.dtype = elem.dtype
         self.fields = tuple(fields) if fields is not None else ("x", "y", "z", "w")[:n]
         self.wide = wide
+        self.align = align if align is not None else (min(self.size, 16) if wide else elem.size)
 
     def __repr__(self):
         return self.name
 
 
+def _vec_names():
+    """CUDA 的全部向量类型（vector_types.h）：名字 -> (分量类型名, 分量个数)。"""
+    bases = {"char": "signed char", "uchar": "unsigned char", "short": "short", "ushort": "unsigned short",
+             "int": "int", "uint": "unsigned int", "long": "long", "ulong": "unsigned long",
+             "longlong": "long long", "ulonglong": "unsigned long long", "float": "float", "double": "double"}
+    return {f"{k}{n}": (v, n) for k, v in bases.items() for n in (1, 2, 3, 4)}
+
+
 #: 支持的向量类型：名字 -> (分量类型名, 分量个数)
-VEC_NAMES = {"float2": ("float", 2), "float4": ("float", 4), "double2": ("double", 2),
-             "int2": ("int", 2), "int4": ("int", 4), "uint2": ("unsigned int", 2), "uint4": ("unsigned int", 4)}
+VEC_NAMES = _vec_names()
 
 
 class Arr(CType):
@@ -185,7 +194,10 @@ _SPEC = {
     ("float",): FLOAT, ("double",): DOUBLE,
 }
 
-VECS = {name: Vec(name, _SPEC[tuple(sorted(base.split()))], n) for name, (base, n) in VEC_NAMES.items()}
+# 两个与四个分量的向量整体对齐（最多 16 字节），一次宽访问；一个与三个分量的按分量对齐、逐个访问
+VECS = {name: Vec(name, _SPEC[tuple(sorted(base.split()))], n, wide=n in (2, 4))
+        for name, (base, n) in VEC_NAMES.items()}
+VECS["dim3"] = Vec("dim3", _SPEC[("int", "unsigned")], 3, wide=False)      # blockDim、gridDim 的类型
 
 #: 半精度类型名（只认带双下划线的名字：half 这样的短名常被用作变量名）
 HALF_NAMES = {"__half": HALF, **({"__nv_bfloat16": BF16} if BF16 is not None else {})}

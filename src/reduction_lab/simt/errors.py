@@ -65,6 +65,16 @@ class SimtRuntimeError(SimtError):
     """其他运行时错误，例如整数除以零 / other runtime errors (integer division by zero)."""
 
 
+class DeviceAssertError(SimtError, AssertionError):
+    """设备代码里的断言失败：``assert(e)``，或 GPUVerify 的 ``__assert(e)``、``__global_assert(e)``、``__assume(e)``
+    （模拟器在运行到它的每个线程上检查）。信息里有行号、失败的线程数与前几个线程 / a device-side assertion failed.
+
+    另有属性 ``threads``：失败线程的 (blockIdx, threadIdx) 列表（最多 8 个）。
+    """
+
+    threads = None
+
+
 class LaunchError(SimtError, ValueError):
     """启动配置或参数不合法 / invalid launch configuration or arguments."""
 

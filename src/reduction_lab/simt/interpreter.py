@@ -19,7 +19,7 @@ from pycparser import c_ast
 from . import counters as C
 from . import ctype as T
 from .errors import (
-    BarrierDivergenceError, CompileError, GlobalMemoryRaceError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
+    BarrierDivergenceError, CompileError, DeviceAssertError, GlobalMemoryRaceError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
     UninitializedReadError, UnsupportedError, WarpSyncError,
 )
 from .frontend import BUILTIN_FUNCS, parse_constant
@@ -116,7 +116,7 @@ BUILTIN_FUNCS.update(
         "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "__ldg", "__mul24", "__umul24",
-        "__simt_tile_mask", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
+        "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
     } | {"make_" + v for v in T.VECS}
 )
 
@@ -373,7 +373,12 @@ class Machine:
         fr = Frame(func)
         lanes = self.ALL
         for (name, t, _), a in zip(func.params, args):
-            fr.scopes[0][name] = Var(t, a.v, a.buf)
+            if t.is_vec:                 # 按值传递的结构体：每个成员一个寄存器变量
+                var = self.new_var(t)
+                self.write_var(var, lanes, a, None)
+                fr.scopes[0][name] = var
+            else:
+                fr.scopes[0][name] = Var(t, a.v, a.buf)
         self.ex(func.node.body, lanes, fr)
 
     def ex(self, node, lanes, fr):
@@ -502,6 +507,8 @@ class Machine:
             vol = False
             if not isinstance(t, T.CType):
                 t, vol = t.t, True
+            if T.scalar_of(t).is_ptr:
+                raise self.unsupported(f"__shared__ 指针变量 {node.name}（所有线程共用的指针）", node)
             if t.is_array and t.n is None:
                 if "extern" not in (node.storage or []):
                     raise self.unsupported("没有长度的 __shared__ 数组（动态共享内存要写 extern）", node)
@@ -1253,13 +1260,18 @@ class Machine:
         self.check_bounds(p, lanes, node, what)
         self.check_bounds(Val(T.Ptr(el), p.v + (vt.n - 1), p.buf), lanes, node, what)
         base = p.buf.base if p.buf.kind == "shared" and p.buf.base >= 0 else 0
-        mis = (base + np.asarray(p.v) * el.size) % vt.size != 0
+        mis = (base + np.asarray(p.v) * el.size) % vt.align != 0
         if np.any(mis):
             i = int(np.flatnonzero(np.broadcast_to(mis, (lanes.n,)))[0])
             raise self.fail(SimtRuntimeError, f"{vt.name} 访问 {p.buf.name}[{int(np.broadcast_to(p.v, (lanes.n,))[i])}] 的地址"
-                            f"没有按 {vt.size} 字节对齐（GPU 上是 misaligned address 错误）",
-                            f"misaligned {vt.size}-byte {vt.name} access to {p.buf.name}", node, lane=self.ids(lanes)[i])
-        self._account(p, lanes, node, store, vt.size)
+                            f"没有按 {vt.align} 字节对齐（GPU 上是 misaligned address 错误）",
+                            f"misaligned {vt.align}-byte {vt.name} access to {p.buf.name}", node, lane=self.ids(lanes)[i])
+        if vt.size <= 16:
+            self._account(p, lanes, node, store, vt.size)
+        else:                  # double4 ...：每 16 字节一条宽指令
+            per = 16 // el.size
+            for k in range(0, vt.n, per):
+                self._account(Val(p.t, p.v + k, p.buf), lanes, node, store, 16)
         return [Val(T.Ptr(el, p.t.vol, p.t.const), p.v + j, p.buf) for j in range(vt.n)]
 
     def load(self, p, lanes, node):
@@ -1852,6 +1864,28 @@ class Machine:
         return self._reduce_sync("xor", node, args, lanes, fr)
 
     # -- 原子操作与只读加载
+    _ASSERT_KIND = ("__assert", "__global_assert", "__assume", "assert")
+
+    def b___simt_assert(self, node, args, lanes, fr):
+        """assert / __assert / __assume：每个活跃线程的条件都要成立，否则报告行号与失败的线程。"""
+        kind = self._ASSERT_KIND[int(self.ev(args[1], lanes, fr).v)]
+        if lanes.n == 0:
+            return Val(T.INT, np.int32(0))
+        ok = self.truth(self.ev(args[0], lanes, fr))
+        bad = ~np.broadcast_to(ok, (lanes.n,))
+        if np.any(bad):
+            ids = self.ids(lanes)[np.flatnonzero(bad)]
+            where = [self.where(i) for i in ids[:8]]
+            shown = "、".join(f"线程块 {b} 线程 {t}" for b, t in where[:4])
+            shown_en = ", ".join(f"block {b} thread {t}" for b, t in where[:4])
+            more = " 等" if ids.size > 4 else ""
+            what = "假设" if kind == "__assume" else "断言"
+            err = self.fail(DeviceAssertError, f"{kind}(...) {what}不成立：{shown}{more}（共 {ids.size} 个线程）",
+                            f"{kind}(...) failed in {ids.size} thread(s): {shown_en}", node, lane=ids[0])
+            err.threads = where
+            raise err
+        return Val(T.INT, np.int32(0))
+
     def b___mul24(self, node, args, lanes, fr):
         """两个整数的低 24 位相乘（有符号，先对第 24 位做符号扩展），取乘积的低 32 位。"""
         a, b = (self.conv(v, T.INT, node).v.astype(np.int64) for v in self._args(args, 2, node, lanes, fr, "__mul24"))

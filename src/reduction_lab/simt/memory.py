@@ -89,3 +89,16 @@ def scalar_arg(a, pname, t):
     if not isinstance(a, (int, float, np.integer, np.floating)):
         raise TypeError(f"参数 {pname} 应为数值，得到 {type(a).__name__} / parameter {pname} needs a number")
     return t.dtype.type(a)
+
+
+def vec_arg(a, pname, t):
+    """按值传递的向量类型或结构体（uchar4、float3、struct {int a, b;} ...）：n 个数的元组、列表或一维数组。"""
+    if hasattr(a, "numpy") and hasattr(a, "device"):
+        a = a.detach().cpu().numpy()
+    if isinstance(a, np.ndarray):
+        a = a.reshape(-1).tolist() if a.ndim == 1 else a
+    if not isinstance(a, (tuple, list)) or len(a) != t.n:
+        raise TypeError(f"参数 {pname} 是按值传递的 {t.name}（{t.n} 个成员 {', '.join(t.fields)}），请传 {t.n} 个数的元组，"
+                        f"得到 {type(a).__name__} / parameter {pname} is a {t.name} passed by value: pass a tuple of "
+                        f"{t.n} numbers")
+    return tuple(scalar_arg(x, f"{pname}.{f}", t.elem) for x, f in zip(a, t.fields))

@@ -38,28 +38,31 @@ typedef long int64_t;
 typedef unsigned long uint64_t;
 typedef unsigned int uint;
 
-struct uint3 { unsigned int x, y, z; };
+// 向量类型（vector_types.h 的全部 48 个）：分量 .x .y .z .w；两个与四个分量的按整体大小对齐（最多 16 字节），
+// 一个与三个分量的按分量对齐
+#define __SIMT_VEC1(T, N) struct __attribute__((aligned(sizeof(T)))) N { T x; }; __device__ N make_##N(T);
+#define __SIMT_VEC2(T, N) struct __attribute__((aligned(2 * sizeof(T)))) N { T x, y; }; \
+    __device__ N make_##N(T, T);
+#define __SIMT_VEC3(T, N) struct __attribute__((aligned(sizeof(T)))) N { T x, y, z; }; \
+    __device__ N make_##N(T, T, T);
+#define __SIMT_VEC4(T, N) struct __attribute__((aligned(4 * sizeof(T) < 16 ? 4 * sizeof(T) : 16))) N { T x, y, z, w; }; \
+    __device__ N make_##N(T, T, T, T);
+#define __SIMT_VECS(T, N) __SIMT_VEC1(T, N##1) __SIMT_VEC2(T, N##2) __SIMT_VEC3(T, N##3) __SIMT_VEC4(T, N##4)
+__SIMT_VECS(signed char, char) __SIMT_VECS(unsigned char, uchar) __SIMT_VECS(short, short)
+__SIMT_VECS(unsigned short, ushort) __SIMT_VECS(int, int) __SIMT_VECS(unsigned int, uint)
+__SIMT_VECS(long, long) __SIMT_VECS(unsigned long, ulong) __SIMT_VECS(long long, longlong)
+__SIMT_VECS(unsigned long long, ulonglong) __SIMT_VECS(float, float) __SIMT_VECS(double, double)
+#undef __SIMT_VEC1
+#undef __SIMT_VEC2
+#undef __SIMT_VEC3
+#undef __SIMT_VEC4
+#undef __SIMT_VECS
 struct dim3 { unsigned int x, y, z; };
 extern const __device__ uint3 threadIdx;
 extern const __device__ uint3 blockIdx;
 extern const __device__ dim3 blockDim;
 extern const __device__ dim3 gridDim;
 extern const __device__ int warpSize;
-
-// 向量类型：分量 .x .y .z .w，按整体大小对齐
-#define __SIMT_VEC2(T, N) struct __attribute__((aligned(2 * sizeof(T)))) N { T x, y; }; \
-    __device__ N make_##N(T, T);
-#define __SIMT_VEC4(T, N) struct __attribute__((aligned(4 * sizeof(T)))) N { T x, y, z, w; }; \
-    __device__ N make_##N(T, T, T, T);
-__SIMT_VEC2(float, float2)
-__SIMT_VEC4(float, float4)
-__SIMT_VEC2(double, double2)
-__SIMT_VEC2(int, int2)
-__SIMT_VEC4(int, int4)
-__SIMT_VEC2(unsigned int, uint2)
-__SIMT_VEC4(unsigned int, uint4)
-#undef __SIMT_VEC2
-#undef __SIMT_VEC4
 
 // 同步与线程束
 __device__ void __syncthreads();
@@ -176,3 +179,71 @@ template <class _Tp> struct greater { __device__ _Tp operator()(_Tp, _Tp) const;
 template <class _Tp> struct less { __device__ _Tp operator()(_Tp, _Tp) const; };
 template <class _Gp, class _Tp, class _Op> __device__ _Tp reduce(const _Gp&, _Tp, _Op);
 }  // namespace cooperative_groups
+
+// GPUVerify 的规约注解（它的 cuda.h 提供；bugle 的 annotations.h 列出全部）：模拟器不做验证，前提、后置条件、
+// 循环不变式、访问集合查询等是不求值的空操作；__assert、__global_assert 与 __assume 在运行到它的每个线程上按断言检查
+__device__ void __requires(bool);
+__device__ void __global_requires(bool);
+__device__ void __ensures(bool);
+__device__ void __global_ensures(bool);
+__device__ void __invariant(bool);
+__device__ void __global_invariant(bool);
+__device__ void __candidate_invariant(bool);
+__device__ void __candidate_global_invariant(bool);
+__device__ void __assert(bool);
+__device__ void __global_assert(bool);
+__device__ void __candidate_assert(bool);
+__device__ void __candidate_global_assert(bool);
+__device__ void __assume(bool);
+__device__ void __simt_c_assert(bool);    // <assert.h> 的 assert
+__device__ void __non_temporal_loads_begin();
+__device__ void __non_temporal_loads_end();
+__device__ bool __enabled();
+__device__ bool __implies(bool, bool);
+__device__ int __return_val_int();
+__device__ bool __return_val_bool();
+__device__ void* __return_val_ptr();
+#define __return_val_funptr(T) ((T)__return_val_ptr())
+__device__ int __old_int(int);
+__device__ bool __old_bool(bool);
+__device__ int __other_int(int);
+__device__ bool __other_bool(bool);
+__device__ void __requires_fresh_array(const void*);
+__device__ bool __read(const void*);
+__device__ bool __write(const void*);
+__device__ size_t __read_offset(const void*);
+__device__ size_t __write_offset(const void*);
+__device__ size_t __read_offset_bytes(const void*);
+__device__ size_t __write_offset_bytes(const void*);
+__device__ int __ptr_base(const void*);
+__device__ size_t __ptr_offset(const void*);
+__device__ size_t __ptr_offset_bytes(const void*);
+__device__ size_t __not_accessed(const void*);
+__device__ void __reads_from(const void*);
+__device__ void __writes_to(const void*);
+__device__ bool __atomic_has_taken_value(unsigned int*, unsigned int, unsigned int);
+__device__ void __array_snapshot(void*, void*);
+template <class... _Ap> __device__ void __barrier_invariant_1(_Ap...);
+template <class... _Ap> __device__ void __barrier_invariant_2(_Ap...);
+template <class... _Ap> __device__ void __barrier_invariant_3(_Ap...);
+template <class... _Ap> __device__ void __barrier_invariant_4(_Ap...);
+template <class... _Ap> __device__ void __barrier_invariant_binary_1(_Ap...);
+template <class... _Ap> __device__ void __barrier_invariant_binary_2(_Ap...);
+#define __uniform_int(X) ((X) == __other_int(X))
+#define __uniform_bool(X) ((X) == __other_bool(X))
+#define __uniform_ptr_base(X) ((X) == __other_int(__ptr_base(X)))
+#define __distinct_int(X) ((X) != __other_int(X))
+#define __distinct_bool(X) ((X) != __other_bool(X))
+#define __no_read(p) !__read(p)
+#define __no_write(p) !__write(p)
+#define __read_implies(p, e) __implies(__read(p), e)
+#define __write_implies(p, e) __implies(__write(p), e)
+#define __accessed(p, e) (__not_accessed(p) != e)
+#define __same_group (blockIdx.x == __other_int(blockIdx.x) & blockIdx.y == __other_int(blockIdx.y) & \
+    blockIdx.z == __other_int(blockIdx.z))
+#define __is_pow2(x) ((((x) & (x - 1)) == 0))
+#define __mod_pow2(x, y) ((y - 1) & (x))
+#define __axiom(e) static_assert(true, "")
+#define __SIMT_NOOVFL(T, N) __device__ T __add_noovfl_##N(T, T); __device__ unsigned T __add_noovfl_unsigned_##N(unsigned T, unsigned T);
+__SIMT_NOOVFL(char, char) __SIMT_NOOVFL(short, short) __SIMT_NOOVFL(int, int) __SIMT_NOOVFL(long, long)
+#undef __SIMT_NOOVFL

@@ -305,7 +305,7 @@ def _builtin_impls(suite: str) -> list[Impl]:
         return [_api_impl(suite, b) for b in ("triton", "cuda", "tilelang")] + [
             _peer("torch", "torch", _torch_row_sum, dtypes=ALL_DTYPES),
             _compile_peer("row-sum", _torch_row_sum, dtypes=ALL_DTYPES),
-            _cupy_peer(axis=1, dtypes=ALL_DTYPES),
+            _cupy_peer(axis=1, dtypes=("float32", "float16")),   # CuPy 没有 bfloat16 的 dtype
         ]
     if suite in ("layer-norm", "rms-norm"):
         from . import norm

@@ -469,10 +469,13 @@ def test_cooperative_groups_reduce_needs_the_whole_tile():
 
 
 def test_other_cooperative_groups_features_are_refused_with_a_line():
-    src = CG + "\n__device__ float f(cg::thread_block_tile<32> t, float v) { return t.shfl_down(v, 1); }\n"
+    src = CG + ("\n__device__ float f(cg::thread_block_tile<32> t, float v) { return t.shfl_down(v, 1); }\n"
+                "__global__ void uses_f(float* x) { x[0] = f(cg::tiled_partition<32>(cg::this_thread_block()), x[0]); }\n")
     with pytest.raises(simt.UnsupportedError) as ei:
-        simt.launch(src, "tiles8", 1, 64, (np.zeros(64, np.int32), np.zeros(64, np.int32)))
-    assert ei.value.line == 31 and "kernel.cu 第 31 行" in str(ei.value)
+        simt.launch(src, "uses_f", 1, 64, (np.zeros(64, np.float32),))
+    assert ei.value.line == 32 and "kernel.cu 第 32 行" in str(ei.value) and "tiled_partition" in str(ei.value)
+    # 同一文件里不经过 f 的内核照常运行
+    simt.launch(src, "tiles8", 1, 64, (np.zeros(64, np.int32), np.zeros(64, np.int32)))
 
 
 # ---------------------------------------------------------------- 取局部变量的地址

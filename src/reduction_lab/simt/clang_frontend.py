@@ -158,6 +158,16 @@ class Deferred:
         return _err(*self.args)
 
 
+class _Ready:
+    """已经构造好的错误，接口与 Deferred 相同。"""
+
+    def __init__(self, err):
+        self.err = err
+
+    def make(self):
+        return self.err
+
+
 # ---------------------------------------------------------------- clang 诊断到模拟器的错误
 
 def _operator_at(text, col):
@@ -338,7 +348,7 @@ class Lowering:
         return err
 
     # ------------------------------------------------------------ 类型
-    def group_of(self, t):
+    def group_of(self, t, c=None):
         t = t.get_canonical()
         if t.kind in (TK.LVALUEREFERENCE, TK.RVALUEREFERENCE, TK.POINTER):
             t = t.get_pointee().get_canonical()
@@ -347,7 +357,21 @@ class Lowering:
         m = _GROUP_RE.search(t.spelling)
         if not m:
             return None
-        return ("block", None) if m.group(2) else ("tile", int(m.group(1)))
+        if m.group(2):
+            return ("block", None)
+        w = int(m.group(1))
+        if w not in (1, 2, 4, 8, 16, 32):
+            # nvcc：一个线程束之内的分块是 1/2/4/8/16/32，多线程束的分块是 64/128/256/512（以及 1024）
+            if w in (64, 128, 256, 512, 1024):
+                raise self.unsupported(f"多线程束的分块 thread_block_tile<{w}>（nvcc 接受；模拟器只支持不超过 32 的"
+                                       f" 2 的幂）/ multi-warp tile of {w} threads", c)
+            raise _err(CompileError, self.where.display(c.location.file) if c is not None else None,
+                       c.location.line if c is not None else "?",
+                       f"thread_block_tile<{w}> 的大小不合法（nvcc 报错：Size must be one of 1/2/4/8/16/32，"
+                       "多线程束的分块为 64/128/256/512）",
+                       f"invalid tile size {w}: nvcc rejects it (static assertion: Size must be one of "
+                       "1/2/4/8/16/32, or 64/128/256/512 for multi-warp tiles)")
+        return ("tile", w)
 
     def ctype(self, t, c):
         """clang 类型到 CType（标量、向量、结构体）。"""
@@ -379,8 +403,11 @@ class Lowering:
             base = decl.spelling
             if base in T.VECS:
                 return T.VECS[base]
-            if self.group_of(t):
+            if self.group_of(t, c):
                 raise self.unsupported("cooperative groups 的组对象用在这里（只支持调用它的成员函数）", c)
+            if _in_namespace(decl, "cooperative_groups"):
+                raise self.unsupported(f"cooperative groups 的 {base}（nvcc 接受；模拟器只支持 thread_block 与 "
+                                       "thread_block_tile<N>，N 为不超过 32 的 2 的幂）", c)
             if base == "texture":
                 raise self.unsupported("纹理 texture<>", c)
             half = {"__half": "HALF", "__nv_bfloat16": "BF16"}.get(base)
@@ -444,7 +471,7 @@ class Lowering:
             if pt.kind in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
                 return c_ast.PtrDecl([], c_ast.FuncDecl(None, c_ast.TypeDecl(declname, [], None,
                                                                              c_ast.IdentifierType(["int"], co), co), co), co)
-            if self.group_of(pt):
+            if self.group_of(pt, c):
                 raise self.unsupported("指向 cooperative groups 组对象的指针", c)
             return c_ast.PtrDecl([q for q in quals if q == "const"], self.tnode(pt, declname, c), co)
         if k == TK.CONSTANTARRAY:
@@ -523,7 +550,11 @@ class Lowering:
                 self.prog.functions[name] = Function(name, None, is_kernel, T.VOID, [], {}, d.location.line,
                                                      set(), error=err)
                 continue
-            f = self.lower_function(d, name, is_kernel, co)
+            try:
+                f = self.lower_function(d, name, is_kernel, co)
+            except (UnsupportedError, CompileError) as e:
+                # 降低不了的函数：启动能到达它的内核时再报（同一文件的其他内核照常运行）
+                f = Function(name, None, is_kernel, T.VOID, [], {}, d.location.line, set(), error=_Ready(e))
             self.prog.functions[name] = f
 
     def lower_function(self, d, name, is_kernel, co):
@@ -534,7 +565,7 @@ class Lowering:
         for i, p in enumerate(d.get_arguments()):
             pt = p.type
             pname = p.spelling or f"__unnamed{i}"
-            if self.group_of(pt):
+            if self.group_of(pt, p):
                 raise self.unsupported(f"cooperative groups 的组对象作为参数 {pname}（group object as a parameter）", p)
             ref = pt.kind == TK.LVALUEREFERENCE
             if pt.kind == TK.RVALUEREFERENCE:
@@ -707,7 +738,7 @@ class Lowering:
     def local_var(self, c):
         co = self.co(c)
         t = c.type
-        if self.group_of(t):
+        if self.group_of(t, c):
             return None        # 组对象：大小在类型里，成员调用直接降低
         attrs = {ch.kind for ch in c.get_children()}
         shared = K.CUDASHARED_ATTR in attrs
@@ -945,7 +976,7 @@ class Lowering:
             callee = _strip(ex[0]) if ex else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
                 obj = _exprs(callee)
-                g = self.group_of(obj[0].type) if obj else None
+                g = self.group_of(obj[0].type, c) if obj else None
                 if g is not None:
                     return self.group_method(g, callee.spelling, [self.expr(a) for a in args], c, co)
             raise self.unsupported(f"成员函数 member function {r.spelling}", c)
@@ -1050,11 +1081,11 @@ class Lowering:
     def group_function(self, name, c, co):
         args = list(c.get_arguments())
         if name == "sync" and args:
-            g = self.group_of(args[0].type)
+            g = self.group_of(args[0].type, c)
             if g is not None:
                 return self.group_method(g, "sync", [], c, co)
         if name == "reduce" and len(args) == 3:
-            g = self.group_of(args[0].type)
+            g = self.group_of(args[0].type, c)
             op = re.search(r"cooperative_groups::(plus|greater|less)<", args[2].type.get_canonical().spelling)
             if g is not None and g[0] == "tile" and op:
                 fn = {"plus": "add", "greater": "max", "less": "min"}[op.group(1)]
@@ -1095,7 +1126,7 @@ class Lowering:
         if name.startswith("__simt_inst"):
             return
         t = c.type
-        if self.group_of(t):
+        if self.group_of(t, c):
             raise self.unsupported("文件作用域的组对象", c)
         if t.get_canonical().kind == TK.RECORD and not self.where.is_user(t.get_canonical().get_declaration().location.file) \
                 and t.get_canonical().get_declaration().spelling == "texture":

@@ -98,14 +98,14 @@ def _round_half_away(x):
 
 
 _MATH1 = {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
+    "exp": np.exp, "exp10": lambda x: np.power(x.dtype.type(10), x), "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
     "sqrt": np.sqrt, "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
     "round": lambda x: _round_half_away(x),
     "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x),
     "expm1": np.expm1, "log1p": np.log1p,
 }
 _MATH2 = {"fmax": np.fmax, "fmin": np.fmin, "pow": np.power}
-_FAST = {"__expf": "exp", "__logf": "log", "__fsqrt_rn": "sqrt", "__powf": "pow"}
+_FAST = {"__exp10f": "exp10", "__expf": "exp", "__logf": "log", "__fsqrt_rn": "sqrt", "__powf": "pow"}
 
 BUILTIN_FUNCS.update(
     set(_MATH1) | {n + "f" for n in _MATH1} | set(_MATH2) | {n + "f" for n in _MATH2}
@@ -115,7 +115,9 @@ BUILTIN_FUNCS.update(
         "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
         "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
-        "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "__ldg", "__mul24", "__umul24",
+        "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicInc", "atomicDec", "atomicCAS",
+        "atomicAnd", "atomicOr", "atomicXor", "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
+        "__ffsll", "__brev", "__saturatef", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
     } | {"make_" + v for v in T.VECS}
 )
@@ -1162,6 +1164,15 @@ class Machine:
                 return Val(T.Ptr(x.t), np.int64(0), x.buf)
             if isinstance(e, c_ast.UnaryOp) and e.op == "*":
                 return self.ev(e.expr, lanes, fr)
+            if isinstance(e, c_ast.StructRef) and not (isinstance(e.name, c_ast.ID) and e.name.name in _BUILTIN_VARS):
+                kind, x = self.lvalue(e, lanes, fr)        # &p->x、&a[i].y、&s.x
+                if kind == "reg" and e.type == "." and isinstance(e.name, c_ast.ID):
+                    bk, bv = self.lvalue(e.name, lanes, fr)
+                    if bk == "reg":
+                        self.spill(bv, e.name.name)       # 寄存器里的结构体：整体搬进局部内存
+                    kind, x = self.lvalue(e, lanes, fr)
+                if kind == "mem":
+                    return x
             raise self.unsupported("取地址 &", node)
         if op == "*":
             p = self.ev(node.expr, lanes, fr)
@@ -1886,6 +1897,109 @@ class Machine:
             raise err
         return Val(T.INT, np.int32(0))
 
+    def b___ballot_sync(self, node, args, lanes, fr):
+        """__ballot_sync(mask, pred)：mask 中谓词为真的线程的位图（同一线程束的线程得到同一个值）。"""
+        mask, v = self._args(args, 2, node, lanes, fr, "__ballot_sync")
+        m, _ = self._warp_mask("__ballot_sync", mask, lanes, node)
+        ids = self.ids(lanes)
+        lw = self.g(self.lw, lanes)
+        pred = np.broadcast_to(self.truth(v), ids.shape)
+        bits = np.where(pred, np.left_shift(np.int64(1), lw), 0) & np.broadcast_to(m, ids.shape)
+        gw = self.g(self.gw, lanes)
+        first = np.concatenate(([True], gw[1:] != gw[:-1]))
+        starts = np.flatnonzero(first)
+        acc = np.bitwise_or.reduceat(bits, starts) if ids.size else bits
+        out = acc[np.cumsum(first) - 1] & np.broadcast_to(m, ids.shape)
+        return Val(T.UINT, (out & 0xFFFFFFFF).astype(np.uint32))
+
+    def _bits(self, name, args, node, lanes, fr):
+        (v,) = self._args(args, 1, node, lanes, fr, name)
+        if not (v.t.is_scalar and v.t.is_int):
+            raise self.unsupported(f"{name} 的参数必须是整数", node)
+        wide = name.startswith("__popcll") or name.endswith("ll")
+        t = T.ULLONG if wide else T.UINT
+        return np.asarray(T.cast(v.v, t)).astype(np.uint64), 64 if wide else 32
+
+    def _bitcount(self, x, nbits):
+        c = np.zeros(x.shape, np.int32)
+        for k in range(nbits):
+            c += ((x >> np.uint64(k)) & np.uint64(1)).astype(np.int32)
+        return c
+
+    def b___popc(self, node, args, lanes, fr):
+        x, n = self._bits("__popc", args, node, lanes, fr)
+        r = self._bitcount(x, n)
+        return Val(T.INT, r[()] if r.ndim == 0 else r)
+
+    def b___popcll(self, node, args, lanes, fr):
+        x, n = self._bits("__popcll", args, node, lanes, fr)
+        r = self._bitcount(x, n)
+        return Val(T.INT, r[()] if r.ndim == 0 else r)
+
+    def _clz(self, x, n):
+        r = np.full(x.shape, n, np.int32)
+        for k in range(n):          # 最高的 1 在第 k 位：前导零 n-1-k
+            r = np.where((x >> np.uint64(k)) & np.uint64(1) != 0, n - 1 - k, r).astype(np.int32)
+        return r
+
+    def b___clz(self, node, args, lanes, fr):
+        x, n = self._bits("__clz", args, node, lanes, fr)
+        r = self._clz(x, n)
+        return Val(T.INT, r[()] if r.ndim == 0 else r)
+
+    def b___clzll(self, node, args, lanes, fr):
+        x, n = self._bits("__clzll", args, node, lanes, fr)
+        r = self._clz(x, n)
+        return Val(T.INT, r[()] if r.ndim == 0 else r)
+
+    def _ffs(self, x, n):
+        r = np.zeros(x.shape, np.int32)
+        for k in range(n - 1, -1, -1):  # 最低的 1 在第 k 位：返回 k+1；全零返回 0
+            r = np.where((x >> np.uint64(k)) & np.uint64(1) != 0, k + 1, r).astype(np.int32)
+        return r
+
+    def b___ffs(self, node, args, lanes, fr):
+        x, n = self._bits("__ffs", args, node, lanes, fr)
+        r = self._ffs(x, n)
+        return Val(T.INT, r[()] if r.ndim == 0 else r)
+
+    def b___ffsll(self, node, args, lanes, fr):
+        x, n = self._bits("__ffsll", args, node, lanes, fr)
+        r = self._ffs(x, n)
+        return Val(T.INT, r[()] if r.ndim == 0 else r)
+
+    def b___brev(self, node, args, lanes, fr):
+        x, n = self._bits("__brev", args, node, lanes, fr)
+        r = np.zeros(x.shape, np.uint64)
+        for k in range(32):
+            r |= ((x >> np.uint64(k)) & np.uint64(1)) << np.uint64(31 - k)
+        r = r.astype(np.uint32)
+        return Val(T.UINT, r[()] if r.ndim == 0 else r)
+
+    def b___saturatef(self, node, args, lanes, fr):
+        """__saturatef(x)：钳到 [0, 1]，NaN 得 0。"""
+        (v,) = self._args(args, 1, node, lanes, fr, "__saturatef")
+        x = T.cast(v.v, T.FLOAT)
+        r = np.where(np.isnan(x), np.float32(0), np.clip(x, np.float32(0), np.float32(1))).astype(np.float32)
+        return Val(T.FLOAT, r[()] if r.ndim == 0 else r)
+
+    def _rn(self, name, op, args, node, lanes, fr):
+        """__fadd_rn、__fmul_rn ...：按 IEEE 就近舍入的 float 运算（不会被合成 FMA）。"""
+        a, b = self._args(args, 2, node, lanes, fr, name)
+        return self.arith(op, Val(T.FLOAT, T.cast(a.v, T.FLOAT)), Val(T.FLOAT, T.cast(b.v, T.FLOAT)), node, lanes)
+
+    def b___fadd_rn(self, node, args, lanes, fr):
+        return self._rn("__fadd_rn", "+", args, node, lanes, fr)
+
+    def b___fsub_rn(self, node, args, lanes, fr):
+        return self._rn("__fsub_rn", "-", args, node, lanes, fr)
+
+    def b___fmul_rn(self, node, args, lanes, fr):
+        return self._rn("__fmul_rn", "*", args, node, lanes, fr)
+
+    def b___fdiv_rn(self, node, args, lanes, fr):
+        return self._rn("__fdiv_rn", "/", args, node, lanes, fr)
+
     def b___mul24(self, node, args, lanes, fr):
         """两个整数的低 24 位相乘（有符号，先对第 24 位做符号扩展），取乘积的低 32 位。"""
         a, b = (self.conv(v, T.INT, node).v.astype(np.int64) for v in self._args(args, 2, node, lanes, fr, "__mul24"))
@@ -1983,11 +2097,15 @@ class Machine:
         return self.load(p, lanes, node)
 
     def _atomic(self, op, node, args, lanes, fr):
-        p, v = self._args(args, 2, node, lanes, fr, "atomic" + op)
-        if not p.t.is_ptr or p.t.base.is_array:
+        cmp_v = None
+        if op == "CAS":
+            p, cmp_v, v = self._args(args, 3, node, lanes, fr, "atomicCAS")
+        else:
+            p, v = self._args(args, 2, node, lanes, fr, "atomic" + op)
+        if not p.t.is_ptr or p.t.base.is_array or not p.t.base.is_scalar:
             raise self.unsupported(f"atomic{op} 的第一个参数必须是标量指针", node)
         el = p.t.base
-        if op in ("Max", "Min") and el.is_float:
+        if op not in ("Add", "Sub", "Exch") and el.is_float:
             raise self.unsupported(f"atomic{op} 用于浮点数（CUDA 只提供整数版本）", node)
         self.check_bounds(p, lanes, node, "原子")
         buf = p.buf
@@ -2026,13 +2144,22 @@ class Machine:
             rank = np.arange(fs.size) - np.repeat(starts, sizes)
             rorder = np.argsort(rank, kind="stable")
             rb = np.searchsorted(rank[rorder], np.arange(int(sizes.max()) + 1))
-            ufunc = {"Add": np.add, "Sub": np.subtract, "Max": np.maximum, "Min": np.minimum}.get(op)
+            ufunc = {"Add": np.add, "Sub": np.subtract, "Max": np.maximum, "Min": np.minimum, "And": np.bitwise_and,
+                     "Or": np.bitwise_or, "Xor": np.bitwise_xor}.get(op)
+            cmp = np.broadcast_to(T.cast(cmp_v.v, el), (lanes.n,))[order] if cmp_v is not None else None
             for k in range(int(sizes.max())):
                 sel = rorder[rb[k]:rb[k + 1]]
                 a = fs[sel]
                 cur = data[a]
                 old_sorted[sel] = cur
-                data[a] = vs[sel] if ufunc is None else ufunc(cur, vs[sel]).astype(el.dtype)
+                if op == "Inc":        # ((old >= val) ? 0 : old + 1)
+                    data[a] = np.where(cur >= vs[sel], 0, cur + 1).astype(el.dtype)
+                elif op == "Dec":      # ((old == 0) | (old > val)) ? val : old - 1
+                    data[a] = np.where((cur == 0) | (cur > vs[sel]), vs[sel], cur - 1).astype(el.dtype)
+                elif op == "CAS":      # old == compare ? val : old
+                    data[a] = np.where(cur == cmp[sel], vs[sel], cur).astype(el.dtype)
+                else:
+                    data[a] = vs[sel] if ufunc is None else ufunc(cur, vs[sel]).astype(el.dtype)
         old = np.empty(lanes.n, el.dtype)
         old[order] = old_sorted
         return Val(el, old)
@@ -2051,3 +2178,21 @@ class Machine:
 
     def b_atomicExch(self, node, args, lanes, fr):
         return self._atomic("Exch", node, args, lanes, fr)
+
+    def b_atomicInc(self, node, args, lanes, fr):
+        return self._atomic("Inc", node, args, lanes, fr)
+
+    def b_atomicDec(self, node, args, lanes, fr):
+        return self._atomic("Dec", node, args, lanes, fr)
+
+    def b_atomicCAS(self, node, args, lanes, fr):
+        return self._atomic("CAS", node, args, lanes, fr)
+
+    def b_atomicAnd(self, node, args, lanes, fr):
+        return self._atomic("And", node, args, lanes, fr)
+
+    def b_atomicOr(self, node, args, lanes, fr):
+        return self._atomic("Or", node, args, lanes, fr)
+
+    def b_atomicXor(self, node, args, lanes, fr):
+        return self._atomic("Xor", node, args, lanes, fr)

@@ -90,8 +90,28 @@ __SIMT_ATOMIC_INT(atomicAdd) __SIMT_ATOMIC(atomicAdd, float) __SIMT_ATOMIC(atomi
 __SIMT_ATOMIC(atomicSub, int) __SIMT_ATOMIC(atomicSub, unsigned int)
 __SIMT_ATOMIC_INT(atomicMax) __SIMT_ATOMIC_INT(atomicMin)
 __SIMT_ATOMIC_INT(atomicExch) __SIMT_ATOMIC(atomicExch, float)
+__SIMT_ATOMIC(atomicInc, unsigned int) __SIMT_ATOMIC(atomicDec, unsigned int)
+__SIMT_ATOMIC_INT(atomicAnd) __SIMT_ATOMIC_INT(atomicOr) __SIMT_ATOMIC_INT(atomicXor)
+__device__ int atomicCAS(int*, int, int);
+__device__ unsigned int atomicCAS(unsigned int*, unsigned int, unsigned int);
+__device__ unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned long long);
 #undef __SIMT_ATOMIC
 #undef __SIMT_ATOMIC_INT
+// 线程束投票与位运算
+__device__ unsigned int __ballot_sync(unsigned int, int);
+__device__ int __popc(unsigned int);
+__device__ int __popcll(unsigned long long);
+__device__ int __clz(int);
+__device__ int __clzll(long long);
+__device__ int __ffs(int);
+__device__ int __ffsll(long long);
+__device__ unsigned int __brev(unsigned int);
+__device__ float __saturatef(float);
+__device__ float __fadd_rn(float, float);
+__device__ float __fsub_rn(float, float);
+__device__ float __fmul_rn(float, float);
+__device__ float __fdiv_rn(float, float);
+__device__ float __exp10f(float);
 template <class _Tp> __device__ _Tp __ldg(const _Tp*);
 __device__ int __mul24(int, int);
 __device__ unsigned int __umul24(unsigned int, unsigned int);
@@ -104,7 +124,7 @@ __device__ unsigned int __umul24(unsigned int, unsigned int);
 __SIMT_MATH1(exp) __SIMT_MATH1(exp2) __SIMT_MATH1(log) __SIMT_MATH1(log2) __SIMT_MATH1(log10)
 __SIMT_MATH1(sqrt) __SIMT_MATH1(fabs) __SIMT_MATH1(floor) __SIMT_MATH1(ceil) __SIMT_MATH1(trunc)
 __SIMT_MATH1(round) __SIMT_MATH1(tanh) __SIMT_MATH1(sin) __SIMT_MATH1(cos) __SIMT_MATH1(rsqrt)
-__SIMT_MATH1(expm1) __SIMT_MATH1(log1p)
+__SIMT_MATH1(expm1) __SIMT_MATH1(log1p) __SIMT_MATH1(exp10)
 __SIMT_MATH2(fmax) __SIMT_MATH2(fmin) __SIMT_MATH2(pow)
 #undef __SIMT_MATH1
 #undef __SIMT_MATH2
@@ -178,6 +198,34 @@ template <class _Tp> struct plus { __device__ _Tp operator()(_Tp, _Tp) const; };
 template <class _Tp> struct greater { __device__ _Tp operator()(_Tp, _Tp) const; };
 template <class _Tp> struct less { __device__ _Tp operator()(_Tp, _Tp) const; };
 template <class _Gp, class _Tp, class _Op> __device__ _Tp reduce(const _Gp&, _Tp, _Op);
+// 模拟器不支持、但 nvcc 接受的组：声明在这里，用到时报告不支持（而不是编译错误）
+struct thread_group { __device__ void sync() const; __device__ unsigned int thread_rank() const;
+    __device__ unsigned int size() const; __device__ unsigned int num_threads() const; };
+struct grid_group { __device__ void sync() const; __device__ unsigned long long thread_rank() const;
+    __device__ unsigned long long size() const; __device__ unsigned long long num_threads() const;
+    __device__ bool is_valid() const; __device__ dim3 group_dim() const; };
+struct multi_grid_group { __device__ void sync() const; __device__ unsigned long long thread_rank() const;
+    __device__ unsigned long long size() const; };
+struct cluster_group { __device__ void sync() const; __device__ unsigned int block_rank() const;
+    __device__ unsigned int num_blocks() const; __device__ unsigned int thread_rank() const; };
+struct coalesced_group { __device__ void sync() const; __device__ unsigned int thread_rank() const;
+    __device__ unsigned int size() const; __device__ unsigned int num_threads() const;
+    __device__ unsigned int meta_group_rank() const; __device__ unsigned int meta_group_size() const;
+    template <class _Tp> __device__ _Tp shfl(_Tp, int) const;
+    template <class _Tp> __device__ _Tp shfl_down(_Tp, unsigned int) const;
+    template <class _Tp> __device__ _Tp shfl_up(_Tp, unsigned int) const;
+    __device__ unsigned int ballot(int) const; __device__ int any(int) const; __device__ int all(int) const; };
+__device__ grid_group this_grid();
+__device__ multi_grid_group this_multi_grid();
+__device__ cluster_group this_cluster();
+__device__ coalesced_group coalesced_threads();
+__device__ thread_group tiled_partition(const thread_group&, unsigned int);
+__device__ thread_group tiled_partition(const thread_block&, unsigned int);
+__device__ coalesced_group labeled_partition(const coalesced_group&, int);
+__device__ coalesced_group binary_partition(const coalesced_group&, bool);
+__device__ void sync(const grid_group&);
+__device__ void sync(const coalesced_group&);
+__device__ void sync(const thread_group&);
 }  // namespace cooperative_groups
 
 // GPUVerify 的规约注解（它的 cuda.h 提供；bugle 的 annotations.h 列出全部）：模拟器不做验证，前提、后置条件、

@@ -1,0 +1,290 @@
+"""真实内核里常见、此前被拒绝的写法：全部 CUDA 向量类型、GPUVerify 的规约注解与断言、按值传递的结构体参数、
+线程束投票与位运算内置函数、更多原子操作、结构体成员的地址、cooperative groups 里模拟器不支持的组。"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reduction_lab import simt
+from reduction_lab.simt import ctype as T
+
+# ---------------------------------------------------------------- 向量类型
+
+_BASES = {"char": np.int8, "uchar": np.uint8, "short": np.int16, "ushort": np.uint16, "int": np.int32,
+          "uint": np.uint32, "long": np.int64, "ulong": np.uint64, "longlong": np.int64, "ulonglong": np.uint64,
+          "float": np.float32, "double": np.float64}
+
+
+def _layout(name, n, dt):
+    """vector_types.h 的布局：两个与四个分量整体对齐（最多 16 字节），一个与三个分量按分量对齐。"""
+    e = np.dtype(dt).itemsize
+    return n * e, (min(n * e, 16) if n in (2, 4) else e)
+
+
+@pytest.mark.parametrize("base", list(_BASES))
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_every_vector_type_has_members_make_and_the_cuda_layout(base, n):
+    name = f"{base}{n}"
+    fields = "xyzw"[:n]
+    src = f"""
+__global__ void k({name}* v, unsigned long* info) {{
+    int i = threadIdx.x;
+    {name} a = make_{name}({", ".join(f"({base if base in ('float', 'double', 'int', 'char', 'short', 'long') else 'int'})(i + {j})" for j in range(n))});
+    v[i] = a;
+    v[i].{fields[-1]} += 1;
+    if (i == 0) {{ info[0] = sizeof({name}); info[1] = alignof({name}); }}
+}}
+"""
+    dt = _BASES[base]
+    v = np.zeros(8 * n, dt)
+    info = np.zeros(2, np.uint64)
+    simt.launch(src, "k", 1, 8, [v, info])
+    ref = np.arange(8)[:, None] + np.arange(n)[None, :]
+    ref[:, -1] += 1
+    assert np.array_equal(v.reshape(8, n), ref.astype(dt))
+    assert tuple(int(x) for x in info) == _layout(name, n, dt)
+    vt = T.VECS[name]
+    assert (vt.size, vt.align, vt.wide) == (*_layout(name, n, dt), n in (2, 4))
+
+
+def test_vector_accesses_count_like_the_gpu():
+    src = """
+__global__ void k(const float3* a, const uchar4* b, const double4* c, float* out) {
+    int i = threadIdx.x;
+    float3 f = a[i];
+    uchar4 u = b[i];
+    double4 d = c[i];
+    out[i] = f.x + f.y + f.z + u.x + u.w + (float)(d.x + d.w);
+}
+"""
+    a = np.arange(96, dtype=np.float32)
+    b = np.arange(128, dtype=np.uint8)
+    c = np.arange(128, dtype=np.float64)
+    out = np.zeros(32, np.float32)
+    rep = simt.launch(src, "k", 1, 32, [a, b, c, out])
+    i = np.arange(32)
+    ref = a[3 * i] + a[3 * i + 1] + a[3 * i + 2] + b[4 * i] + b[4 * i + 3] + (c[4 * i] + c[4 * i + 3])
+    assert np.allclose(out, ref)
+    # float3：三条 4 字节的读（每个分量一条）；uchar4：一条 4 字节的读；double4：两条 16 字节的读
+    assert rep.global_load_requests == 3 + 1 + 2
+    # uchar4 的一条读覆盖 128 字节 = 4 个扇区；double4 每条 512 字节 = 16 个扇区
+    # 扇区：float3 每个分量的 32 个地址跨 384 字节 = 12 个扇区；uchar4 的 128 字节 = 4 个；double4 每条指令
+    # 每个线程 16 字节、相隔 32 字节，各占一个扇区 = 32 个
+    assert rep.global_load_sectors == 3 * 12 + 4 + 2 * 32
+
+
+def test_vector_by_value_parameter():
+    src = "__global__ void k(uchar4 c, float3 f, float* out) { out[threadIdx.x] = c.x + c.w + f.z; }\n"
+    out = np.zeros(4, np.float32)
+    simt.launch(src, "k", 1, 4, [(1, 2, 3, 4), (0.5, 0.25, 2.0), out])
+    assert out.tolist() == [7.0] * 4
+    with pytest.raises(TypeError, match="tuple of 3 numbers"):
+        simt.launch(src, "k", 1, 4, [(1, 2, 3, 4), 1.0, out])
+
+
+def test_uchar4_in_a_header_is_a_known_type(tmp_path):
+    (tmp_path / "common.h").write_text("typedef unsigned int uint;\n__device__ uchar4 pack(uint v) {\n"
+                                       "    return make_uchar4(v & 0xff, (v >> 8) & 0xff, 0, 255);\n}\n")
+    (tmp_path / "k.cu").write_text('#include "common.h"\n__global__ void k(uchar4* o) { o[threadIdx.x] = '
+                                   "pack(threadIdx.x * 257u); }\n")
+    o = np.zeros(16, np.uint8)
+    simt.launch(str(tmp_path / "k.cu"), "k", 1, 4, [o])
+    assert o.reshape(4, 4).tolist() == [[t, t, 0, 255] for t in range(4)]
+
+
+# ---------------------------------------------------------------- GPUVerify 的注解与断言
+
+GV = r"""
+#include "cuda.h"
+__device__ int twice(int x) {
+    __requires(__implies(__enabled(), x > 0));
+    __ensures(__return_val_int() == 2 * x);
+    return 2 * x;
+}
+__global__ void annotated(int* a, int n) {
+    __requires(n == 64);
+    __requires(__is_pow2(blockDim.x));
+    int d = 1;
+    while (__invariant(__uniform_int(d)), __global_invariant(__write_implies(a, __write_offset_bytes(a) / sizeof(int)
+           == threadIdx.x)), d < n) {
+        d <<= 1;
+    }
+    for (int k = 0; __invariant(k <= 4), __invariant(__no_read(a)), k < 4; k++) { }
+    a[threadIdx.x] = twice(d);
+    __assert(__implies(threadIdx.x != 0, a[threadIdx.x] == 128));
+    __assert(__mod_pow2(threadIdx.x * 4, 4) == 0);
+}
+__global__ void failing(int* a) {
+    int x = threadIdx.x;
+    __assert(x < 3);
+}
+__global__ void assumed(int* a, int n) {
+    __assume(n < 10);
+    a[threadIdx.x] = n;
+}
+__global__ void two_thread(int* a) {
+    __assert(__distinct_int(threadIdx.x));
+}
+__axiom(blockDim.x == 64);
+"""
+
+
+def test_gpuverify_specifications_are_no_ops_and_asserts_hold():
+    a = np.zeros(64, np.int32)
+    simt.launch(GV, "annotated", 1, 64, [a, 64])
+    assert (a == 128).all()
+
+
+def test_failed_assert_reports_line_and_threads():
+    with pytest.raises(simt.DeviceAssertError) as ei:
+        simt.launch(GV, "failing", 2, 4, [np.zeros(4, np.int32)])
+    e = ei.value
+    assert e.line == 23 and (e.block, e.thread) == ("(0,0,0)", "(3,0,0)")
+    assert e.threads == [("(0,0,0)", "(3,0,0)"), ("(1,0,0)", "(3,0,0)")]
+    assert "__assert" in str(e) and "2 thread(s)" in str(e) and isinstance(e, AssertionError)
+
+
+def test_assume_is_checked_like_an_assertion():
+    a = np.zeros(4, np.int32)
+    simt.launch(GV, "assumed", 1, 4, [a, 7])
+    assert (a == 7).all()
+    with pytest.raises(simt.DeviceAssertError, match="__assume") as ei:
+        simt.launch(GV, "assumed", 1, 4, [a, 12])
+    assert ei.value.line == 26
+
+
+def test_two_thread_predicates_inside_assert_are_refused_with_their_line(tmp_path):
+    f = tmp_path / "gv.cu"
+    f.write_text(GV.split("__global__ void failing")[0] + "__global__ void two(int* a) {\n"
+                 "  __assert(__distinct_int(threadIdx.x));\n}\n")
+    with pytest.raises(simt.UnsupportedError, match="__other_int") as ei:
+        simt.launch(str(f), "two", 1, 4, [np.zeros(4, np.int32)])
+    assert ei.value.line == GV.split("__global__ void failing")[0].count("\n") + 2
+
+
+def test_a_refused_kernel_does_not_refuse_its_neighbours():
+    # two_thread 被拒绝（第 30 行），同一文件的 annotated 照常运行（上一个测试）
+    with pytest.raises(simt.UnsupportedError, match="__other_int") as ei:
+        simt.launch(GV, "two_thread", 1, 4, [np.zeros(4, np.int32)])
+    assert ei.value.line == 30
+
+
+def test_c_assert_and_ndebug():
+    src = "#include <assert.h>\n__global__ void k(int* a) {\n  assert(a[threadIdx.x] >= 0);\n}\n"
+    a = np.array([0, 1, -1, 2], np.int32)
+    with pytest.raises(simt.DeviceAssertError, match=r"assert\(\.\.\.\)") as ei:
+        simt.launch(src, "k", 1, 4, [a])
+    assert ei.value.line == 3 and ei.value.thread == "(2,0,0)"
+    simt.launch(src, "k", 1, 4, [a], defines={"NDEBUG": 1})
+
+
+# ---------------------------------------------------------------- 内置函数与原子操作
+
+def test_ballot_and_bit_intrinsics():
+    src = r"""
+__global__ void k(const int* x, unsigned* ballot, int* bits) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned m = __ballot_sync(0xffffffff, x[i] > 0);
+    ballot[i] = m;
+    bits[4 * i] = __popc(m);
+    bits[4 * i + 1] = __clz(x[i]);
+    bits[4 * i + 2] = __ffs(x[i]);
+    bits[4 * i + 3] = __brev((unsigned)x[i]) == 0x80000000u;
+}
+"""
+    rng = np.random.default_rng(5)
+    x = rng.integers(-3, 1 << 20, 64).astype(np.int32)
+    x[5] = 1
+    x[7] = 0
+    ballot = np.zeros(64, np.uint32)
+    bits = np.zeros(256, np.int32)
+    simt.launch(src, "k", 2, 32, [x, ballot, bits])
+    for w in range(2):
+        ref = sum(1 << j for j in range(32) if x[32 * w + j] > 0)
+        assert (ballot[32 * w:32 * w + 32] == ref).all()
+    b = bits.reshape(64, 4)
+    assert (b[:, 0] == np.array([bin(int(m)).count("1") for m in ballot])).all()
+    ux = x.astype(np.uint32)
+    assert b[:, 1].tolist() == [32 - int(v).bit_length() for v in ux]
+    assert b[:, 2].tolist() == [(int(v) & -int(v)).bit_length() for v in ux]
+    assert b[5, 3] == 1 and b[7, 3] == 0
+
+
+def test_ballot_checks_its_mask():
+    src = "__global__ void k(unsigned* o) { if (threadIdx.x < 16) o[threadIdx.x] = __ballot_sync(0xffffffff, 1); }\n"
+    with pytest.raises(simt.WarpSyncError, match="__ballot_sync"):
+        simt.launch(src, "k", 1, 32, [np.zeros(32, np.uint32)])
+
+
+def test_more_atomics():
+    src = r"""
+__global__ void k(unsigned* c, int* first) {
+    unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    atomicInc(&c[0], 9u);
+    atomicDec(&c[1], 100u);
+    atomicOr(&c[2], 1u << (t % 32));
+    atomicAnd(&c[3], ~(1u << (t % 8)));
+    atomicXor(&c[4], t);
+    atomicCAS(first, -1, (int)t);
+}
+"""
+    c = np.array([0, 50, 0, 0xFFFFFFFF, 0], np.uint32)
+    first = np.array([-1], np.int32)
+    simt.launch(src, "k", 2, 32, [c, first])
+    x = 0
+    for t in range(64):
+        x ^= t
+    assert c.tolist() == [64 % 10, (50 - 64) % 101, 0xFFFFFFFF, 0xFFFFFF00, x]
+    assert first[0] == 0          # 按线程编号执行：线程 0 先交换成功
+
+
+def test_address_of_struct_members():
+    src = r"""
+struct Acc { float sum; float sq; };
+__global__ void k(const float* x, Acc* out) {
+    float v = x[threadIdx.x];
+    atomicAdd(&out->sum, v);
+    atomicAdd(&out[0].sq, v * v);
+    Acc local;
+    local.sum = 0.0f;
+    float* p = &local.sum;
+    *p = v;
+    if (local.sum != v) out[1].sum = -1.0f;
+}
+"""
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(4, np.float32)
+    simt.launch(src, "k", 1, 32, [x, out])
+    assert out.tolist() == [x.sum(), (x * x).sum(), 0.0, 0.0]
+
+
+# ---------------------------------------------------------------- 清楚的拒绝
+
+@pytest.mark.parametrize("code, line, exc, words", [
+    ("__global__ void k(char** argv) {\n}\n", 1, simt.UnsupportedError, "pointer to pointer"),
+    ("__global__ void k(int* q) {\n  __shared__ int A[4];\n  __shared__ int* p;\n  p = A;\n}\n", 3,
+     simt.UnsupportedError, "__shared__ 指针"),
+    ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(int* p) {\n"
+     "  cg::grid_group g = cg::this_grid();\n  g.sync();\n}\n", 4, simt.UnsupportedError, "grid_group"),
+    ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(int* p) {\n"
+     "  cg::coalesced_group g = cg::coalesced_threads();\n  p[0] = g.thread_rank();\n}\n", 4,
+     simt.UnsupportedError, "coalesced_group"),
+    ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(int* p) {\n"
+     "  auto t = cg::tiled_partition<64>(cg::this_thread_block());\n  p[0] = t.thread_rank();\n}\n", 4,
+     simt.UnsupportedError, "multi-warp tile"),
+    ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(int* p) {\n"
+     "  auto t = cg::tiled_partition<48>(cg::this_thread_block());\n  p[0] = t.thread_rank();\n}\n", 4,
+     simt.CompileError, "Size must be one of"),
+])
+def test_clear_refusals(code, line, exc, words):
+    with pytest.raises(exc, match=words) as ei:
+        simt.launch(code, "k", 1, 32, [np.zeros(32, np.int32)])
+    assert ei.value.line == line
+
+
+def test_function_returning_a_pointer():
+    src = "__device__ int* at(int* p, int i) { return p + i; }\n__global__ void k(int* p) { *at(p, threadIdx.x) = 3; }\n"
+    p = np.zeros(8, np.int32)
+    simt.launch(src, "k", 1, 8, [p])
+    assert (p == 3).all()

@@ -90,8 +90,16 @@ MISTAKES = [
     ("reduce-sum-cuda", "no-write", "        out[row] = sdata[0];", "        ;", "not-written", None),
     ("reduce-sum-cuda", "one-output", "        out[row] = sdata[0];", "        out[0] = sdata[0];", "global-race",
      "out[0] = sdata[0]"),
+    # 编译器在下一行才发现少了分号：诊断指向少了分号的那一行
     ("reduce-sum-cuda", "missing-semicolon", "    sdata[tid] = acc;\n", "    sdata[tid] = acc\n", "syntax-error",
-     "__syncthreads();"),
+     "sdata[tid] = acc"),
+    ("reduce-sum-cuda", "missing-paren", "j += blockDim.x)\n", "j += blockDim.x\n", "syntax-error",
+     "for (int64_t j = tid"),
+    ("reduce-sum-cuda", "endless-loop", "s >>= 1", "s >>= 0", "endless-loop", "s >>= 0"),
+    ("reduce-sum-cuda", "endless-stride", "j += blockDim.x", "j += 0", "endless-loop", "j += 0"),
+    ("reduce-sum-cuda", "int-accumulator", "float acc = 0.0f;", "int acc = 0;", "int-acc", "int acc = 0;"),
+    ("reduce-sum-cuda", "kernel-renamed", "void reduce_sum_rowwise_kernel(", "void reduce_sum_kernel(", "kernel-name",
+     "__global__ void reduce_sum_kernel"),
     ("reduce-sum-cuda", "undeclared", "acc += row_in[j];", "acc += row_in[k];", "undeclared", "row_in[k]"),
     ("softmax-triton", "other-zero", 'other=-float("inf")', "other=0.0", "mask-other", "other=0.0"),
     ("softmax-triton", "unmasked-load", 'cols, mask=mask, other=-float("inf"))', "cols)", "out-of-bounds", "tl.load"),
@@ -99,6 +107,12 @@ MISTAKES = [
     ("softmax-triton", "load-twice", "    num = tl.exp(x - tl.max(x, axis=0))",
      '    x2 = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)\n'
      "    num = tl.exp(x2 - tl.max(x, axis=0))", "memory-loads", "x2 = tl.load"),
+    ("softmax-triton", "undeclared", "    y = num / tl.sum(num, axis=0)", "    y = nm / tl.sum(num, axis=0)",
+     "undeclared", "y = nm /"),
+    ("softmax-triton", "store-float16", "y.to(out_ptr.dtype.element_ty)", "y.to(tl.float16)", "low-precision",
+     "tl.float16"),
+    # 除以 x 的和而不是指数的和：每行的和不是 1，但这不是掩码的问题
+    ("softmax-triton", "wrong-denominator", "tl.sum(num, axis=0)", "tl.sum(x, axis=0)", "wrong-softmax", None),
     ("softmax-triton", "syntax", "    y = num / tl.sum(num, axis=0)", "    y = num / tl.sum(num, axis=0", "syntax-error",
      None),
     ("online-softmax", "no-rescale", "d = d * tl.exp(m - m_ref) + ", "d = d + ", "no-rescale", "d = d +"),
@@ -113,10 +127,16 @@ MISTAKES = [
      "mask-other", "other=0.0"),
     ("bank-conflicts", "strided-index", "const int ld = TILE + 1;", "const int ld = TILE;    ", "bank-conflict",
      "tile[tx * ld + ty + j]"),
+    ("bank-conflicts", "missing-barrier", "    __syncthreads();\n", "\n", "shared-race", "tile[tx * ld + ty + j]"),
+    ("bank-conflicts", "read-bound", "if (c < cols && r + j < rows)", "if (c <= cols && r + j < rows)", "out-of-bounds",
+     "in[(int64_t)(r + j) * cols + c]"),
     ("bank-conflicts", "pitch-mismatch", "tile[tx * ld + ty + j]", "tile[tx * TILE + ty + j]", "uninitialized-read",
      "tile[tx * TILE + ty + j]"),
     ("reduce-sum-tilelang", "tail-tile", "n_tiles = T.ceildiv(N, block_n)", "n_tiles = N // block_n", "tail-tile",
      "n_tiles = N // block_n"),
+    ("reduce-sum-tilelang", "no-write", "            y[bx] = acc[i]", "            pass", "not-written", "T.empty"),
+    ("reduce-sum-tilelang", "undeclared", "T.reduce_sum(tile, part, dim=1)", "T.reduce_sum(tle, part, dim=1)",
+     "undeclared", "tle"),
     ("reduce-sum-tilelang", "overwrite", "acc[i] += part[i]", "acc[i] = part[i]", "overwrite", "acc[i] = part[i]"),
 ]
 
@@ -135,10 +155,31 @@ def test_planted_mistake_gets_its_hint(name, mistake, old, new, key, line_text, 
     keys = result.hint_keys()
     assert keys and keys[0] == key, result.report()
     hint = result.hints[0]
+    if mistake in NOT_RUN:
+        assert all(r.note.startswith("未运行") for r in result.results), result.report()
     if line_text is not None:
         assert hint.line is not None, result.report()
         assert line_text in f.read_text(encoding="utf-8").splitlines()[hint.line - 1], result.report()
         assert f"{hint.file}:{hint.line}" in result.report()
+
+
+#: 诊断的改法里必须出现的文字（通用的说明换成了这个实验自己的）
+FIX_TEXT = {
+    ("bank-conflicts", "missing-barrier"): "tile",
+    ("bank-conflicts", "read-bound"): "c < cols",
+}
+#: 这些错误让评分在运行用例之前结束（死循环在检查用的小用例上几秒内报出，不在每个用例上跑满预算）
+NOT_RUN = {"endless-loop", "endless-stride"}
+
+
+def test_planted_mistake_fix_texts_are_lab_specific(tmp_path):
+    for (name, mistake), want in FIX_TEXT.items():
+        m = next(m for m in MISTAKES if m[:2] == (name, mistake))
+        dest = _copy_solution(name, tmp_path / mistake)
+        f = dest / labs.get(name).files[0]
+        f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
+        hint = labs.check(name, dest, bench=False).hints[0]
+        assert want in hint.fix and "sdata" not in hint.fix + hint.cause, hint.render()
 
 
 def test_cli_list_start_check(tmp_path, capsys):
@@ -212,6 +253,27 @@ def test_cuda_files_compile_with_nvcc(name, kind, tmp_path):
     proc = subprocess.run(["nvcc", "-ptx", "-arch=sm_90", str(src), "-o", str(tmp_path / "k.ptx")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_recheck_in_the_same_process_sees_the_edited_file(tmp_path):
+    """notebook 里改了学习者的 .cu 文件再评分：启动器按文件的修改时间与大小重新解析，用的是新代码。
+    第二次改动与第一次等长（只换了一个字符），只靠大小分不出来。"""
+    dest = _copy_solution("reduce-sum-cuda", tmp_path)
+    f = dest / "reduce_sum.cu"
+    good = f.read_text(encoding="utf-8")
+    assert labs.check("reduce-sum-cuda", dest, bench=False).passed
+    f.write_text(good.replace("j < cols;", "j <= cols;"), encoding="utf-8")
+    assert labs.check("reduce-sum-cuda", dest, bench=False).hint_keys()[0] == "out-of-bounds"
+    bad = good.replace("sdata[tid + s]", "sdata[tid + 0]")
+    assert len(bad) == len(good)
+    f.write_text(bad, encoding="utf-8")
+    assert not labs.check("reduce-sum-cuda", dest, bench=False).passed
+    f.write_text(good, encoding="utf-8")
+    assert labs.check("reduce-sum-cuda", dest, bench=False).passed
+    # 评分与 labs.op 都经过启动器（cuda_kernels.launch），它的缓存看到的是同一个文件
+    from reduction_lab.cuda_kernels import launcher
+
+    assert any(str(k[0]) == str(f) for k in launcher._SPECS)
 
 
 def test_html_report_for_notebooks(tmp_path):

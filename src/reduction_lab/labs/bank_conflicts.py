@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import torch
 
-from .core import Lab, sim_precheck, time_against
+from .core import Lab, cuda_precheck, time_against
 from .grading import Case, Hint, find_line
-from .hints import compile_hint, simt_hint
+from .hints import compile_hint, kernel_name_hint, simt_hint
 
 FILE = "transpose.cu"
 KERNEL = "transpose_kernel"
 TILE, BLOCK_ROWS = 32, 8
 #: gpu 模式下要求的提速（H200 上补一列的版本约为冲突版本的 2 倍快）
 MIN_SPEEDUP = 1.5
+#: 通用诊断换成这个内核的改法
+FIXES = {
+    "shared-race": "所有线程把自己的元素写进 tile 之后、任何线程按列读 tile 之前，要有一次 __syncthreads()。",
+    "out-of-bounds": "读入时检查 c < cols && r + j < rows，写出时检查 oc < rows && orow + j < cols（是 <，不是 <=）；"
+                     "输出是 cols x rows，行距是 rows。",
+    "uninitialized-read": "写入 tile 和读出 tile 要用同一个行距 ld；分块的大小要装得下 32 行 x ld 列。",
+}
 BENCH_SHAPE = (8192, 8192)
 
 
@@ -100,8 +107,16 @@ class BankConflicts(Lab):
             "行距改成 33（分块声明成 TILE * (TILE + 1)），写入和读出都用它。")
 
     def extra_checks(self, impl, mode, paths):
+        from .. import simt
+
         x = torch.randn(33, 70, generator=torch.Generator().manual_seed(1))
-        return sim_precheck(self, mode, paths, lambda: transpose(impl["path"], x, "sim"), "33x70")
+
+        def run(steps):
+            out = torch.full((70, 33), float("nan"))
+            simt.launch(str(impl["path"]), KERNEL, _grid(33, 70), (TILE, BLOCK_ROWS), (x, out, 33, 70),
+                        max_lane_steps=steps)
+
+        return cuda_precheck(self, mode, paths, run, "33x70")
 
     def _speedup(self, impl):
         from ..cuda_kernels import launch
@@ -126,7 +141,8 @@ class BankConflicts(Lab):
                                        None, fix="先让模拟器的冲突计数变成 0。")
 
     def on_error(self, case, exc, paths):
-        h = simt_hint(exc, FILE) or compile_hint(exc, FILE)
+        text = paths[FILE].read_text(encoding="utf-8")
+        h = simt_hint(exc, FILE, text, FIXES) or compile_hint(exc, FILE) or kernel_name_hint(exc, FILE, KERNEL, text)
         if h is not None:
             return h
         return Hint("exception", f"运行时抛出 {type(exc).__name__}", FILE, None, detail=str(exc)[:600])

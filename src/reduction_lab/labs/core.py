@@ -21,8 +21,9 @@ from .grading import BenchRow, Case, CaseResult, GradeResult, Hint, LabError, me
 
 SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 
-#: 模拟器检查发现这些错误时，gpu 模式不再在 GPU 上运行用例（屏障发散、死循环可能让 GPU 挂起）
-BLOCKING = {"barrier-divergence", "endless-loop"}
+#: 模拟器检查发现这些错误时不再运行用例：屏障发散、死循环可能让 GPU 挂起（在模拟器里死循环要跑满工作预算）；
+#: 线程块大小不合法时每个用例都一样错
+BLOCKING = {"barrier-divergence", "endless-loop", "block-size"}
 
 #: ``lab check`` 接受的 backend 别名（课程原来的测试用 ``--backend nvidia`` 表示 CUDA C）
 BACKEND_ALIASES = {"nvidia": "cuda"}
@@ -214,6 +215,44 @@ def sim_precheck(lab, mode, paths, run, label):
         h = lab.on_error(None, exc, paths)
         h.cause = f"模拟器检查（{label}）：" + h.cause
         return [f"模拟器检查（{label}）：发现问题，见下。", ""], [h]
+    return [f"模拟器检查（{label}）：没有发现屏障发散、数据竞争、越界或未初始化的读。", ""], []
+
+
+#: CUDA C 实验的模拟器检查用的工作预算（活跃线程 x 循环迭代，见 simt.launch 的 max_lane_steps）。
+#: 检查用的小用例上，正确的内核（哪怕一个线程串行加完整行）用不到它的十分之一；死循环在一秒左右报出，
+#: 而不是按模拟器默认的 2^28 在每个用例上各跑几十秒。
+PROBE_LANE_STEPS = 1 << 22
+
+
+def cuda_precheck(lab, mode, paths, run, label):
+    """CUDA C 实验：先在模拟器里、以很小的工作预算 :data:`PROBE_LANE_STEPS` 跑一个小用例
+    （``run(max_lane_steps)`` 调用 ``simt.launch``）。
+
+    * gpu 模式：报告模拟器发现的任何错误——GPU 不报告屏障发散、共享内存竞争、越界与未初始化的读；
+    * sim 模式：只报告死循环（其余错误在各个用例里报出，带着用例的形状）。
+
+    死循环（以及屏障发散）是 :data:`BLOCKING` 的：评分不再运行用例，几秒之内给出结论。"""
+    import numpy as np
+
+    from .. import simt
+
+    try:
+        with np.errstate(all="ignore"):
+            run(PROBE_LANE_STEPS)
+    except simt.LoopLimitError as exc:
+        h = lab.on_error(None, exc, paths)
+        h.cause = f"模拟器检查（{label}）：" + h.cause
+        h.detail = (h.detail + "\n" if h.detail else "") + \
+            f"（检查用的工作预算是 {PROBE_LANE_STEPS:,} 个线程步：这个小用例上正确的内核远用不到这么多。）"
+        return [f"模拟器检查（{label}）：循环停不下来，用例没有运行。", ""], [h]
+    except Exception as exc:  # noqa: BLE001
+        if mode != "gpu":
+            return [], []
+        h = lab.on_error(None, exc, paths)
+        h.cause = f"模拟器检查（{label}）：" + h.cause
+        return [f"模拟器检查（{label}）：发现问题，见下。", ""], [h]
+    if mode != "gpu":
+        return [], []
     return [f"模拟器检查（{label}）：没有发现屏障发散、数据竞争、越界或未初始化的读。", ""], []
 
 

@@ -32,6 +32,8 @@ class Case:
     #: kind == "error" 时：构造坏输入的方式与必须出现的异常类型
     bad: str = ""
     expect: type | tuple = ()
+    #: 这个用例的线程块大小（None：实验的默认值）
+    block: int | None = None
 
     @property
     def label(self) -> str:
@@ -295,18 +297,40 @@ def find_line(text: str, pattern: str, flags=0, lang: str = "c") -> int | None:
     return None
 
 
-def traceback_line(exc: BaseException, path: Path) -> int | None:
-    """异常的回溯里落在学习者文件 ``path`` 中的最后一帧的行号。"""
-    tb = exc.__traceback__
-    line = None
-    target = str(path.resolve())
+def exception_chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` 与它的 ``__cause__`` / ``__context__``，由外到内（Triton 解释器把内核里的错误包进 InterpreterError）。"""
+    out = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """最里层的异常：学习者代码里真正出错的那一个。"""
+    return exception_chain(exc)[-1]
+
+
+def _frames_line(exc: BaseException, target: str) -> int | None:
+    tb, line = exc.__traceback__, None
     while tb is not None:
         if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == target:
             line = tb.tb_lineno
         tb = tb.tb_next
-    if line is None and isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == path.resolve():
-        line = exc.lineno
     return line
+
+
+def traceback_line(exc: BaseException, path: Path) -> int | None:
+    """学习者文件 ``path`` 中出错的行：沿异常链由内向外，取最里层的异常落在这个文件里的最后一帧
+    （内核里的 NameError 指向内核的那一行，而不是启动内核的那一行）。"""
+    target = str(path.resolve())
+    for e in reversed(exception_chain(exc)):
+        line = _frames_line(e, target)
+        if line is not None:
+            return line
+        if isinstance(e, SyntaxError) and e.filename and Path(e.filename).resolve() == path.resolve():
+            return e.lineno
+    return None
 
 
 # ---------------------------------------------------------------- 运行一个用例

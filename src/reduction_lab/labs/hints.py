@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .grading import Hint, error_line, zh_part
+from .grading import Hint, error_line, find_line, zh_part
 
 # 模拟器的错误 -> (key, 原因, 怎么改)
 _SIMT_HINTS = {
@@ -13,7 +13,7 @@ _SIMT_HINTS = {
         "把 __syncthreads() 移到 if (tid < s) 的外面、循环体之内：每一步所有线程都要到达同一个屏障。\n"
         "真实 GPU 上这是未定义行为：可能死锁，也可能悄悄算出（或算错）结果，所以模拟器把它当作错误。"),
     "SharedMemoryRaceError": (
-        "shared-race", "共享内存数据竞争：一个线程读了别的线程还没写完（或正要改写）的 sdata",
+        "shared-race", "共享内存数据竞争：一个线程读了别的线程还没写完（或正要改写）的共享内存",
         "写完 sdata[tid] 之后，以及树形归约的每一步之后，都要 __syncthreads()。"),
     "GlobalMemoryRaceError": (
         "global-race", "全局内存数据竞争：几个线程（常常是不同线程块的）不用原子操作写同一个 out[row]，或读了别的线程块正在写的结果",
@@ -40,21 +40,64 @@ _SIMT_HINTS = {
 }
 
 
-def simt_hint(exc: BaseException, file: str) -> Hint | None:
+def _missing_semicolon_line(text: str, line: int) -> int:
+    """编译器把「少了分号」报在下一个记号所在的行；学习者要改的是它之前最后一行代码的结尾。"""
+    lines = text.splitlines()
+    for i in range(min(line, len(lines)) - 2, -1, -1):
+        code = lines[i].split("//")[0].rstrip()
+        if not code:
+            continue
+        return line if code.endswith((";", "{", "}")) or code.lstrip().startswith("#") else i + 1
+    return line
+
+
+def _unclosed_paren_line(text: str, line: int) -> int | None:
+    """「expected ')'」报在下一个记号所在的行：往上找括号没有配对的那一行。"""
+    lines = text.splitlines()
+    for i in range(min(line, len(lines)) - 1, max(-1, line - 6), -1):
+        code = lines[i].split("//")[0]
+        if code.count("(") > code.count(")"):
+            return i + 1
+    return None
+
+
+def simt_hint(exc: BaseException, file: str, text: str | None = None, fixes: dict[str, str] | None = None) -> Hint | None:
+    """模拟器的错误 -> 诊断。``text`` 是学习者文件的内容（用来修正「少了分号」的行号）；
+    ``fixes``：{诊断的 key: 这个实验自己的改法}，代替通用的说明。"""
     msg = str(exc)
+    fixes = fixes or {}
     if type(exc).__name__ == "UnsupportedError":
         m = re.search(r"未声明的标识符 (\w+)", msg)
         if m:
             return Hint("undeclared", f"用到了没有声明的变量 {m.group(1)}", file, error_line(exc),
                         detail=zh_part(msg), fix=f"先声明 {m.group(1)}（或检查拼写）。")
         if "无法解析" in msg:
-            return Hint("syntax-error", "语法错误：这一行（或上一行的结尾）无法解析", file, error_line(exc),
+            line = error_line(exc)
+            if "expected ';'" in msg and text is not None and line is not None:
+                line = _missing_semicolon_line(text, line)
+                return Hint("syntax-error", "语法错误：这一行的结尾少了分号", file, line, detail=zh_part(msg),
+                            fix="在这一行的末尾加上 ;（编译器在下一行才发现它少了）。")
+            if "expected ')'" in msg and text is not None and line is not None:
+                open_line = _unclosed_paren_line(text, line)
+                if open_line is not None:
+                    return Hint("syntax-error", "语法错误：这一行的括号没有配对（少了右括号）", file, open_line,
+                                detail=zh_part(msg), fix="数一数这一行的 ( 和 )：每个左括号都要有对应的右括号。")
+            return Hint("syntax-error", "语法错误：这一行（或上一行的结尾）无法解析", file, line,
                         detail=zh_part(msg), fix="常见原因：上一行少了分号、括号没有配对。")
     for cls in type(exc).__mro__:
         if cls.__name__ in _SIMT_HINTS:
             key, cause, fix = _SIMT_HINTS[cls.__name__]
             return Hint(key, f"{cause}（模拟器：{type(exc).__name__}）", file, error_line(exc),
-                        detail=zh_part(str(exc)), fix=fix)
+                        detail=zh_part(str(exc)), fix=fixes.get(key, fix))
+    return None
+
+
+def kernel_name_hint(exc: BaseException, file: str, kernel: str, text: str) -> Hint | None:
+    """启动器找不到骨架里的内核名（改了名字或删掉了 extern "C"）。"""
+    if isinstance(exc, ValueError) and "没有名为" in str(exc) and kernel in str(exc):
+        return Hint("kernel-name", f"{file} 里没有名为 {kernel} 的 extern \"C\" __global__ 内核", file,
+                    find_line(text, r"__global__"), detail=zh_part(str(exc)),
+                    fix=f"保留骨架里的内核名 {kernel} 和 extern \"C\"：评分程序按这个名字启动它。")
     return None
 
 

@@ -69,6 +69,10 @@ class OnlineSoftmax(SoftmaxTriton):
                         "d 是以旧的最大值 m 为基准累加的：更新时 d = d * exp(m - m_new) + sum(exp(x - m_new))。")
         return super().wrong_answer(case, x, out, ref, bad, impl)
 
+    def padded_width(self, N: int, x: torch.Tensor) -> int:
+        b = block_for("gpu" if x.is_cuda else "sim")
+        return -(-N // b) * b
+
     def bench(self, impl):
         from .core import time_against
 

@@ -3,6 +3,7 @@
 讲义：docs/cuda/tree-reduction.md；实验页：docs/labs/reduce-sum.ipynb。
 学习者的内核经 :func:`reduction_lab.cuda_kernels.launch` 启动：sim 模式在模拟器里，
 gpu 模式在 GPU 上（之前先在模拟器里跑一个小用例，找出 GPU 不会报出的错误）。
+:class:`RowSumCudaLab` 是按行求和的 CUDA C 实验的公共部分（:mod:`.warp_reduce_cuda` 也用它）。
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ import torch
 
 from ..checks import check_out
 from . import cases as C
-from .core import Lab, sim_precheck, time_against
+from .core import Lab, cuda_precheck, time_against
 from .grading import Case, Hint, error_line, find_line, zh_part
-from .hints import compile_hint, simt_hint
+from .hints import compile_hint, kernel_name_hint, simt_hint
 
 KERNEL = "reduce_sum_rowwise_kernel"
 BLOCK = 256
 FILE = "reduce_sum.cu"
+SIGNATURE = ["float *", "const float *", "int64_t", "int64_t"]
 
 
-def make_op(path: Path, mode: str, block: int = BLOCK):
-    """课程的算子接口：``reduce_sum(x, dim=1, out=None)``，检查输入后启动学习者的内核。"""
+def make_op(path: Path, mode: str, block: int = BLOCK, kernel: str = KERNEL):
+    """课程的算子接口：``reduce_sum(x, dim=1, out=None)``，检查输入后启动学习者的内核
+    （grid = 行数，block = ``block``，并以 ``-DBLOCK_SIZE=block`` 编译）。"""
     from ..cuda_kernels import launch
 
     device = "cuda" if mode == "gpu" else "cpu"
@@ -35,86 +38,122 @@ def make_op(path: Path, mode: str, block: int = BLOCK):
             out = torch.empty(M, dtype=torch.float32, device=x.device)
         else:
             check_out(out, (M,), x.dtype, x.device)
-        launch(path, KERNEL, grid=M, block=block, args=(out, x, M, N), defines={"BLOCK_SIZE": block}, mode=mode)
+        launch(path, kernel, grid=M, block=block, args=(out, x, M, N), defines={"BLOCK_SIZE": block}, mode=mode)
         return out
 
     return reduce_sum
 
 
-class ReduceSumCuda(Lab):
-    name = "reduce-sum-cuda"
-    title = "CUDA C：按行求和（共享内存树形归约）"
-    lecture = "cuda/tree-reduction.md"
-    notebook = "labs/reduce-sum.ipynb"
-    files = (FILE,)
+class RowSumCudaLab(Lab):
+    """按行求和的 CUDA C 实验：内核 ``KERNEL(float *out, const float *in, int64_t rows, int64_t cols)``，
+    一行一个线程块。子类给出文件、内核名、线程块大小和自己的诊断（:meth:`specific_hints`）。"""
+
     backend = "cuda"
+    kernel = KERNEL
+    #: simt_hint 的通用改法换成这个实验的（诊断的 key -> 改法）
+    fixes: dict[str, str] = {}
 
     def cases(self, mode):
         return C.row_sum_cases(mode)
 
+    def block_size(self, paths) -> int:
+        return BLOCK
+
+    def check_source(self, path: Path, text: str) -> Hint | None:
+        """解析之前的静态检查（例如线程块大小）；返回的诊断会让评分在运行用例之前结束。"""
+        return None
+
     def load(self, paths, mode):
         from ..cuda_kernels import kernel_signature
 
-        path = paths[FILE]
-        sig = kernel_signature(path, KERNEL, defines={"BLOCK_SIZE": BLOCK})   # 解析一遍：语法错误在这里报出
-        want = ["float *", "const float *", "int64_t", "int64_t"]
+        path = paths[self.file]
+        text = path.read_text(encoding="utf-8")
+        block = self.block_size(paths)
+        sig = kernel_signature(path, self.kernel, defines={"BLOCK_SIZE": block})   # 解析一遍：语法错误在这里报出
         got = [" ".join(t.replace("*", " * ").split()) for _, t, _ in sig]
-        if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in want]:
-            raise TypeError(f"{KERNEL} 的参数应为 (float *out, const float *in, int64_t rows, int64_t cols)，"
+        if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in SIGNATURE]:
+            raise TypeError(f"{self.kernel} 的参数应为 (float *out, const float *in, int64_t rows, int64_t cols)，"
                             f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
-        return {"op": make_op(path, mode), "path": path, "mode": mode}
+        hint = self.check_source(path, text)
+        return {"op": make_op(path, mode, block, self.kernel), "path": path, "mode": mode, "block": block,
+                "text": text, "static": hint}
 
     def run_case(self, impl, case: Case, mode):
+        block = case.block or impl["block"]
+        op = impl["op"] if case.block is None else make_op(impl["path"], mode, block, self.kernel)
+
         def call(x):
             out = torch.full((x.shape[0],), float("nan"), dtype=torch.float32, device=x.device)  # 没写的行是 NaN
-            return impl["op"](x, out=out)
+            return op(x, out=out)
 
-        return C.run_row_sum_case(self, impl, case, mode, call)
+        return C.run_row_sum_case(self, dict(impl, op=op, block=block), case, mode, call)
 
     def wrong_shape(self, out, x, impl) -> Hint:
-        return Hint("wrong-shape", f"输出形状应为 ({x.shape[0]},)，得到 {tuple(out.shape)}", FILE)
+        return Hint("wrong-shape", f"输出形状应为 ({x.shape[0]},)，得到 {tuple(out.shape)}", self.file)
 
     def wrong_answer(self, mm, impl) -> Hint:
         """比较几种常见错误会得到的结果，说出最可能的原因。"""
         xs, same, first = mm.x, mm.same, mm.first_row()
         M, N = xs.shape
-        text = Path(impl["path"]).read_text(encoding="utf-8")
-        if torch.isnan(mm.got[mm.bad]).all():
-            return Hint("not-written", "out[row] 没有被写入（评分前 out 填满了 NaN）", FILE,
-                        find_line(text, r"out\s*\["), first,
-                        "归约结束后由线程 0 写 out[row] = sdata[0]；row 就是 blockIdx.x。")
-        if same(xs[:, :BLOCK].sum(1)):
-            return Hint("no-stride-loop", "每个线程只读了一个元素：本行第 blockDim.x 列以后的元素没有加进来", FILE,
+        block = impl["block"]
+        text = impl["text"]
+        got = mm.got[mm.bad]
+        if torch.isnan(got).all():
+            return Hint("not-written", "out[row] 没有被写入（评分前 out 填满了 NaN）", self.file,
+                        find_line(text, r"out\s*\["), first, self.not_written_fix)
+        if torch.isfinite(got).all() and bool((got == got.round()).all()) and not bool(
+                (mm.ref[mm.bad] == mm.ref[mm.bad].round()).all()):
+            return Hint("int-acc", "结果都是整数：累加用了整数类型，每次加法都把小数部分截掉了", self.file,
+                        find_line(text, r"\b(int|long|unsigned|int32_t|int64_t)\s+acc\b") or find_line(text, r"\bacc\s*="),
+                        first, "部分和用 float（或 double）：float acc = 0.0f;")
+        if same(xs[:, :block].sum(1)):
+            return Hint("no-stride-loop", "每个线程只读了一个元素：本行第 blockDim.x 列以后的元素没有加进来", self.file,
                         find_line(text, r"acc\s*\+="), first,
-                        "TODO(2)：for (int64_t j = tid; j < cols; j += blockDim.x) acc += row_in[j];")
-        if same(xs[:, 0::BLOCK].sum(1)):
-            return Hint("no-tree", "结果只是线程 0 自己的部分和：树形归约没有把其他线程的部分和加进来", FILE,
-                        find_line(text, r"sdata\s*\[\s*tid\s*\]\s*\+="), first,
-                        "TODO(4)：s 从 blockDim.x / 2 开始每步减半，tid < s 的线程加上 sdata[tid + s]。")
+                        "for (int64_t j = tid; j < cols; j += blockDim.x) acc += row_in[j];")
         nxt = torch.cat([xs[1:, 0], torch.zeros(1, dtype=xs.dtype)])
         if same(mm.ref + nxt):
-            return Hint("off-by-one", "每行多加了下一行的第一个元素：循环边界多走了一步", FILE,
+            return Hint("off-by-one", "每行多加了下一行的第一个元素：循环边界多走了一步", self.file,
                         find_line(text, r"<=\s*cols"), first, "循环条件应为 j < cols。")
         if M > 1 and same(xs[0].sum().expand(M)):
-            return Hint("wrong-row", "每一行都得到了第 0 行的和：行偏移没有用上 blockIdx.x", FILE,
+            return Hint("wrong-row", "每一行都得到了第 0 行的和：行偏移没有用上 blockIdx.x", self.file,
                         find_line(text, r"row_in\s*="), first, "row = blockIdx.x，row_in = in + row * cols。")
-        return Hint("wrong-sum", "和不对", FILE, None, first,
-                    "先在最小的用例（1 行）上对照 torch.sum：检查步长循环、树形归约的每一步和屏障。")
-
-    def on_error(self, case, exc, paths):
-        h = simt_hint(exc, FILE) or compile_hint(exc, FILE)
+        h = self.specific_hints(mm, impl)
         if h is not None:
             return h
-        if isinstance(exc, TypeError) and KERNEL in str(exc):
-            return Hint("signature", "内核的签名不对", FILE,
-                        find_line(paths[FILE].read_text(encoding="utf-8"), KERNEL), detail=str(exc),
+        return Hint("wrong-sum", "和不对", self.file, None, first, self.wrong_sum_fix)
+
+    not_written_fix = "归约结束后由线程 0 写 out[row] = sdata[0]；row 就是 blockIdx.x。"
+    wrong_sum_fix = "先在最小的用例（1 行）上对照 torch.sum：检查步长循环、树形归约的每一步和屏障。"
+
+    def specific_hints(self, mm, impl) -> Hint | None:
+        return None
+
+    def on_error(self, case, exc, paths):
+        text = paths[self.file].read_text(encoding="utf-8")
+        h = (simt_hint(exc, self.file, text, self.fixes) or compile_hint(exc, self.file)
+             or kernel_name_hint(exc, self.file, self.kernel, text))
+        if h is not None:
+            return h
+        if isinstance(exc, TypeError) and self.kernel in str(exc):
+            return Hint("signature", "内核的签名不对", self.file, find_line(text, self.kernel), detail=str(exc),
                         fix="保留骨架里的内核名和参数：(float *out, const float *in, int64_t rows, int64_t cols)。")
-        return Hint("exception", f"运行时抛出 {type(exc).__name__}", FILE, error_line(exc),
+        return Hint("exception", f"运行时抛出 {type(exc).__name__}", self.file, error_line(exc),
                     detail=zh_part(str(exc))[:800])
 
     def extra_checks(self, impl, mode, paths):
-        x = torch.randn(3, 300, generator=torch.Generator().manual_seed(1))
-        return sim_precheck(self, mode, paths, lambda: make_op(impl["path"], "sim")(x), "3x300")
+        if impl["static"] is not None:
+            return [], [impl["static"]]
+        from .. import simt
+
+        x = torch.randn(2, 300, generator=torch.Generator().manual_seed(1))
+        block = impl["block"]
+
+        def run(steps):
+            out = torch.full((2,), float("nan"))
+            simt.launch(str(impl["path"]), self.kernel, 2, block, (out, x, 2, 300), defines={"BLOCK_SIZE": block},
+                        max_lane_steps=steps)
+
+        return cuda_precheck(self, mode, paths, run, "2x300")
 
     def bench(self, impl):
         M, N = 4096, 4096
@@ -122,4 +161,19 @@ class ReduceSumCuda(Lab):
         out = torch.empty(M, device="cuda")
         op = impl["op"]
         calls = {"你的内核": lambda: op(x, out=out), "torch.sum": lambda: torch.sum(x, dim=1, out=out)}
-        return time_against(calls, x.numel() * 4 + M * 4, x, f"{M}x{N} float32")
+        return time_against(calls, x.numel() * 4 + M * 4, x, f"{M}x{N} float32，block = {impl['block']}")
+
+
+class ReduceSumCuda(RowSumCudaLab):
+    name = "reduce-sum-cuda"
+    title = "CUDA C：按行求和（共享内存树形归约）"
+    lecture = "cuda/tree-reduction.md"
+    notebook = "labs/reduce-sum.ipynb"
+    files = (FILE,)
+
+    def specific_hints(self, mm, impl):
+        if mm.same(mm.x[:, 0::impl["block"]].sum(1)):
+            return Hint("no-tree", "结果只是线程 0 自己的部分和：树形归约没有把其他线程的部分和加进来", self.file,
+                        find_line(impl["text"], r"sdata\s*\[\s*tid\s*\]\s*\+="), mm.first_row(),
+                        "TODO(4)：s 从 blockDim.x / 2 开始每步减半，tid < s 的线程加上 sdata[tid + s]。")
+        return None

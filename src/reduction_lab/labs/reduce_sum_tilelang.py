@@ -12,7 +12,7 @@ import torch
 
 from . import cases as C
 from .core import Lab, load_module, time_against
-from .grading import Case, Hint, find_line, traceback_line, zh_part
+from .grading import Case, Hint, find_line, root_cause, traceback_line, zh_part
 
 FILE = "reduce_sum.py"
 
@@ -54,6 +54,12 @@ class ReduceSumTileLang(Lab):
         bn = impl["block_n"]
         text = impl["text"]
         full = (N // bn) * bn
+        code = "\n".join(ln.split("#")[0] for ln in text.splitlines())
+        if not re.search(r"^\s*y\s*\[[^\]]*\]\s*=", code, re.M):
+            # T.empty 的输出没有初值：没写的行是上一次留下的任意值，只能从源码看出来
+            return Hint("not-written", "没有写出结果：内核里没有给 y[bx] 赋值", FILE,
+                        find_line(text, r"T\.empty", lang="py"), first,
+                        "行的和算完之后写出：for i in tile_loop(1): y[bx] = acc[i]（T.empty 分配的 y 没有初值）。")
         if N % bn and same(xs[:, :full].sum(1)):
             return Hint("tail-tile", f"最后一个不满的列块（{N % bn} 列）没有算进去", FILE,
                         find_line(text, r"n_tiles\s*=", lang="py"), first,
@@ -72,6 +78,11 @@ class ReduceSumTileLang(Lab):
         if isinstance(exc, SyntaxError):
             return Hint("syntax-error", f"语法错误：{exc.msg}", FILE, exc.lineno, fix="按 Python 的提示修改这一行。")
         line = traceback_line(exc, path)
+        root = root_cause(exc)
+        if isinstance(root, NameError):
+            name = getattr(root, "name", None) or "?"
+            return Hint("undeclared", f"用到了没有定义的名字 {name}", FILE, line, detail=str(root),
+                        fix=f"先定义 {name}（T.alloc_local / T.alloc_fragment 分配的缓冲区，或检查拼写）。")
         return Hint("exception", f"TileLang 报错 {type(exc).__name__}", FILE, line,
                     detail=zh_part(str(exc)).strip().splitlines()[-1][:600] if str(exc).strip() else "",
                     fix="这一行的 TileLang 写法对照讲义「TileLang的归约」。")

@@ -13,7 +13,8 @@ import torch
 
 from . import cases as C
 from .core import Lab, load_module, sim_precheck, time_against
-from .grading import Case, Hint, compare, error_line, find_line, rows_text, tolerance, traceback_line, zh_part
+from .grading import (Case, Hint, compare, error_line, find_line, root_cause, rows_text, tolerance, traceback_line,
+                      zh_part)
 
 FILE = "softmax.py"
 def _pow2(n: int) -> bool:
@@ -108,14 +109,32 @@ class SoftmaxTriton(Lab):
                         "先减去行最大值再取指数：exp(x - max(x)) 的最大值是 1，不会溢出，结果不变。")
         sums = got[bad].sum(dim=1)
         line = find_line(text, r"other\s*=\s*0", lang="py") or find_line(text, r"tl\.load", lang="py")
-        if not _pow2(N) and bool((sums < 1 - 1e-3).all()):
-            negative = "；整行为负数时，填进去的 0 比整行都大，成了「最大值」" if case.kind == "negative" else ""
-            return Hint("mask-other", "被屏蔽的车道改变了结果：每行的和小于 1（N 不是 2 的幂时才出现）" + negative,
-                        self.file, line, first + f"\n第 {r} 行的和是 {sums[0].item():.4g}",
-                        "tl.load 的 other 应为 -float(\"inf\")：它不改变最大值，exp(-inf) = 0 也不改变分母；"
-                        "填 0 会让每个多余的车道给分母加上 exp(0 - max)。")
-        return Hint("wrong-softmax", "softmax 的值不对", self.file, None, first,
+        if x.dtype == torch.float32 and torch.allclose(got[bad], ref[bad], rtol=2e-2, atol=1e-6):
+            for low in (torch.float16, torch.bfloat16):
+                if torch.equal(got[bad], got[bad].to(low).double()) and not torch.equal(ref[bad], ref[bad].to(low).double()):
+                    name = str(low).replace("torch.", "")
+                    digits = 3 if low == torch.float16 else 2
+                    return Hint("low-precision", f"结果被舍入成了 {name}（只有约 {digits} 位有效数字），超过了 float32 的容差",
+                                self.file, find_line(text, name, lang="py"), first,
+                                "在 float32 里计算，写回之前转换成输出的 dtype：y.to(out_ptr.dtype.element_ty)。")
+        P = self.padded_width(N, x)
+        if P > N:
+            # 被屏蔽的车道读成 0 时内核算出的结果：补 0 到 P 列的 softmax 的前 N 列
+            xp = torch.cat([x.detach().cpu().double(), torch.zeros(M, P - N, dtype=torch.float64)], dim=1)
+            cand = torch.softmax(xp, dim=1)[:, :N]
+            if torch.allclose(got[bad], cand[bad], rtol=1e-4, atol=1e-7):
+                negative = "；整行为负数时，填进去的 0 比整行都大，成了「最大值」" if case.kind == "negative" else ""
+                return Hint("mask-other", f"被屏蔽的车道改变了结果：每行的和小于 1（只在 N 不是块宽的倍数时出现）{negative}",
+                            self.file, line, first + f"\n第 {r} 行的和是 {sums[0].item():.4g}",
+                            "tl.load 的 other 应为 -float(\"inf\")：它不改变最大值，exp(-inf) = 0 也不改变分母；"
+                            "填 0 会让每个多余的车道给分母加上 exp(0 - max)。")
+        return Hint("wrong-softmax", "softmax 的值不对", self.file, None,
+                    first + f"\n第 {r} 行的和是 {sums[0].item():.4g}（softmax 每行的和是 1）",
                     "对照讲义：减去最大值、取指数、除以和；检查行偏移 row * in_row_stride。")
+
+    def padded_width(self, N: int, x: torch.Tensor) -> int:
+        """内核读一行时实际用到的车道数：整行放进一个不小于 N 的 2 的幂的块。"""
+        return 1 << (N - 1).bit_length()
 
     def on_error(self, case, exc, paths):
         from ..memcount import OutOfBoundsError
@@ -130,7 +149,12 @@ class SoftmaxTriton(Lab):
         if isinstance(exc, SyntaxError):
             return Hint("syntax-error", f"语法错误：{exc.msg}", self.file, exc.lineno, fix="按 Python 的提示修改这一行。")
         line = traceback_line(exc, path) or _compile_line(exc, text)
-        return Hint("exception", f"运行时抛出 {type(exc).__name__}", self.file, line, detail=zh_part(str(exc))[:600])
+        root = root_cause(exc)
+        if isinstance(root, NameError):
+            name = getattr(root, "name", None) or (re.findall(r"'(\w+)'", str(root)) or ["?"])[0]
+            return Hint("undeclared", f"用到了没有定义的名字 {name}", self.file, line, detail=str(root),
+                        fix=f"先给 {name} 赋值再使用（或检查拼写）。")
+        return Hint("exception", f"运行时抛出 {type(root).__name__}", self.file, line, detail=zh_part(str(root))[:600])
 
     def extra_checks(self, impl, mode, paths):
         from ..memcount import count_memory

@@ -115,3 +115,50 @@ def test_report_is_deterministic_and_readable():
     s = str(a)
     assert "存储体冲突" in s and "扇区" in s and "reduce4" in s
     assert a.as_dict()["threads_launched"] == 512
+
+
+PACK8 = r"""
+#include <cuda_fp16.h>
+struct __align__(16) pack8 { __half v0, v1, v2, v3, v4, v5, v6, v7; };
+struct loose8 { __half v0, v1, v2, v3, v4, v5, v6, v7; };
+__global__ void packed(const __half* x, float* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    pack8 p = reinterpret_cast<const pack8*>(x)[i];
+    out[i] = (float)p.v0 + (float)p.v7;
+}
+__global__ void loose(const __half* x, float* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    loose8 p = reinterpret_cast<const loose8*>(x)[i];
+    out[i] = (float)p.v0 + (float)p.v7;
+}
+__global__ void packed_store(__half* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    pack8 p;
+    p.v0 = p.v1 = p.v2 = p.v3 = p.v4 = p.v5 = p.v6 = p.v7 = __float2half((float)i);
+    reinterpret_cast<pack8*>(y)[i] = p;
+}
+"""
+
+
+def test_packed_half_struct_is_one_128_bit_request_per_lane():
+    x = np.arange(512, dtype=np.float16)
+    out = np.zeros(64, np.float32)
+    rep = simt.launch(PACK8, "packed", 2, 32, (x, out))
+    assert out.tolist() == (x[0::8].astype(np.float32) + x[7::8].astype(np.float32)).tolist()
+    # 两个线程束各一条 128 位的读，每条 512 字节 = 16 个扇区，与 reinterpret_cast<float4*> 相同
+    assert (rep.global_load_requests, rep.global_load_sectors, rep.global_load_bytes) == (2, 32, 1024)
+    # 没有 __align__(16) 的结构体：按成员逐个读（每个线程束 8 条 2 字节的读）
+    rep = simt.launch(PACK8, "loose", 2, 32, (x, out))
+    assert rep.global_load_requests == 16 and rep.global_load_bytes == 1024
+    y = np.zeros(512, np.float16)
+    rep = simt.launch(PACK8, "packed_store", 2, 32, (y,))
+    assert (y.reshape(64, 8) == np.arange(64, dtype=np.float16)[:, None]).all()
+    assert (rep.global_store_requests, rep.global_store_sectors) == (2, 32)
+
+
+def test_packed_half_struct_must_be_aligned():
+    x = np.zeros(520, np.float16)
+    src = PACK8 + "__global__ void off(const __half* x, float* out) {\n" \
+        "    pack8 p = reinterpret_cast<const pack8*>(x + 1)[threadIdx.x];\n    out[threadIdx.x] = (float)p.v0;\n}\n"
+    with pytest.raises(simt.SimtRuntimeError, match="16"):
+        simt.launch(src, "off", 1, 32, (x, np.zeros(32, np.float32)))

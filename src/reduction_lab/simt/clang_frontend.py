@@ -438,7 +438,12 @@ class Lowering:
             names.append(f.spelling)
         if not names:
             raise self.unsupported(f"空结构体 empty struct {name}", decl)
-        v = T.Vec(name, elem, len(names), names, wide=False)
+        # 整体按自身大小对齐的结构体（struct __align__(16) { __half v0, ..., v7; }）：nvcc 用一条宽指令读写
+        # （超过 16 字节时每 16 字节一条），与 float4 相同；否则按成员逐个读写
+        size, align = t.get_size(), t.get_align()
+        wide = len(names) > 1 and ((size <= 16 and align == size and size in (2, 4, 8, 16)) or
+                                   (size > 16 and align >= 16 and size % 16 == 0))
+        v = T.Vec(name, elem, len(names), names, wide=wide, align=align if wide else elem.size)
         self.struct_cache[key] = v
         self.prog.typedefs[name] = v
         return v

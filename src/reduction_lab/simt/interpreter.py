@@ -1270,7 +1270,10 @@ class Machine:
         el = vt.elem
         self.check_bounds(p, lanes, node, what)
         self.check_bounds(Val(T.Ptr(el), p.v + (vt.n - 1), p.buf), lanes, node, what)
-        base = p.buf.base if p.buf.kind == "shared" and p.buf.base >= 0 else 0
+        if p.buf.kind == "global":     # 全局数组：CPU 上这块内存的真实地址（与 (size_t)p % 16 的判断一致）
+            base = int(p.buf.data.ctypes.data) % 64
+        else:
+            base = p.buf.base if p.buf.kind == "shared" and p.buf.base >= 0 else 0
         mis = (base + np.asarray(p.v) * el.size) % vt.align != 0
         if np.any(mis):
             i = int(np.flatnonzero(np.broadcast_to(mis, (lanes.n,)))[0])

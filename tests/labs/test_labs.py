@@ -41,7 +41,8 @@ def _copy_solution(name, tmp_path) -> Path:
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "bank-conflicts", "reduce-sum-tilelang"]
+    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "warp-reduce-cuda", "bank-conflicts",
+                     "reduce-sum-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
         for f in lab.files:
@@ -101,6 +102,35 @@ MISTAKES = [
     ("reduce-sum-cuda", "kernel-renamed", "void reduce_sum_rowwise_kernel(", "void reduce_sum_kernel(", "kernel-name",
      "__global__ void reduce_sum_kernel"),
     ("reduce-sum-cuda", "undeclared", "acc += row_in[j];", "acc += row_in[k];", "undeclared", "row_in[k]"),
+    # warp-reduce-cuda：第二级只让 lane < n_warps 的线程参加，mask 里却没有被读的 lane 16
+    ("warp-reduce-cuda", "mask-excludes-source",
+     "    if (warp == 0) {\n        float v = lane < n_warps ? warp_sums[lane] : 0.0f;\n"
+     "        for (int offset = 16; offset > 0; offset >>= 1)\n            v += __shfl_down_sync(FULL_MASK, v, offset);",
+     "    if (warp == 0 && lane < n_warps) {\n        float v = warp_sums[lane];\n"
+     "        for (int offset = 16; offset > 0; offset >>= 1)\n            v += __shfl_down_sync((1u << n_warps) - 1, v, offset);",
+     "warp-sync", "(1u << n_warps) - 1"),
+    ("warp-reduce-cuda", "half-mask", "acc += __shfl_down_sync(FULL_MASK, acc, offset);",
+     "acc += __shfl_down_sync(0x0000ffffu, acc, offset);", "warp-sync", "0x0000ffffu"),
+    ("warp-reduce-cuda", "missing-barrier", "        warp_sums[warp] = acc;\n    __syncthreads();",
+     "        warp_sums[warp] = acc;", "shared-race", "warp_sums[lane]"),
+    ("warp-reduce-cuda", "barrier-in-branch", "    if (lane == 0)\n        warp_sums[warp] = acc;\n    __syncthreads();",
+     "    if (lane == 0) {\n        warp_sums[warp] = acc;\n        __syncthreads();\n    }", "barrier-divergence",
+     "__syncthreads();"),
+    ("warp-reduce-cuda", "block-not-multiple-of-32", "#define BLOCK_SIZE 256", "#define BLOCK_SIZE 100", "block-size",
+     "#define BLOCK_SIZE 100"),
+    ("warp-reduce-cuda", "lanes-beyond-n-warps", "float v = lane < n_warps ? warp_sums[lane] : 0.0f;",
+     "float v = warp_sums[lane];", "uninitialized-read", "float v = warp_sums[lane];"),
+    ("warp-reduce-cuda", "n-warps-hard-coded", "unsigned int n_warps = blockDim.x / 32;", "unsigned int n_warps = 8;",
+     "uninitialized-read", "warp_sums[lane]"),
+    ("warp-reduce-cuda", "lanes-beyond-row-end", "    float acc = 0.0f;\n    for (int64_t j = tid;",
+     "    float acc = row_in[tid];\n    for (int64_t j = tid + blockDim.x;", "out-of-bounds", "float acc = row_in[tid];"),
+    ("warp-reduce-cuda", "no-second-stage", "            out[row] = v;", "            out[row] = warp_sums[0];",
+     "no-second-stage", "out[row] = warp_sums[0];"),
+    ("warp-reduce-cuda", "shuffle-stops-at-2", "offset > 0; offset >>= 1)\n        acc", "offset > 1; offset >>= 1)\n        acc",
+     "shfl-steps", "offset > 1"),
+    ("warp-reduce-cuda", "no-write", "            out[row] = v;", "            ;", "not-written", None),
+    ("warp-reduce-cuda", "endless-loop", "offset > 0; offset >>= 1)\n        acc", "offset > 0; offset >>= 0)\n        acc",
+     "endless-loop", "offset >>= 0"),
     ("softmax-triton", "other-zero", 'other=-float("inf")', "other=0.0", "mask-other", "other=0.0"),
     ("softmax-triton", "unmasked-load", 'cols, mask=mask, other=-float("inf"))', "cols)", "out-of-bounds", "tl.load"),
     ("softmax-triton", "no-max", "tl.exp(x - tl.max(x, axis=0))", "tl.exp(x)", "no-max-subtraction", "tl.exp"),
@@ -169,7 +199,31 @@ FIX_TEXT = {
     ("bank-conflicts", "read-bound"): "c < cols",
 }
 #: 这些错误让评分在运行用例之前结束（死循环在检查用的小用例上几秒内报出，不在每个用例上跑满预算）
-NOT_RUN = {"endless-loop", "endless-stride"}
+NOT_RUN = {"endless-loop", "endless-stride", "block-not-multiple-of-32"}
+
+# 看起来像错误、其实是对的写法：评分必须让它们通过
+# offset 从 1 开始每步翻倍：lane 0 照样得到 32 个数的和（每一步读的都是上一步已经合好的一段），只是加法的顺序不同；
+# 换成蝶形 __shfl_xor_sync，每个 lane 都得到总和，lane 0 也不例外；线程块改成 512 个线程也没有问题。
+CORRECT_VARIANTS = [
+    ("warp-reduce-cuda", "offsets-ascending",
+     [("for (int offset = 16; offset > 0; offset >>= 1)", "for (int offset = 1; offset < 32; offset <<= 1)")] * 2),
+    ("warp-reduce-cuda", "xor-butterfly", [("__shfl_down_sync", "__shfl_xor_sync")] * 2),
+    ("warp-reduce-cuda", "block-512", [("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 512")]),
+    ("reduce-sum-cuda", "double-accumulator", [("float acc = 0.0f;", "double acc = 0.0;")]),
+]
+
+
+@pytest.mark.parametrize("name,variant,edits", CORRECT_VARIANTS, ids=[f"{n}-{v}" for n, v, _ in CORRECT_VARIANTS])
+def test_correct_variants_pass(name, variant, edits, tmp_path):
+    dest = _copy_solution(name, tmp_path)
+    f = dest / labs.get(name).files[0]
+    text = f.read_text(encoding="utf-8")
+    for old, new in edits:
+        assert old in text, variant
+        text = text.replace(old, new, 1)
+    f.write_text(text, encoding="utf-8")
+    result = labs.check(name, dest, bench=False)
+    assert result.passed, result.report()
 
 
 def test_planted_mistake_fix_texts_are_lab_specific(tmp_path):

@@ -27,7 +27,8 @@ def error_cases(unsupported: torch.dtype = torch.float16) -> list[Case]:
     ]
 
 
-def row_sum_cases(mode: str) -> list[Case]:
+def row_sum_cases(mode: str, extra: tuple[Case, ...] = ()) -> list[Case]:
+    """行和的用例；``extra`` 插在报错用例之前（例如 warp 实验的不同线程块大小）。"""
     cases = [Case("课程用例", s) for s in SEED_SHAPES]
     cases += [
         Case("N 不是 2 的幂", (3, 1000)),
@@ -35,9 +36,20 @@ def row_sum_cases(mode: str) -> list[Case]:
         Case("一行一列", (1, 1)),
         Case("整行为负数", (4, 513), kind="negative"),
     ]
+    cases += list(extra)
     if mode == "gpu":
         cases += [Case("大形状", (1000, 5000), gpu_only=True), Case("大形状", (4096, 4097), gpu_only=True)]
     return cases + error_cases(torch.float16)
+
+
+def warp_reduce_cases(mode: str) -> list[Case]:
+    """warp-reduce-cuda：行和的用例（学习者文件里的 BLOCK_SIZE），另用 1 个、3 个（不是 2 的幂）和 32 个 warp
+    的线程块各跑一次：第二级归约里有效的 warp 和可能只有 1 个，也可能正好 32 个。"""
+    return row_sum_cases(mode, (
+        Case("一个 warp（block = 32）", (3, 100), block=32),
+        Case("3 个 warp（block = 96）", (4, 1000), block=96),
+        Case("32 个 warp（block = 1024）", (2, 3000), block=1024),
+    ))
 
 
 def softmax_cases(mode: str) -> list[Case]:

@@ -8,12 +8,14 @@ from .online_softmax import OnlineSoftmax
 from .reduce_sum_cuda import ReduceSumCuda
 from .reduce_sum_tilelang import ReduceSumTileLang
 from .softmax_triton import SoftmaxTriton
+from .warp_reduce_cuda import WarpReduceCuda
 
 #: 按讲义的顺序
 LABS: dict[str, Lab] = {lab.name: lab for lab in (
     SoftmaxTriton(),
     OnlineSoftmax(),
     ReduceSumCuda(),
+    WarpReduceCuda(),
     BankConflicts(),
     ReduceSumTileLang(),
 )}

@@ -11,7 +11,6 @@
 #     name: python3
 # ---
 
-
 # %% [markdown]
 # # 实验：warp洗牌的按行求和（CUDA C）
 #

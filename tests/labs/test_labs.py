@@ -236,6 +236,43 @@ def test_planted_mistake_fix_texts_are_lab_specific(tmp_path):
         assert want in hint.fix and "sdata" not in hint.fix + hint.cause, hint.render()
 
 
+#: gpu 模式下 GPU 不会报出、要靠模拟器检查（extra_checks）找出的错误
+GPU_HIDDEN = [("warp-reduce-cuda", m) for m in ("mask-excludes-source", "half-mask", "missing-barrier", "barrier-in-branch",
+                                                "lanes-beyond-n-warps", "n-warps-hard-coded", "lanes-beyond-row-end",
+                                                "endless-loop")] + \
+             [("reduce-sum-cuda", m) for m in ("barrier-in-branch", "missing-barrier", "off-by-one", "endless-loop")]
+
+
+@pytest.mark.parametrize("name,mistake", GPU_HIDDEN, ids=[f"{n}-{m}" for n, m in GPU_HIDDEN])
+def test_gpu_mode_precheck_finds_what_the_gpu_hides(name, mistake, tmp_path):
+    """gpu 模式的模拟器检查（在 CPU 上就能运行）：给出与 sim 模式评分相同的第一条诊断；会让 GPU 挂起的错误不在 GPU 上运行用例。"""
+    from reduction_lab.labs import core
+
+    m = next(m for m in MISTAKES if m[:2] == (name, mistake))
+    dest = _copy_solution(name, tmp_path)
+    lab = labs.get(name)
+    f = dest / lab.files[0]
+    f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
+    paths = core._learner_paths(lab, dest)
+    lines, hints = lab.extra_checks(lab.load(paths, "gpu"), "gpu", paths)
+    assert [h.key for h in hints] == [m[4]], lines
+    assert hints[0].cause.startswith("模拟器检查")
+    if m[5] is not None:
+        assert m[5] in f.read_text(encoding="utf-8").splitlines()[hints[0].line - 1]
+    if m[4] in ("barrier-divergence", "endless-loop", "warp-sync"):
+        assert m[4] in core.BLOCKING
+
+
+def test_gpu_mode_precheck_passes_the_solutions(tmp_path):
+    from reduction_lab.labs import core
+
+    for name in ("reduce-sum-cuda", "warp-reduce-cuda", "bank-conflicts"):
+        lab = labs.get(name)
+        paths = core._learner_paths(lab, _copy_solution(name, tmp_path))
+        lines, hints = lab.extra_checks(lab.load(paths, "gpu"), "gpu", paths)
+        assert hints == [] and "没有发现" in lines[0], lines
+
+
 def test_cli_list_start_check(tmp_path, capsys):
     assert lab_cli.main(["lab", "list"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

@@ -21,9 +21,10 @@ from .grading import BenchRow, Case, CaseResult, GradeResult, Hint, LabError, me
 
 SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 
-#: 模拟器检查发现这些错误时不再运行用例：屏障发散、死循环可能让 GPU 挂起（在模拟器里死循环要跑满工作预算）；
-#: 线程块大小不合法时每个用例都一样错
-BLOCKING = {"barrier-divergence", "endless-loop", "block-size"}
+#: 模拟器检查发现这些错误时不再运行用例：屏障发散、死循环、mask 不对的 warp 原语可能让 GPU 挂起
+#: （在模拟器里死循环要跑满工作预算）；线程块大小不合法时每个用例都一样错。
+#: sim 模式的模拟器检查只报告死循环，其余错误照常在各个用例里报出。
+BLOCKING = {"barrier-divergence", "endless-loop", "warp-sync", "block-size"}
 
 #: ``lab check`` 接受的 backend 别名（课程原来的测试用 ``--backend nvidia`` 表示 CUDA C）
 BACKEND_ALIASES = {"nvidia": "cuda"}

@@ -113,6 +113,27 @@ class WarpReduceCuda(RowSumCudaLab):
         return Hint("block-size", "线程块大小不合适：BLOCK_SIZE 必须是 32 的倍数（32 到 1024）", FILE, line, why,
                     "改成 32 的倍数，例如 256 或 512；用例没有运行。")
 
+    def extra_checks(self, impl, mode, paths):
+        """模拟器检查用学习者的 BLOCK_SIZE，也用 32 与 96 个线程：gpu 模式下第二级的错误（n_warps 写死、
+        lane >= n_warps 读了没写过的 warp_sums）在 GPU 上只是悄悄算错，模拟器能指出是哪一行。"""
+        if impl["static"] is not None:
+            return [], [impl["static"]]
+        from .. import simt
+        from .core import cuda_precheck
+
+        # 行比 256 个线程短：行尾之外的线程读了下一行（最后一行越界）时也能发现
+        M, N = 3, 200
+        x = torch.randn(M, N, generator=torch.Generator().manual_seed(1))
+        blocks = list(dict.fromkeys((impl["block"], 32, 96)))
+
+        def run(steps):
+            for b in blocks:
+                out = torch.full((M,), float("nan"))
+                simt.launch(str(impl["path"]), self.kernel, M, b, (out, x, M, N), defines={"BLOCK_SIZE": b},
+                            max_lane_steps=steps)
+
+        return cuda_precheck(self, mode, paths, run, f"{M}x{N}，block = {'、'.join(map(str, blocks))}")
+
     def specific_hints(self, mm, impl):
         xs, same, first, text = mm.x, mm.same, mm.first_row(), impl["text"]
         block = impl["block"]

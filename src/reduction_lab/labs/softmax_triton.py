@@ -17,8 +17,6 @@ from .grading import (Case, Hint, compare, error_line, find_line, root_cause, ro
                       zh_part)
 
 FILE = "softmax.py"
-def _pow2(n: int) -> bool:
-    return n & (n - 1) == 0
 
 
 class SoftmaxTriton(Lab):

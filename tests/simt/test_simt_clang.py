@@ -123,10 +123,10 @@ REFUSED = [
     ("virtual", "struct Op {\n  virtual __device__ float f(float v) { return v; }\n};\n"
                 "__global__ void k(float* y) { y[0] = 1; }", 2, "virtual"),
     ("switch", "__global__ void k(float* y) {\n  switch ((int)y[0]) { case 1: y[0] = 2; }\n}", 2, "switch"),
-    ("member function", "struct Acc {\n  float v;\n  __device__ void add(float x) { v += x; }\n};\n"
-                        "__global__ void k(float* y) {\n  Acc a = {0};\n  a.add(y[0]);\n  y[0] = a.v;\n}", 7,
-     "member function"),
-    ("mixed struct", "struct M { int a; float b; };\n__global__ void k(float* y) { y[0] = 1; }", 1, "different types"),
+    ("constructor", "struct Acc {\n  float v;\n  __device__ Acc() : v(1.0f) {}\n};\n"
+                    "__global__ void k(float* y) {\n  Acc a;\n  y[0] = a.v;\n}", 6, "constructor"),
+    ("mixed sizes", "struct M { int a; char b; };\n__global__ void k(float* y) { y[0] = 1; }", 1, "different sizes"),
+    ("pointer member", "struct S { float* p; };\n__global__ void k(S s) { s.p[0] = 1; }", 1, "指针成员"),
 ]
 
 

@@ -158,6 +158,15 @@ class Deferred:
         return _err(*self.args)
 
 
+def _leaves_of(t):
+    """成员类型展开成存储单元（标量）的列表。"""
+    if t.is_scalar:
+        return [t]
+    if t.is_array:
+        return _leaves_of(t.elem) * t.n
+    return list(t.elems)
+
+
 class _Ready:
     """已经构造好的错误，接口与 Deferred 相同。"""
 
@@ -418,35 +427,68 @@ class Lowering:
             raise self.unsupported(f"联合 union {name}", decl)
         self.check_class(decl)
         fields = list(t.get_fields())
-        elem, names = None, []
+        leaves, names, members = [], [], {}
         for f in fields:
             if f.is_bitfield():
                 raise self.unsupported(f"结构体 {name} 的位域成员 {f.spelling}（bit-field）", f)
             ft = f.type.get_canonical()
-            st = _SCALARS.get(ft.kind) if ft.kind != TK.VOID else None
-            if ft.kind == TK.ENUM:
-                st = T.INT
-            if ft.kind == TK.RECORD and ft.get_declaration().spelling in ("__half", "__nv_bfloat16"):
-                st = self.ctype(ft, f)            # 半精度成员：16 位的标量
-            if st is None or ft.is_volatile_qualified():
-                raise self.unsupported(f"结构体 {name} 的成员 {f.spelling}：只支持标量成员"
-                                       "（不支持数组、指针、嵌套结构体、位域、volatile 成员；struct member must be a scalar）", f)
-            if elem is not None and st is not elem:
-                raise self.unsupported(f"结构体 {name} 的成员类型不同（{elem.name} 与 {st.name}）："
-                                       "只支持成员都是同一种标量的结构体（struct with members of different types）", f)
-            elem = st
-            names.append(f.spelling)
+            if ft.is_volatile_qualified():
+                raise self.unsupported(f"结构体 {name} 的 volatile 成员 {f.spelling}", f)
+            mt = self.member_type(ft, f, name)
+            members[f.spelling] = (len(leaves), mt)
+            if mt.is_scalar:
+                leaves.append(mt)
+                names.append(f.spelling)
+            else:
+                sub = _leaves_of(mt)
+                leaves.extend(sub)
+                names.extend(f"{f.spelling}#{k}" for k in range(len(sub)))
+        if leaves and any(x.size != leaves[0].size for x in leaves):
+            kinds = "、".join(dict.fromkeys(x.name for x in leaves))
+            raise self.unsupported(f"结构体 {name} 的成员大小不同（{kinds}）：只支持各成员（展开数组与嵌套结构体之后）"
+                                   "大小相同的结构体（struct with members of different sizes）", decl)
+        if leaves and t.get_size() != len(leaves) * leaves[0].size:
+            raise self.unsupported(f"结构体 {name} 有填充字节（sizeof {t.get_size()}，成员共 "
+                                   f"{len(leaves) * leaves[0].size} 字节）/ struct with padding", decl)
         if not names:
-            raise self.unsupported(f"空结构体 empty struct {name}", decl)
+            v = T.Vec(name, T.UCHAR, 0, (), wide=False)     # 空结构体：只有成员函数（如 SharedMemory<T>），不占存储
+            self.struct_cache[key] = v
+            self.prog.typedefs[name] = v
+            return v
+        elem = leaves[0]
         # 整体按自身大小对齐的结构体（struct __align__(16) { __half v0, ..., v7; }）：nvcc 用一条宽指令读写
         # （超过 16 字节时每 16 字节一条），与 float4 相同；否则按成员逐个读写
         size, align = t.get_size(), t.get_align()
-        wide = len(names) > 1 and ((size <= 16 and align == size and size in (2, 4, 8, 16)) or
-                                   (size > 16 and align >= 16 and size % 16 == 0))
-        v = T.Vec(name, elem, len(names), names, wide=wide, align=align if wide else elem.size)
+        wide = len(names) > 1 and len(set(leaves)) == 1 and all(m[1].is_scalar for m in members.values()) and (
+            (size <= 16 and align == size and size in (2, 4, 8, 16)) or (size > 16 and align >= 16 and size % 16 == 0))
+        v = T.Vec(name, elem, len(names), names, wide=wide, align=align if wide else elem.size, elems=leaves,
+                  members=members)
         self.struct_cache[key] = v
         self.prog.typedefs[name] = v
         return v
+
+    def member_type(self, ft, f, sname):
+        """结构体成员的类型：标量、标量或结构体的定长数组、嵌套的结构体（含向量类型）。"""
+        st = _SCALARS.get(ft.kind) if ft.kind != TK.VOID else None
+        if ft.kind == TK.ENUM:
+            st = T.INT
+        if st is not None:
+            return st
+        if ft.kind == TK.RECORD:
+            sub = self.ctype(ft, f)
+            if sub.is_scalar:              # __half、__nv_bfloat16
+                return sub
+            if sub.n == 0:
+                raise self.unsupported(f"结构体 {sname} 的空结构体成员 {f.spelling}", f)
+            return sub
+        if ft.kind == TK.CONSTANTARRAY:
+            et = self.member_type(ft.element_type.get_canonical(), f, sname)
+            if ft.element_count <= 0:
+                raise self.unsupported(f"结构体 {sname} 的成员 {f.spelling}：长度为 0 的数组", f)
+            return T.Arr(et, ft.element_count)
+        what = "指针" if ft.kind == TK.POINTER else ft.spelling
+        raise self.unsupported(f"结构体 {sname} 的成员 {f.spelling}：不支持{what}成员（struct member of type "
+                               f"{ft.spelling}）", f)
 
     def check_class(self, decl):
         for ch in decl.get_children():
@@ -564,9 +606,18 @@ class Lowering:
 
     def lower_function(self, d, name, is_kernel, co):
         from .frontend import Function
-        if d.kind != K.FUNCTION_DECL:
+        if d.kind not in (K.FUNCTION_DECL, K.CXX_METHOD, K.CONVERSION_FUNCTION):
             raise self.unsupported(f"成员函数 member function {qualified_name(d)}", d)
         params, decls, refs = [], [], {}
+        if d.kind != K.FUNCTION_DECL and not d.is_static_method():
+            # 成员函数：对象的地址作为第一个参数 this
+            rec = d.semantic_parent
+            st = self.ctype(rec.type, d)
+            const = d.is_const_method()
+            tn = c_ast.PtrDecl([], c_ast.TypeDecl("this", ["const"] if const else [], None,
+                                                  c_ast.IdentifierType([self.type_key(st)], co), co), co)
+            decls.append(c_ast.Decl("this", [], [], [], [], tn, None, None, co))
+            params.append(("this", T.Ptr(st, const=const), f"{st.name}*"))
         for i, p in enumerate(d.get_arguments()):
             pt = p.type
             pname = p.spelling or f"__unnamed{i}"
@@ -737,6 +788,7 @@ class Lowering:
         s = _strip(last)
         if s.kind == K.CALL_EXPR and s.referenced is not None and s.referenced.kind == K.CONSTRUCTOR \
                 and not list(s.get_arguments()):
+            self.check_ctor(s.referenced, s)
             return None     # 结构体的默认构造：没有初值
         return last
 
@@ -770,6 +822,16 @@ class Lowering:
             ini = self.init_expr(init)
         quals = ["const"] if base.get_canonical().is_const_qualified() else []
         return c_ast.Decl(c.spelling, quals, [], storage, [], tn, ini, None, co)
+
+    def check_ctor(self, ctor, c):
+        """自己写的、做了事情的构造函数（有成员初始化或语句）：模拟器不执行它，拒绝。"""
+        d = ctor.get_definition()
+        if d is None or not self.where.is_user(d.location.file) or ctor.is_default_method():
+            return
+        body = next((ch for ch in d.get_children() if ch.kind == K.COMPOUND_STMT), None)
+        inits = [ch for ch in d.get_children() if ch.kind == K.MEMBER_REF]
+        if inits or (body is not None and list(body.get_children())):
+            raise self.unsupported(f"构造函数 constructor {qualified_name(ctor)}", c)
 
     def init_expr(self, c):
         s = _strip(c)
@@ -865,7 +927,7 @@ class Lowering:
         if k == K.LAMBDA_EXPR:
             raise self.unsupported("lambda 表达式", c)
         if k == K.CXX_THIS_EXPR:
-            raise self.unsupported("成员函数里的 this（member functions）", c)
+            return _id("this", co)
         if "KERNEL" in k.name:
             raise self.unsupported("在设备代码中启动内核（动态并行 dynamic parallelism）", c)
         raise self.unsupported(f"表达式 {k.name}", c)
@@ -932,6 +994,9 @@ class Lowering:
         if r is not None and r.kind in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
             raise self.unsupported(f"成员函数 member function {c.spelling}", c)
         if not ex:
+            if r is not None and r.kind == K.FIELD_DECL and self.cur_fn is not None and \
+                    self.cur_fn.kind in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
+                return c_ast.StructRef(_id("this", co), "->", _id(c.spelling, co), co)     # 隐式的 this->
             raise self.unsupported(f"成员 {c.spelling}（成员函数里的隐式 this）", c)
         base = ex[0]
         sb = _strip(base)
@@ -984,7 +1049,10 @@ class Lowering:
                 g = self.group_of(obj[0].type, c) if obj else None
                 if g is not None:
                     return self.group_method(g, callee.spelling, [self.expr(a) for a in args], c, co)
-            raise self.unsupported(f"成员函数 member function {r.spelling}", c)
+            d = r.get_definition()
+            if d is not None and self.where.is_user(d.location.file):
+                return self.method_call(r, d, callee, args, c, co)
+            raise self.unsupported(f"成员函数 member function {r.spelling}（没有定义）", c)
         if rk == K.FUNCTION_DECL and r.spelling.startswith("operator") and not self.where.is_user(r.location.file):
             op = r.spelling[len("operator"):]
             if len(args) == 2 and op in ("+", "-", "*", "/", "==", "!=", "<", ">", "<=", ">="):
@@ -1024,6 +1092,44 @@ class Lowering:
         if not builtin:
             raise self.unsupported(f"函数 {name}()", c)
         return _call(name, self.args_of(c, None, True), co)
+
+    def method_call(self, r, d, callee, args, c, co):
+        """调用自己定义的成员函数（含运算符与类型转换函数）：对象的地址作为第一个实参 this。"""
+        n = self.fname(d)
+        self.callees.add(n)
+        params = list(d.get_arguments())
+        if r.is_static_method():
+            return _call(n, self.args_of(c, d, False), co)
+        if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
+            obj = _exprs(callee)
+            rest = [self.expr(a) for a in args]
+        elif len(args) == len(params) + 1:          # 成员运算符 a + b：第一个实参是对象
+            obj, rest = [args[0]], [self.expr(a) for a in args[1:]]
+        else:
+            obj, rest = [], [self.expr(a) for a in args]
+        if not obj:                                 # 成员函数里调用另一个成员函数：隐式的 this
+            if self.cur_fn is None or self.cur_fn.kind not in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
+                raise self.unsupported(f"成员函数 {r.spelling} 的调用（没有对象）", c)
+            return _call(n, [_id("this", co)] + rest, co)
+        o = obj[0]
+        ot = o.type.get_canonical()
+        if ot.kind == TK.POINTER:
+            this = self.expr(o)
+        else:
+            st = self.ctype(ot, c)
+            so = _strip(o)
+            while so.kind in (K.CALL_EXPR, K.UNEXPOSED_EXPR) and so.referenced is not None and \
+                    so.referenced.kind == K.CONSTRUCTOR and len(_exprs(so)) == 1:
+                so = _strip(_exprs(so)[0])
+            temp = so.kind in (K.CALL_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR) or "TEMPORARY" in so.kind.name or \
+                (so.kind == K.UNEXPOSED_EXPR and not _exprs(so))
+            if st.n == 0:
+                this = _const("int", "0", co)       # 空结构体：this 不会被解引用
+            elif temp:
+                raise self.unsupported(f"在临时对象上调用成员函数 {r.spelling}", c)
+            else:
+                this = c_ast.UnaryOp("&", self.expr(o), co)
+        return _call(n, [this] + rest, co)
 
     # ------------------------------------------------------------ GPUVerify 的规约注解
     def spec_call(self, name, args, c, co):

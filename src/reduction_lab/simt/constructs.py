@@ -258,6 +258,110 @@ __global__ void stats(const float* x, Stat* out, int n) {
 }
 """
 
+_STRUCT_NESTED = r"""
+// 数组成员与嵌套结构体：每个线程一个直方图，放在局部结构体里，按下标访问成员数组
+struct Range { float lo; float hi; };
+struct Hist { Range r; int count[4]; };
+__global__ void histogram4(const float* x, Hist* out, int n) {
+    int t = threadIdx.x;
+    Hist h;
+    h.r.lo = -2.0f; h.r.hi = 2.0f;
+    for (int k = 0; k < 4; k++) h.count[k] = 0;
+    for (int j = t; j < n; j += blockDim.x) {
+        float v = fminf(fmaxf(x[j], h.r.lo), h.r.hi - 1e-3f);
+        h.count[(int)((v - h.r.lo) / (h.r.hi - h.r.lo) * 4.0f)] += 1;
+    }
+    for (int k = 0; k < 4; k++) atomicAdd(&out->count[k], h.count[k]);
+    if (t == 0) out->r = h.r;
+}
+"""
+
+_METHODS = r"""
+// 结构体的成员函数与运算符：this、隐式的成员访问、const 成员函数
+struct Vec2 {
+    float x, y;
+    __device__ Vec2 operator+(const Vec2& o) const { Vec2 r; r.x = x + o.x; r.y = y + o.y; return r; }
+    __device__ float dot(const Vec2& o) const { return x * o.x + y * o.y; }
+    __device__ void scale(float s) { x *= s; this->y *= s; }
+    __device__ float norm2() const { return dot(*this); }
+};
+__global__ void methods(const float* xy, float* out) {
+    int i = threadIdx.x;
+    Vec2 a; a.x = xy[2 * i]; a.y = xy[2 * i + 1];
+    Vec2 b = a + a;
+    b.scale(0.5f);
+    out[i] = b.norm2();
+}
+"""
+
+_SHARED_MEMORY_T = r"""
+// 空结构体的类型转换运算符取得动态共享内存（CUDA 示例 reduction 的 SharedMemory<T> 写法）
+template <class T> struct SharedMemory {
+    __device__ inline operator T*() { extern __shared__ int __smem[]; return (T*)__smem; }
+};
+template <class T> __global__ void reduce_t(const T* x, T* out) {
+    T* sdata = SharedMemory<T>();
+    unsigned t = threadIdx.x;
+    sdata[t] = x[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) sdata[t] += sdata[t + s];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = sdata[0];
+}
+template __global__ void reduce_t<int>(const int*, int*);
+"""
+
+_VEC_TYPES = r"""
+// 其他向量类型：uchar4（像素）、float3（坐标），make_* 构造
+__global__ void shade(const float3* p, uchar4* rgba, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float3 v = p[i];
+        float s = v.x + v.y + v.z;
+        rgba[i] = make_uchar4((unsigned char)v.x, (unsigned char)v.y, (unsigned char)v.z, (unsigned char)s);
+    }
+}
+"""
+
+_GV_H = r"""
+// GPUVerify 的注解在它自己的 cuda.h 里；nvcc 不认识它们：在 nvcc 下把这里用到的几个定义成空操作与 assert
+// （模拟器的序言声明了全部注解，并定义 __GPUVERIFY_ANNOTATIONS__）
+#ifndef __GPUVERIFY_ANNOTATIONS__
+#include <cassert>
+#define __requires(e)
+#define __invariant(e) 0
+#define __is_pow2(x) ((((x) & (x - 1)) == 0))
+#define __implies(a, b) (!(a) || (b))
+#define __assert(e) assert(e)
+#endif
+"""
+
+_GPUVERIFY = r"""
+#include "gv.h"
+// GPUVerify 的规约注解：前提、不变式、访问集合是空操作；__assert 在每个线程上检查
+__global__ void scaled(const int* x, int* y, int n) {
+    __requires(n == 64);
+    __requires(__is_pow2(blockDim.x));
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int acc = 0;
+    for (int k = 0; __invariant(k <= 3), __invariant(__uniform_int(k)), k < 3; k++) acc += x[i];
+    y[i] = acc;
+    __assert(__implies(x[i] >= 0, y[i] >= x[i]));
+}
+"""
+
+_ATOMIC_MORE = r"""
+// atomicInc 的环形计数、atomicCAS 只让第一个线程写入、atomicOr 拼出位图
+__global__ void ring(const int* x, unsigned* ctr, int* owner, unsigned* bits) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    atomicInc(&ctr[0], 6u);
+    if (x[i] > 0) atomicCAS(owner, -1, i);
+    atomicOr(&bits[i / 32], (x[i] > 0 ? 1u : 0u) << (i % 32));
+}
+"""
+
 _ENUM = r"""
 // 枚举：选择归约运算，也用作数组长度
 enum Op { OP_SUM, OP_MAX, OP_MIN, NUM_OPS };
@@ -694,7 +798,36 @@ REGISTRY: tuple[Construct, ...] = (
                   2: (c.args[0].reshape(-1, 2).astype(np.float64) ** 2).sum(1)}),
     _c("struct_mixed_members", "结构体", "成员类型不同的结构体（int与float）", _STRUCT_MIXED, "stats", 2, 32,
        lambda rng: Case([_ints(rng, 50, -9, 9).astype(np.float32), _zeros(2, np.int32), np.int32(50)]),
-       lambda c: {1: np.array([50, int(c.args[0].sum())], np.int32)}),
+       # out 是 Stat 的存储（两个 4 字节的单元）：count 是 int，sum 是按位存放的 float
+       lambda c: {1: np.array([50, np.float32(_f64(c.args[0]).sum()).view(np.int32)], np.int32)}),
+    _c("struct_nested_members", "结构体", "数组成员与嵌套结构体（局部结构体的成员数组按下标访问，&p->a[k]）",
+       _STRUCT_NESTED, "histogram4", 1, 32,
+       # out 是 Hist 的存储（6 个 4 字节的单元，按第一个成员记为 float）：count[] 是按位存放的 int
+       lambda rng: Case([_floats(rng, 100), _zeros(6), np.int32(100)]),
+       lambda c: {1: np.concatenate([np.array([-2.0, 2.0], np.float32), np.bincount(
+           np.floor((np.clip(c.args[0], np.float32(-2), np.float32(2) - np.float32(1e-3)) - np.float32(-2)) /
+                    np.float32(4) * np.float32(4)).astype(int), minlength=4).astype(np.int32).view(np.float32)])}),
+    _c("struct_methods", "结构体", "结构体的成员函数与运算符（this、隐式成员、const成员函数）", _METHODS, "methods", 1, 32,
+       lambda rng: Case([_ints(rng, 64, -9, 9).astype(np.float32), _zeros(32)]),
+       lambda c: {1: (_f64(c.args[0]).reshape(-1, 2) ** 2).sum(1)}),
+    _c("shared_memory_template", "结构体", "空结构体SharedMemory<T>的operator T*()取得动态共享内存", _SHARED_MEMORY_T,
+       "reduce_t<int>", 2, 64,
+       lambda rng: Case([_ints(rng, 128), _zeros(2, np.int32)]),
+       lambda c: {1: c.args[0].reshape(2, 64).sum(1)}, shared_bytes=256),
+    _c("vector_types", "向量类型", "uchar4、float3与make_uchar4（全部48种向量类型）", _VEC_TYPES, "shade", 1, 32,
+       lambda rng: Case([rng.integers(0, 60, 90).astype(np.float32), _zeros(120, np.uint8), np.int32(30)]),
+       lambda c: {1: np.concatenate([c.args[0].reshape(-1, 3), c.args[0].reshape(-1, 3).sum(1, keepdims=True)],
+                                    1).reshape(-1).astype(np.uint8)}),
+    _c("gpuverify_annotations", "内置函数", "GPUVerify的__requires、__invariant（空操作）与逐线程检查的__assert", _GPUVERIFY,
+       "scaled", 2, 32,
+       lambda rng: Case([_ints(rng, 64, 0, 20), _zeros(64, np.int32), np.int32(64)]),
+       lambda c: {1: 3 * c.args[0]}, files={"gv.h": _GV_H}),
+    _c("atomics_more", "内置函数", "atomicInc、atomicCAS与atomicOr", _ATOMIC_MORE, "ring", 2, 32,
+       lambda rng: Case([_ints(rng, 64), _zeros(1, np.uint32), np.full(1, -1, np.int32), _zeros(2, np.uint32)]),
+       lambda c: {1: np.array([64 % 7], np.uint32),
+                  2: np.array([int(np.flatnonzero(c.args[0] > 0)[0]) if (c.args[0] > 0).any() else -1], np.int32),
+                  3: np.array([sum(1 << j for j in range(32) if c.args[0][32 * w + j] > 0) for w in range(2)],
+                              np.uint32)}),
     _c("enum", "枚举", "枚举选择归约运算，枚举常量作数组长度", _ENUM, "three_reductions", 1, 32,
        lambda rng: Case([_floats(rng, 32), _zeros(3)]),
        lambda c: {1: np.array([_f64(c.args[0]).sum(), c.args[0].max(), c.args[0].min()])},

@@ -90,15 +90,21 @@ class Vec(CType):
     它表示（fields 是成员名）：整体按自身大小对齐（__align__(16) 的 8 个 __half）时同样是宽访问，否则按成员逐个读写。"""
     is_vec = True
 
-    def __init__(self, name, elem, n, fields=None, wide=True, align=None):
+    def __init__(self, name, elem, n, fields=None, wide=True, align=None, elems=None, members=None):
         self.name = name
-        self.elem = elem
+        self.elem = elem          # 存储单元的类型（成员类型不同时为第一个成员的类型；各成员大小相同）
         self.n = n
         self.size = elem.size * n
         self.dtype = elem.dtype
         self.fields = tuple(fields) if fields is not None else ("x", "y", "z", "w")[:n]
         self.wide = wide
         self.align = align if align is not None else (min(self.size, 16) if wide else elem.size)
+        #: 每个存储单元（叶子）的标量类型：与 elem 不同时按位重新解释（int 与 float 的成员）
+        self.elems = tuple(elems) if elems is not None else (elem,) * n
+        #: 成员名 -> (第一个存储单元的下标, 成员类型)：标量、数组（Arr）或嵌套的结构体（Vec）
+        self.members = dict(members) if members is not None else {f: (j, self.elems[j]) for j, f in enumerate(self.fields)}
+        #: 所有成员都是标量：变量可以放在寄存器里（每个成员一个）；否则放在每个线程一份的局部内存里
+        self.flat = all(m[1].is_scalar for m in self.members.values())
 
     def __repr__(self):
         return self.name

@@ -145,6 +145,17 @@ def _merge(c, a, b, n):
     return out
 
 
+def _flat_init(init):
+    """嵌套的初始化列表 {{1, 2}, {3}} 按顺序展开（结构体的数组与嵌套成员）。"""
+    out = []
+    for e in init.exprs:
+        if isinstance(e, c_ast.InitList):
+            out.extend(_flat_init(e))
+        else:
+            out.append(e)
+    return out
+
+
 def _walk(node):
     """AST 的所有子孙节点（先序）。"""
     stack = [node] if node is not None else []
@@ -457,11 +468,11 @@ class Machine:
         var = self.new_var(t)
         if node.init is not None:
             if isinstance(node.init, c_ast.InitList) and t.is_vec:     # float4 v = {1, 2, 3, 4}; P p = {0};
-                ex = node.init.exprs
+                ex = _flat_init(node.init)
                 if len(ex) > t.n:
                     raise self.unsupported(f"{t!r} 的初始化列表元素过多", node)
-                vals = tuple(self.conv(self.ev(ex[k], lanes, fr), t.elem, node).v if k < len(ex) else t.dtype.type(0)
-                             for k in range(t.n))
+                vals = tuple(self.conv(self.ev(ex[k], lanes, fr), t.elems[k], node).v if k < len(ex)
+                             else t.elems[k].dtype.type(0) for k in range(t.n))
                 self.write_var(var, lanes, Val(t, vals), node)
                 fr.scopes[-1][node.name] = var
                 return lanes
@@ -658,9 +669,16 @@ class Machine:
 
     # ------------------------------------------------------------ 变量
     def new_var(self, t):
-        """寄存器变量；向量类型（float4 ...）的变量是每个分量一个标量变量。"""
+        """寄存器变量；向量类型（float4 ...）与成员都是标量的结构体是每个成员一个标量变量；有数组或嵌套结构体
+        成员的结构体放在每个线程一份的局部内存里（成员可以按下标访问）。"""
         if t.is_vec:
-            return Var(t, [Var(t.elem, t.elem.dtype.type(0)) for _ in range(t.n)])
+            if not t.flat:
+                buf = Buffer("local", t.name, np.zeros(self.L * t.n, t.elem.dtype), t.elem, t.n)
+                buf.t = t
+                if self.initcheck:
+                    buf.init = np.zeros(self.L * t.n, bool)
+                return Var(t, None, buf, mem=True)
+            return Var(t, [Var(e, e.dtype.type(0)) for e in t.elems])
         return Var(t, t.dtype.type(0) if t.is_scalar else np.int64(0))
 
     def spill(self, var, name):
@@ -671,14 +689,24 @@ class Machine:
         cur = [c.data for c in var.data] if t.is_vec else [var.data]
         data = np.zeros(self.L * n, sc.dtype)
         view = data.reshape(self.L, n)
+        leaf = t.elems if t.is_vec else (t,)
         for j, d in enumerate(cur):
-            view[:, j] = d
+            d = np.broadcast_to(np.asarray(d, leaf[j].dtype), (self.L,))
+            view[:, j] = d if leaf[j].dtype == sc.dtype else d.view(sc.dtype)    # 成员类型不同：按位存放
         buf = Buffer("local", name, data, sc, n)
         buf.t = t
         var.data, var.buf, var.mem, var.owned = None, buf, True, False
 
+    def var_value(self, var, lanes):
+        """变量的值（放在内存里的变量经过一次读）。"""
+        if var.mem:
+            off = np.int64(0) if var.data is None else self.g(var.data, lanes)
+            return self.load(Val(T.Ptr(var.t), off, var.buf), lanes, None).v
+        return self.read_var(var, lanes)
+
     def read_var(self, var, lanes):
-        if var.t.is_vec:
+        """寄存器变量的值；内存里的变量（data 是每个线程的偏移）返回偏移。"""
+        if var.t.is_vec and not var.mem:
             return tuple(self.read_var(c, lanes) for c in var.data)
         d = var.data
         if np.ndim(d) == 0:
@@ -689,9 +717,13 @@ class Machine:
         return d[lanes.idx]
 
     def write_var(self, var, lanes, val, node):
+        if var.mem:
+            off = np.int64(0) if var.data is None else self.g(var.data, lanes)
+            self.store(Val(T.Ptr(var.t), off, var.buf), val, lanes, node)
+            return
         if var.t.is_vec:
             for c, x in zip(var.data, val.v):
-                self.write_var(c, lanes, Val(var.t.elem, x), node)
+                self.write_var(c, lanes, Val(c.t, x), node)
             return
         if var.t.is_ptr:
             if var.buf is not None and val.buf is not var.buf and lanes.n != self.L:
@@ -837,6 +869,8 @@ class Machine:
         if kind == "reg":
             return Val(x.t, self.read_var(x, lanes))
         if kind == "mem":
+            if x.t.base.is_array:      # 数组成员退化为指针
+                return Val(T.Ptr(x.t.base.elem, x.t.vol, x.t.const), x.v, x.buf)
             return self.load(x, lanes, node)
         return x
 
@@ -858,15 +892,19 @@ class Machine:
             kind, vt = "val", x.t
         if not vt.is_vec:
             raise self.unsupported("结构体成员访问 struct member access", node)
-        if f not in vt.fields:
+        if f not in vt.members:
             raise self.fail(CompileError, f"{vt.name} 没有成员 .{f}（nvcc 报错）", f'class "{vt.name}" has no member "{f}" '
                             "(nvcc rejects it)", node)
-        comp = vt.fields.index(f)
+        comp, mt = vt.members[f]
         if kind == "reg":
             return "reg", x.data[comp]
         if kind == "mem":
-            return "mem", Val(T.Ptr(vt.elem, x.t.vol, x.t.const), x.v + comp, x.buf)
-        return "val", Val(vt.elem, x.v[comp])
+            return "mem", Val(T.Ptr(mt, x.t.vol, x.t.const), x.v + comp, x.buf)
+        if not mt.is_scalar:
+            if mt.is_vec:
+                return "val", Val(mt, tuple(x.v[comp:comp + mt.n]))
+            raise self.unsupported(f"临时结构体值的数组成员 .{f}", node)
+        return "val", Val(mt, x.v[comp])
 
     def truth(self, val):
         if val.t.is_ptr:
@@ -1292,10 +1330,10 @@ class Machine:
         if p.t.base.is_vec:
             vt = p.t.base
             if lanes.n == 0:
-                return Val(vt, tuple(vt.dtype.type(0) for _ in range(vt.n)))
+                return Val(vt, tuple(e.dtype.type(0) for e in vt.elems))
             if not vt.wide:    # 结构体：逐个成员读
-                return Val(vt, tuple(self.load(Val(T.Ptr(vt.elem, p.t.vol, p.t.const), p.v + j, p.buf), lanes, node).v
-                                     for j in range(vt.n)))
+                return Val(vt, tuple(self.load(Val(T.Ptr(e, p.t.vol, p.t.const), p.v + j, p.buf), lanes, node).v
+                                     for j, e in enumerate(vt.elems)))
             return Val(vt, tuple(self._load(q, lanes, node) for q in self.vec_access(p, lanes, node, "读", False)))
         if lanes.n == 0:
             return Val(p.t.base, p.t.base.dtype.type(0))
@@ -1315,7 +1353,11 @@ class Machine:
         v = buf.data[flat]
         el = p.t.base
         if buf.elem.dtype != el.dtype:
-            v = T.cast(v, el)
+            if buf.elem.dtype.itemsize == el.dtype.itemsize:    # 结构体里类型不同、大小相同的成员：按位重新解释
+                v = np.asarray(v).view(el.dtype)
+                v = v[()] if v.ndim == 0 else v
+            else:
+                v = T.cast(v, el)
         return v
 
     def store(self, p, val, lanes, node):
@@ -1327,7 +1369,8 @@ class Machine:
             vt = p.t.base
             if not vt.wide:    # 结构体：逐个成员写
                 for j, x in enumerate(val.v):
-                    self.store(Val(T.Ptr(vt.elem, p.t.vol, p.t.const), p.v + j, p.buf), Val(vt.elem, x), lanes, node)
+                    e = vt.elems[j]
+                    self.store(Val(T.Ptr(e, p.t.vol, p.t.const), p.v + j, p.buf), Val(e, x), lanes, node)
                 return
             for q, x in zip(self.vec_access(p, lanes, node, "写", True), val.v):
                 self._store(q, Val(vt.elem, x), lanes, node)
@@ -1344,7 +1387,12 @@ class Machine:
             raise self.fail(SimtRuntimeError, f"写入只读数组 {buf.name}（传入的数组不可写）",
                             f"write to read-only array {buf.name}", node, lane=self.ids(lanes)[0])
         flat = self._flat(buf, p.v, lanes)
-        v = T.cast(val.v, buf.elem)
+        el = p.t.base
+        if el.is_scalar and el.dtype != buf.elem.dtype and el.dtype.itemsize == buf.elem.dtype.itemsize:
+            v = np.asarray(T.cast(val.v, el)).view(buf.elem.dtype)     # 结构体里类型不同的成员：按位存放
+            v = v[()] if v.ndim == 0 else v
+        else:
+            v = T.cast(val.v, buf.elem)
         if buf.tracker is not None:
             self.race(buf, flat, lanes, node, p.t.vol, True, v)
         elif buf.kind == "global" and self.global_racecheck:
@@ -1558,7 +1606,7 @@ class Machine:
         if nf.ret is None:
             raise self.fail(UnsupportedError, f"函数 {f.name} 没有 return 语句就结束了",
                             f"function {f.name} ended without return", node)
-        return Val(f.ret_type, self.read_var(nf.ret, lanes), nf.ret.buf)
+        return Val(f.ret_type, self.var_value(nf.ret, lanes), nf.ret.buf)
 
     def bind_ref(self, arg, pt, const, lanes, fr, node):
         """引用参数 T& 绑定到实参：寄存器变量直接共用，内存里的元素（s[i]、*p）变成按线程偏移的内存变量；
@@ -2125,7 +2173,7 @@ class Machine:
             if buf.gtracker is None:
                 buf.gtracker = GlobalTracker(buf.per)
             self.global_race(buf, flat, lanes, node, "atomic")
-        data = buf.data
+        data = buf.data if buf.data.dtype == el.dtype else buf.data.view(el.dtype)    # 结构体里类型不同的成员
         # 按线程编号顺序依次执行（GPU 上顺序不确定）
         order = np.argsort(flat, kind="stable")
         fs = flat[order]

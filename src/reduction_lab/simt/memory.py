@@ -101,4 +101,4 @@ def vec_arg(a, pname, t):
         raise TypeError(f"参数 {pname} 是按值传递的 {t.name}（{t.n} 个成员 {', '.join(t.fields)}），请传 {t.n} 个数的元组，"
                         f"得到 {type(a).__name__} / parameter {pname} is a {t.name} passed by value: pass a tuple of "
                         f"{t.n} numbers")
-    return tuple(scalar_arg(x, f"{pname}.{f}", t.elem) for x, f in zip(a, t.fields))
+    return tuple(scalar_arg(x, f"{pname}.{f}", e) for x, f, e in zip(a, t.fields, t.elems))

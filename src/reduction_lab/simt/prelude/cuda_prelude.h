@@ -230,6 +230,7 @@ __device__ void sync(const thread_group&);
 
 // GPUVerify 的规约注解（它的 cuda.h 提供；bugle 的 annotations.h 列出全部）：模拟器不做验证，前提、后置条件、
 // 循环不变式、访问集合查询等是不求值的空操作；__assert、__global_assert 与 __assume 在运行到它的每个线程上按断言检查
+#define __GPUVERIFY_ANNOTATIONS__ 1
 __device__ void __requires(bool);
 __device__ void __global_requires(bool);
 __device__ void __ensures(bool);

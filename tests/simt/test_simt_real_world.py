@@ -288,3 +288,65 @@ def test_function_returning_a_pointer():
     p = np.zeros(8, np.int32)
     simt.launch(src, "k", 1, 8, [p])
     assert (p == 3).all()
+
+
+def test_call_through_a_dereferenced_function_pointer():
+    src = r"""
+__device__ void twice(float* v, int i) { v[i] *= 2.0f; }
+__device__ void half(float* v, int i) { v[i] *= 0.5f; }
+typedef void (*op_t)(float*, int);
+__global__ void k(float* v, int which) {
+    op_t f = which == 1 ? twice : half;
+    (*f)(v, threadIdx.x);
+}
+"""
+    v = np.ones(4, np.float32)
+    simt.launch(src, "k", 1, 4, [v, 1])
+    simt.launch(src, "k", 1, 4, [v, 1])
+    simt.launch(src, "k", 1, 4, [v, 0])
+    assert v.tolist() == [2.0] * 4
+
+
+def test_warp_functions_without_sync_are_a_compile_error_as_in_nvcc():
+    # nvcc 13 对 sm_90：error: identifier "__shfl_up" is undefined
+    src = "__global__ void k(int* p) {\n  p[threadIdx.x] = __shfl_up(p[threadIdx.x], 1);\n}\n"
+    with pytest.raises(simt.CompileError, match="__shfl_up_sync") as ei:
+        simt.launch(src, "k", 1, 32, [np.zeros(32, np.int32)])
+    assert ei.value.line == 2
+
+
+def test_frexp_ldexp_and_more_math():
+    src = r"""
+__global__ void k(const float* x, float* m, int* e, float* o) {
+    int i = threadIdx.x;
+    int ex;
+    m[i] = frexpf(x[i], &ex);
+    e[i] = ex;
+    o[4 * i] = ldexpf(m[i], ex);
+    o[4 * i + 1] = fmodf(x[i], 3.0f);
+    o[4 * i + 2] = atan2f(x[i], 2.0f);
+    o[4 * i + 3] = hypotf(x[i], 4.0f);
+}
+"""
+    x = np.linspace(-40, 100, 32).astype(np.float32)
+    m, e, o = np.zeros(32, np.float32), np.zeros(32, np.int32), np.zeros(128, np.float32)
+    simt.launch(src, "k", 1, 32, [x, m, e, o])
+    rm, re_ = np.frexp(x)
+    assert np.array_equal(m, rm) and np.array_equal(e, re_)
+    o = o.reshape(32, 4)
+    assert np.array_equal(o[:, 0], x)
+    assert np.array_equal(o[:, 1], np.fmod(x, np.float32(3)))
+    assert np.allclose(o[:, 2], np.arctan2(x, 2), rtol=1e-6) and np.allclose(o[:, 3], np.hypot(x, 4), rtol=1e-6)
+
+
+def test_access_set_queries_take_any_pointer():
+    src = r"""
+__global__ void k(volatile unsigned* s, int* out) {
+    __requires(__no_read(s) & __no_write(out));
+    __ensures(__write_implies(s, __write_offset_bytes(s) == 0));
+    out[threadIdx.x] = 1;
+}
+"""
+    out = np.zeros(4, np.int32)
+    simt.launch(src, "k", 1, 4, [np.zeros(1, np.uint32), out])
+    assert (out == 1).all()

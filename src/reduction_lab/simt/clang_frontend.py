@@ -220,6 +220,12 @@ def translate_diagnostic(d, text_of):
                 f"unsupported: kernel launch from device code (dynamic parallelism; clang: {msg})")
     if "cannot use 'throw'" in msg or "cannot use 'try'" in msg or "exceptions" in msg:
         return (UnsupportedError, "不支持 异常 exceptions（throw/try）", f"unsupported: exceptions ({msg})")
+    m = re.match(r"use of undeclared identifier '(__(?:shfl|shfl_up|shfl_down|shfl_xor|ballot|any|all))'", msg)
+    if m:                # Volta 之前的线程束函数：CUDA 9 起弃用，sm_70 及以上 nvcc 不再提供
+        return (CompileError, f"{m.group(1)} 没有定义（nvcc 对 sm_70 及以上报错：不带 _sync 的线程束函数已经移除），"
+                              f"请改用 {m.group(1)}_sync(mask, ...)",
+                f'identifier "{m.group(1)}" is undefined (nvcc for sm_70+ removed the warp functions without _sync); '
+                f"use {m.group(1)}_sync(mask, ...)")
     m = re.match(r"use of undeclared identifier '(__\w+)'", msg)
     if m:
         return (UnsupportedError, f"不支持 {m.group(1)}（模拟器没有实现这个 CUDA 内置函数或变量）",
@@ -1028,6 +1034,13 @@ class Lowering:
         ex = _exprs(c)
         if r is None:
             callee = _strip(ex[0]) if ex else None
+            if callee is not None and callee.kind == K.UNARY_OPERATOR and \
+                    UNARY_OPS.get(_lib.clang_getCursorUnaryOperatorKind(callee)) == "*":
+                inner = _strip(_exprs(callee)[0])          # (*f)(...)：通过函数指针调用
+                ir = inner.referenced if inner.kind == K.DECL_REF_EXPR else None
+                if ir is not None and ir.kind in (K.VAR_DECL, K.PARM_DECL) and \
+                        ir.type.get_canonical().kind == TK.POINTER:
+                    return _call(ir.spelling, [self.expr(a) for a in c.get_arguments()], co)
             raise self.unsupported("这种函数调用", callee or c)
         rk = r.kind
         if rk == K.CONSTRUCTOR:

@@ -102,9 +102,11 @@ _MATH1 = {
     "sqrt": np.sqrt, "fabs": np.abs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
     "round": lambda x: _round_half_away(x),
     "tanh": np.tanh, "sin": np.sin, "cos": np.cos, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x),
-    "expm1": np.expm1, "log1p": np.log1p,
+    "expm1": np.expm1, "log1p": np.log1p, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "cbrt": np.cbrt,
 }
-_MATH2 = {"fmax": np.fmax, "fmin": np.fmin, "pow": np.power}
+_MATH2 = {"fmax": np.fmax, "fmin": np.fmin, "pow": np.power, "fmod": np.fmod, "atan2": np.arctan2, "hypot": np.hypot,
+          "copysign": np.copysign}
 _FAST = {"__exp10f": "exp10", "__expf": "exp", "__logf": "log", "__fsqrt_rn": "sqrt", "__powf": "pow"}
 
 BUILTIN_FUNCS.update(
@@ -117,7 +119,7 @@ BUILTIN_FUNCS.update(
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicInc", "atomicDec", "atomicCAS",
         "atomicAnd", "atomicOr", "atomicXor", "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
-        "__ffsll", "__brev", "__saturatef", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
+        "__ffsll", "__brev", "__saturatef", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
     } | {"make_" + v for v in T.VECS}
 )
@@ -2026,6 +2028,33 @@ class Machine:
             r |= ((x >> np.uint64(k)) & np.uint64(1)) << np.uint64(31 - k)
         r = r.astype(np.uint32)
         return Val(T.UINT, r[()] if r.ndim == 0 else r)
+
+    def _frexp(self, name, t, node, args, lanes, fr):
+        """frexp(x, &e)：x = m * 2**e，0.5 <= |m| < 1；指数经过指针写回。"""
+        x, p = self._args(args, 2, node, lanes, fr, name)
+        if not (p.t.is_ptr and p.t.base is T.INT):
+            raise self.unsupported(f"{name} 的第二个参数必须是 int*", node)
+        m, e = np.frexp(T.cast(x.v, t))
+        self.store(p, Val(T.INT, np.asarray(e).astype(np.int32)), lanes, node)
+        m = np.asarray(m).astype(t.dtype)
+        return Val(t, m[()] if m.ndim == 0 else m)
+
+    def b_frexp(self, node, args, lanes, fr):
+        return self._frexp("frexp", T.DOUBLE, node, args, lanes, fr)
+
+    def b_frexpf(self, node, args, lanes, fr):
+        return self._frexp("frexpf", T.FLOAT, node, args, lanes, fr)
+
+    def _ldexp(self, name, t, node, args, lanes, fr):
+        x, e = self._args(args, 2, node, lanes, fr, name)
+        r = np.asarray(np.ldexp(T.cast(x.v, t), np.asarray(T.cast(e.v, T.INT)))).astype(t.dtype)
+        return Val(t, r[()] if r.ndim == 0 else r)
+
+    def b_ldexp(self, node, args, lanes, fr):
+        return self._ldexp("ldexp", T.DOUBLE, node, args, lanes, fr)
+
+    def b_ldexpf(self, node, args, lanes, fr):
+        return self._ldexp("ldexpf", T.FLOAT, node, args, lanes, fr)
 
     def b___saturatef(self, node, args, lanes, fr):
         """__saturatef(x)：钳到 [0, 1]，NaN 得 0。"""

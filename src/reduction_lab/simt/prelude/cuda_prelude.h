@@ -125,7 +125,16 @@ __SIMT_MATH1(exp) __SIMT_MATH1(exp2) __SIMT_MATH1(log) __SIMT_MATH1(log2) __SIMT
 __SIMT_MATH1(sqrt) __SIMT_MATH1(fabs) __SIMT_MATH1(floor) __SIMT_MATH1(ceil) __SIMT_MATH1(trunc)
 __SIMT_MATH1(round) __SIMT_MATH1(tanh) __SIMT_MATH1(sin) __SIMT_MATH1(cos) __SIMT_MATH1(rsqrt)
 __SIMT_MATH1(expm1) __SIMT_MATH1(log1p) __SIMT_MATH1(exp10)
+__SIMT_MATH1(tan) __SIMT_MATH1(asin) __SIMT_MATH1(acos) __SIMT_MATH1(atan) __SIMT_MATH1(sinh) __SIMT_MATH1(cosh)
+__SIMT_MATH1(asinh) __SIMT_MATH1(acosh) __SIMT_MATH1(atanh) __SIMT_MATH1(cbrt)
 __SIMT_MATH2(fmax) __SIMT_MATH2(fmin) __SIMT_MATH2(pow)
+__SIMT_MATH2(fmod) __SIMT_MATH2(atan2) __SIMT_MATH2(hypot) __SIMT_MATH2(copysign)
+__device__ double frexp(double, int*);
+__device__ float frexpf(float, int*);
+__device__ float frexp(float, int*);
+__device__ double ldexp(double, int);
+__device__ float ldexpf(float, int);
+__device__ float ldexp(float, int);
 #undef __SIMT_MATH1
 #undef __SIMT_MATH2
 __device__ float __expf(float);
@@ -257,19 +266,19 @@ __device__ int __old_int(int);
 __device__ bool __old_bool(bool);
 __device__ int __other_int(int);
 __device__ bool __other_bool(bool);
-__device__ void __requires_fresh_array(const void*);
-__device__ bool __read(const void*);
-__device__ bool __write(const void*);
-__device__ size_t __read_offset(const void*);
-__device__ size_t __write_offset(const void*);
-__device__ size_t __read_offset_bytes(const void*);
-__device__ size_t __write_offset_bytes(const void*);
-__device__ int __ptr_base(const void*);
-__device__ size_t __ptr_offset(const void*);
-__device__ size_t __ptr_offset_bytes(const void*);
-__device__ size_t __not_accessed(const void*);
-__device__ void __reads_from(const void*);
-__device__ void __writes_to(const void*);
+template <class _Tp> __device__ void __requires_fresh_array(const volatile _Tp*);
+template <class _Tp> __device__ bool __read(const volatile _Tp*);
+template <class _Tp> __device__ bool __write(const volatile _Tp*);
+template <class _Tp> __device__ size_t __read_offset(const volatile _Tp*);
+template <class _Tp> __device__ size_t __write_offset(const volatile _Tp*);
+template <class _Tp> __device__ size_t __read_offset_bytes(const volatile _Tp*);
+template <class _Tp> __device__ size_t __write_offset_bytes(const volatile _Tp*);
+template <class _Tp> __device__ int __ptr_base(const volatile _Tp*);
+template <class _Tp> __device__ size_t __ptr_offset(const volatile _Tp*);
+template <class _Tp> __device__ size_t __ptr_offset_bytes(const volatile _Tp*);
+template <class _Tp> __device__ size_t __not_accessed(const volatile _Tp*);
+template <class _Tp> __device__ void __reads_from(const volatile _Tp*);
+template <class _Tp> __device__ void __writes_to(const volatile _Tp*);
 __device__ bool __atomic_has_taken_value(unsigned int*, unsigned int, unsigned int);
 __device__ void __array_snapshot(void*, void*);
 template <class... _Ap> __device__ void __barrier_invariant_1(_Ap...);

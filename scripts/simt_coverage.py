@@ -216,14 +216,17 @@ def run_kernel(path: Path, launch_name: str):
             try:
                 args = _make_args(sig, dts)
                 for i, n in by_value.items():
-                    args[i] = (INT_ARG,) * n
+                    args[i] = n if isinstance(n, str) else (INT_ARG,) * n
                 simt.launch(src, launch_name, GRID, BLOCK, args, shared_bytes=4096, max_lane_steps=LANE_STEPS)
                 return "ran", None
             except TypeError as e:
                 names = [p[0] for p in sig]
                 m = re.search(r"parameter (\w+) expects (\w+) elements", str(e))
                 v = re.search(r"parameter (\w+) is a .* passed by value: pass a tuple of (\d+) numbers", str(e))
-                if m and m.group(1) in names:
+                fp = re.search(r"parameter (\w+) is a function pointer: .* one of \[['\"]([^'\"]+)['\"]", str(e))
+                if fp and fp.group(1) in names and names.index(fp.group(1)) not in by_value:
+                    by_value[names.index(fp.group(1))] = fp.group(2)      # 第一个 __device__ 函数的名字
+                elif m and m.group(1) in names:
                     dts[names.index(m.group(1))] = np.dtype(m.group(2)).type
                 elif v and v.group(1) in names:
                     by_value[names.index(v.group(1))] = int(v.group(2))

@@ -122,7 +122,8 @@ REFUSED = [
     ("exceptions", "__global__ void k(float* y) {\n  if (y[0] < 0)\n    throw 1;\n}", 3, "exceptions"),
     ("virtual", "struct Op {\n  virtual __device__ float f(float v) { return v; }\n};\n"
                 "__global__ void k(float* y) { y[0] = 1; }", 2, "virtual"),
-    ("switch", "__global__ void k(float* y) {\n  switch ((int)y[0]) { case 1: y[0] = 2; }\n}", 2, "switch"),
+    ("switch continue", "__global__ void k(float* y) {\n  while (y[0] < 3) switch ((int)y[0]) {\n"
+                        "    case 1: y[0] = 2; continue;\n  }\n}", 3, "continue"),
     ("constructor", "struct Acc {\n  float v;\n  __device__ Acc() : v(1.0f) {}\n};\n"
                     "__global__ void k(float* y) {\n  Acc a;\n  y[0] = a.v;\n}", 6, "constructor"),
     ("mixed sizes", "struct M { int a; char b; };\n__global__ void k(float* y) { y[0] = 1; }", 1, "different sizes"),

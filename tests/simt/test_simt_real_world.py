@@ -350,3 +350,46 @@ __global__ void k(volatile unsigned* s, int* out) {
     out = np.zeros(4, np.int32)
     simt.launch(src, "k", 1, 4, [np.zeros(1, np.uint32), out])
     assert (out == 1).all()
+
+
+def test_switch_with_fallthrough_default_in_the_middle_and_break():
+    src = r"""
+__global__ void k(const int* x, int* o) {
+    int i = threadIdx.x;
+    int r = 0;
+    switch (x[i]) {
+    case 0: r = 10; break;
+    case 1:
+    case 2: r = 20;
+    case 3: r += 1; break;
+    default: r = -1; break;
+    case 5: { r = 50; break; }
+    }
+    for (int j = 0; j < 3; j++) {
+        switch (j) { case 1: r += 100; break; default: break; }
+    }
+    o[i] = r;
+}
+"""
+    x = np.arange(8, dtype=np.int32)
+    o = np.zeros(8, np.int32)
+    rep = simt.launch(src, "k", 1, 8, [x, o])
+    assert o.tolist() == [110, 121, 121, 101, 99, 150, 99, 99]
+    assert rep.divergent_branches > 0
+
+
+def test_function_pointer_parameter_takes_a_device_function_name():
+    src = r"""
+__device__ float twice(float v) { return 2.0f * v; }
+__device__ float neg(float v) { return -v; }
+typedef float (*op_t)(float);
+__global__ void k(float* v, op_t f) { v[threadIdx.x] = f(v[threadIdx.x]); }
+"""
+    v = np.ones(4, np.float32)
+    simt.launch(src, "k", 1, 4, [v, "twice"])
+    simt.launch(src, "k", 1, 4, [v, "neg"])
+    assert v.tolist() == [-2.0] * 4
+    with pytest.raises(TypeError, match="one of"):
+        simt.launch(src, "k", 1, 4, [v, "nope"])
+    with pytest.raises(TypeError, match="function pointer"):
+        simt.launch(src, "k", 1, 4, [v, 3])

@@ -176,10 +176,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
                 buf.gtracker = GlobalTracker(buf.per)    # 指向 const 的参数只读：不必记录
             vals.append(Val(t, np.int64(0), buf))
         elif t.is_fnptr:
-            err = UnsupportedError(f"内核 {name} 第 {f.line} 行：不支持 参数 {pname} 是按值传递的函数指针（主机上取不到设备函数的"
-                                   f"地址）/ kernel {name}, line {f.line}: unsupported: parameter {pname} is a function pointer")
-            err.kernel, err.line = name, f.line
-            raise err
+            vals.append(Val(t, fnptr_arg(prog, a, pname)))
         elif t.is_vec:
             vals.append(Val(t, vec_arg(a, pname, t)))
         else:
@@ -208,6 +205,20 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
         if isinstance(a, np.ndarray) and buf is not None and not buf.constant and a.flags.writeable:
             a.reshape(-1)[:] = buf.data       # __device__ 变量：写回
     return rep
+
+
+def fnptr_arg(prog, a, pname):
+    """函数指针参数：传 __device__ 函数的名字（主机上相当于先用 cudaMemcpyFromSymbol 取得它的设备地址）。"""
+    names = [n for n, g in prog.functions.items() if not g.is_kernel and g.error is None]
+    if isinstance(a, str):
+        hit = a if a in names else None
+        if hit is None:
+            tails = [n for n in names if n.split("(")[0].split("<")[0].split("::")[-1] == a]
+            hit = tails[0] if len(tails) == 1 else None
+        if hit is not None:
+            return np.int64(prog.fn_ids[hit])
+    raise TypeError(f"参数 {pname} 是函数指针：请传 __device__ 函数的名字（可选：{', '.join(names) or '无'}），得到 {a!r} / "
+                    f"parameter {pname} is a function pointer: pass the name of a __device__ function: one of {names}")
 
 
 def _symbols(prog, symbols):

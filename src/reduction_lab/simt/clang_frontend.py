@@ -167,6 +167,15 @@ def _leaves_of(t):
     return list(t.elems)
 
 
+def _direct_continue(c):
+    """语句里有不在内层循环中的 continue。"""
+    if c.kind == K.CONTINUE_STMT:
+        return True
+    if c.kind in (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT, K.CXX_FOR_RANGE_STMT):
+        return False
+    return any(_direct_continue(x) for x in c.get_children() if not x.kind.is_expression())
+
+
 class _Ready:
     """已经构造好的错误，接口与 Deferred 相同。"""
 
@@ -711,8 +720,10 @@ class Lowering:
             raise self.unsupported("内联汇编 inline asm", c)
         if k in (K.GOTO_STMT, K.LABEL_STMT, K.INDIRECT_GOTO_STMT):
             raise self.unsupported("goto/标签 goto", c)
-        if k in (K.SWITCH_STMT, K.CASE_STMT, K.DEFAULT_STMT):
-            raise self.unsupported("switch 语句（请改用 if/else）switch", c)
+        if k == K.SWITCH_STMT:
+            return self.switch_stmt(c)
+        if k in (K.CASE_STMT, K.DEFAULT_STMT):
+            raise self.unsupported("switch 之外或嵌在其他语句里的 case 标签", c)
         if k in (K.CXX_TRY_STMT, K.CXX_CATCH_STMT):
             raise self.unsupported("异常 exceptions（try/catch）", c)
         if k == K.CXX_FOR_RANGE_STMT:
@@ -726,6 +737,69 @@ class Lowering:
         if isinstance(r, list):
             return c_ast.Compound(r, self.co(c))
         return r if r is not None else c_ast.EmptyStatement(self.co(c))
+
+    def switch_stmt(self, c):
+        """switch 降低成 do { ... } while (0)：每个 case 段是一个 if，条件为「已经落入」或「值相等」，break 跳出
+        do-while；default 的条件是「已经落入」或「没有任何 case 相等」。段里直接的 continue 会被 do-while 截住，拒绝。"""
+        co = self.co(c)
+        ch = list(c.get_children())
+        if len(ch) != 2 or not ch[0].kind.is_expression():
+            raise self.unsupported("带初始化语句的 switch", c)
+        cond, body = ch
+        items = list(body.get_children()) if body.kind == K.COMPOUND_STMT else [body]
+        segs = []                       # [(标签值列表, 是否 default, 语句列表)]
+        for it in items:
+            labels, dflt, x = [], False, it
+            while x.kind in (K.CASE_STMT, K.DEFAULT_STMT):
+                sub = list(x.get_children())
+                if x.kind == K.CASE_STMT:
+                    v = evaluate(sub[0])
+                    if v is None:
+                        raise self.unsupported("case 标签不是整数常量", x)
+                    labels.append(int(v))
+                else:
+                    dflt = True
+                x = sub[-1]
+            if labels or dflt:
+                segs.append((labels, dflt, [x]))
+            elif segs:
+                segs[-1][2].append(it)
+        for _, _, stmts in segs:
+            for st in stmts:
+                if _direct_continue(st):
+                    raise self.unsupported("switch 里的 continue（请改用 if/else）", st)
+        n = self.switch_count = getattr(self, "switch_count", 0) + 1
+        sw, fall = f"__simt_switch{n}", f"__simt_fall{n}"
+        ct = c_ast.IdentifierType([self.type_key(self.ctype(cond.type, cond))], co)
+        bt = c_ast.IdentifierType(["bool"], co)
+        decls = [c_ast.Decl(sw, [], [], [], [], c_ast.TypeDecl(sw, [], None, ct, co), self.expr(cond), None, co),
+                 c_ast.Decl(fall, [], [], [], [], c_ast.TypeDecl(fall, [], None, bt, co), _const("int", "0", co), None, co)]
+        out = []
+        every = [v for labels, _, _ in segs for v in labels]
+
+        def eq(v):
+            return c_ast.BinaryOp("==", _id(sw, co), self.number(v, cond.type, co), co)
+
+        def any_of(vs):
+            e = None
+            for v in vs:
+                e = eq(v) if e is None else c_ast.BinaryOp("||", e, eq(v), co)
+            return e if e is not None else _const("int", "0", co)
+
+        for labels, dflt, stmts in segs:
+            hit = c_ast.UnaryOp("!", any_of(every), co) if dflt else None
+            if labels:
+                hit = any_of(labels) if hit is None else c_ast.BinaryOp("||", hit, any_of(labels), co)
+            body_items = [c_ast.Assignment("=", _id(fall, co), _const("int", "1", co), co)]
+            for st in stmts:
+                r = self.stmt(st)
+                if isinstance(r, list):
+                    body_items.extend(r)
+                elif r is not None:
+                    body_items.append(r)
+            out.append(c_ast.If(c_ast.BinaryOp("||", _id(fall, co), hit, co), c_ast.Compound(body_items, co), None, co))
+        loop = c_ast.DoWhile(_const("int", "0", co), c_ast.Compound(out, co), co)
+        return c_ast.Compound(decls + [loop], co)
 
     def for_stmt(self, c):
         co = self.co(c)

@@ -362,6 +362,21 @@ __global__ void ring(const int* x, unsigned* ctr, int* owner, unsigned* bits) {
 }
 """
 
+_SWITCH = r"""
+// switch：case 的贯穿（没有 break）、default、break 跳出
+__global__ void classify(const int* x, int* out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = 0;
+    switch (x[i] & 3) {
+    case 0: r = 100; break;
+    case 1:
+    case 2: r = 10;
+    default: r += 1; break;
+    }
+    out[i] = r;
+}
+"""
+
 _ENUM = r"""
 // 枚举：选择归约运算，也用作数组长度
 enum Op { OP_SUM, OP_MAX, OP_MIN, NUM_OPS };
@@ -828,6 +843,9 @@ REGISTRY: tuple[Construct, ...] = (
                   2: np.array([int(np.flatnonzero(c.args[0] > 0)[0]) if (c.args[0] > 0).any() else -1], np.int32),
                   3: np.array([sum(1 << j for j in range(32) if c.args[0][32 * w + j] > 0) for w in range(2)],
                               np.uint32)}),
+    _c("switch", "控制流", "switch语句：case贯穿、default与break", _SWITCH, "classify", 2, 32,
+       lambda rng: Case([_ints(rng, 64, 0, 100), _zeros(64, np.int32)]),
+       lambda c: {1: np.select([c.args[0] % 4 == 0, c.args[0] % 4 < 3], [100, 11], 1)}),
     _c("enum", "枚举", "枚举选择归约运算，枚举常量作数组长度", _ENUM, "three_reductions", 1, 32,
        lambda rng: Case([_floats(rng, 32), _zeros(3)]),
        lambda c: {1: np.array([_f64(c.args[0]).sum(), c.args[0].max(), c.args[0].min()])},

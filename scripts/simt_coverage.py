@@ -216,16 +216,24 @@ def run_kernel(path: Path, launch_name: str):
             try:
                 args = _make_args(sig, dts)
                 for i, n in by_value.items():
-                    args[i] = n if isinstance(n, str) else (INT_ARG,) * n
+                    if isinstance(n, list):
+                        args[i] = tuple(np.zeros(ARRAY_ELEMS, _DTYPES.get(" ".join(re.sub(
+                            r"\b(const|volatile)\b|\*", " ", k).split()), np.float32)) if k.endswith("*") else INT_ARG
+                            for k in n)
+                    else:
+                        args[i] = n if isinstance(n, str) else (INT_ARG,) * n
                 simt.launch(src, launch_name, GRID, BLOCK, args, shared_bytes=4096, max_lane_steps=LANE_STEPS)
                 return "ran", None
             except TypeError as e:
                 names = [p[0] for p in sig]
                 m = re.search(r"parameter (\w+) expects (\w+) elements", str(e))
                 v = re.search(r"parameter (\w+) is a .* passed by value: pass a tuple of (\d+) numbers", str(e))
+                sv = re.search(r"parameter (\w+) is a .* passed by value: pass a tuple of \d+ values \(([^)]*)\)", str(e))
                 fp = re.search(r"parameter (\w+) is a function pointer: .* one of \[['\"]([^'\"]+)['\"]", str(e))
                 if fp and fp.group(1) in names and names.index(fp.group(1)) not in by_value:
                     by_value[names.index(fp.group(1))] = fp.group(2)      # 第一个 __device__ 函数的名字
+                elif sv and sv.group(1) in names:              # 含指针成员的结构体：指针给数组，其余给整数
+                    by_value[names.index(sv.group(1))] = [k.strip() for k in sv.group(2).split(",")]
                 elif m and m.group(1) in names:
                     dts[names.index(m.group(1))] = np.dtype(m.group(2)).type
                 elif v and v.group(1) in names:

@@ -126,8 +126,10 @@ REFUSED = [
                         "    case 1: y[0] = 2; continue;\n  }\n}", 3, "continue"),
     ("constructor", "struct Acc {\n  float v;\n  __device__ Acc() : v(1.0f) {}\n};\n"
                     "__global__ void k(float* y) {\n  Acc a;\n  y[0] = a.v;\n}", 6, "constructor"),
-    ("mixed sizes", "struct M { int a; char b; };\n__global__ void k(float* y) { y[0] = 1; }", 1, "different sizes"),
-    ("pointer member", "struct S { float* p; };\n__global__ void k(S s) { s.p[0] = 1; }", 1, "指针成员"),
+    ("mixed sizes", "struct M { int a; char b; };\n__global__ void k(float* y) {\n  __shared__ M m[2];\n"
+                    "  m[0].a = 1;\n}", 3, "different sizes"),
+    ("pointer member", "struct S { float* p; };\n__global__ void k(float* y) {\n  S s; s.p = y;\n  S* q = &s;\n}", 4,
+     "指针成员"),
 ]
 
 

@@ -393,3 +393,43 @@ __global__ void k(float* v, op_t f) { v[threadIdx.x] = f(v[threadIdx.x]); }
         simt.launch(src, "k", 1, 4, [v, "nope"])
     with pytest.raises(TypeError, match="function pointer"):
         simt.launch(src, "k", 1, 4, [v, 3])
+
+
+STRUCT_REGS = r"""
+struct Span { float* p; int n; };
+struct Pair { Span a; Span b; };
+struct Small { short s; char c; };
+struct Base { int x; };
+struct Derived : Base { int y; __device__ int sum() const { return x + y; } };
+__device__ void fill(Span s, float v) { for (int i = 0; i < s.n; i++) s.p[i] = v; }
+__global__ void spans(Pair q, float v) {
+    if (threadIdx.x == 0) { fill(q.a, v); fill(q.b, -v); }
+}
+__global__ void regs(int* out) {
+    Small m; m.s = 300; m.c = 7;
+    Derived d; d.x = threadIdx.x; d.y = 10;
+    out[threadIdx.x] = m.s + m.c + d.sum();
+}
+__global__ void spill_small(int* out) {
+    Small m; m.s = 1; m.c = 2;
+    Small* p = &m;
+    out[0] = p->s;
+}
+"""
+
+
+def test_struct_with_pointer_members_passed_by_value():
+    a, b = np.zeros(3, np.float32), np.zeros(5, np.float32)
+    simt.launch(STRUCT_REGS, "spans", 1, 32, [((a, 3), (b, 5)), 1.5])
+    assert a.tolist() == [1.5] * 3 and b.tolist() == [-1.5] * 5
+    with pytest.raises(TypeError, match=r"tuple of 4 values \(float\*, int, float\*, int\)"):
+        simt.launch(STRUCT_REGS, "spans", 1, 32, [(1, 2), 1.5])
+
+
+def test_register_structs_of_mixed_sizes_and_inheritance():
+    out = np.zeros(4, np.int32)
+    simt.launch(STRUCT_REGS, "regs", 1, 4, [out])
+    assert out.tolist() == [317 + t for t in range(4)]
+    with pytest.raises(simt.UnsupportedError, match="different sizes") as ei:
+        simt.launch(STRUCT_REGS, "spill_small", 1, 1, [out])
+    assert ei.value.line == 18

@@ -170,6 +170,10 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
                                        f"pointer {t!r}")
                 err.kernel, err.line = name, f.line
                 raise err
+            if t.base.is_vec and not t.base.storable:
+                err = UnsupportedError(f"内核 {name} 第 {f.line} 行：不支持 参数 {pname} 指向 {t.base.why}")
+                err.kernel, err.line = name, f.line
+                raise err
             arr = array_arg(a, pname, t)
             buf = Buffer("global", pname, arr, T.scalar_of(t.base), arr.size, vol=t.vol)
             if global_racecheck and not t.const:
@@ -178,7 +182,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
         elif t.is_fnptr:
             vals.append(Val(t, fnptr_arg(prog, a, pname)))
         elif t.is_vec:
-            vals.append(Val(t, vec_arg(a, pname, t)))
+            vals.append(Val(t, _struct_value(prog, a, pname, t, global_racecheck)))
         else:
             vals.append(Val(t, scalar_arg(a, pname, t)))
     syms = _symbols(prog, symbols)
@@ -205,6 +209,39 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
         if isinstance(a, np.ndarray) and buf is not None and not buf.constant and a.flags.writeable:
             a.reshape(-1)[:] = buf.data       # __device__ 变量：写回
     return rep
+
+
+def _struct_value(prog, a, pname, t, global_racecheck):
+    """按值传递的结构体：数值成员来自 vec_arg；指针成员给数组（与指针参数相同），函数指针成员给函数名。"""
+    if not t.has_ptr:
+        return vec_arg(a, pname, t)
+    kinds = ", ".join(repr(e) for e in t.elems)
+    if isinstance(a, (tuple, list)) and len(a) != t.n:
+        a = _flatten(a)                 # 嵌套的结构体成员可以写成嵌套的元组
+    if not isinstance(a, (tuple, list)) or len(a) != t.n:
+        raise TypeError(f"参数 {pname} 是按值传递的 {t.name}：请传 {t.n} 个值的元组（{kinds}；指针成员传数组），"
+                        f"得到 {type(a).__name__} / parameter {pname} is a {t.name} passed by value: pass a tuple of "
+                        f"{t.n} values ({kinds})")
+    out = []
+    for x, f, e in zip(a, t.fields, t.elems):
+        if e.is_ptr:
+            arr = array_arg(x, f"{pname}.{f}", e)
+            buf = Buffer("global", f"{pname}.{f}", arr, T.scalar_of(e.base), arr.size)
+            if global_racecheck and not e.const:
+                buf.gtracker = GlobalTracker(buf.per)
+            out.append(Val(e, np.int64(0), buf))
+        elif e.is_fnptr:
+            out.append(fnptr_arg(prog, x, f"{pname}.{f}"))
+        else:
+            out.append(scalar_arg(x, f"{pname}.{f}", e))
+    return tuple(out)
+
+
+def _flatten(a):
+    out = []
+    for x in a:
+        out.extend(_flatten(x) if isinstance(x, (tuple, list)) else [x])
+    return out
 
 
 def fnptr_arg(prog, a, pname):

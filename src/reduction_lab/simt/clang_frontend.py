@@ -160,7 +160,7 @@ class Deferred:
 
 def _leaves_of(t):
     """成员类型展开成存储单元（标量）的列表。"""
-    if t.is_scalar:
+    if t.is_scalar or t.is_ptr or t.is_fnptr:
         return [t]
     if t.is_array:
         return _leaves_of(t.elem) * t.n
@@ -335,6 +335,9 @@ GV_QUERY = {"__other_int", "__other_bool", "__read", "__write", "__read_offset",
             "__atomic_has_taken_value"}
 GV_NOOVFL = re.compile(r"__add_noovfl_(unsigned_)?(char|short|int|long)$")
 
+#: 成员函数里对象的名字（按引用传入的第一个参数）
+THIS = "__this"
+
 _GROUP_RE = re.compile(r"cooperative_groups::(?:thread_block_tile<(\d+)U?>|(thread_block)\b)")
 
 
@@ -418,11 +421,11 @@ class Lowering:
 
     def record(self, t, c):
         decl = t.get_declaration()
-        key = t.spelling
+        name = re.sub(r"^(?:const |volatile )+", "", t.spelling)
+        key = name                      # const V2 与 V2 是同一个结构体类型
         hit = self.struct_cache.get(key)
         if hit is not None:
             return hit
-        name = re.sub(r"^(?:const |volatile )+", "", key)
         if not self.where.is_user(decl.location.file):
             base = decl.spelling
             if base in T.VECS:
@@ -443,7 +446,21 @@ class Lowering:
         self.check_class(decl)
         fields = list(t.get_fields())
         leaves, names, members = [], [], {}
+        for b in decl.get_children():           # 非虚的基类：成员排在前面（空的基类不占存储）
+            if b.kind != K.CXX_BASE_SPECIFIER:
+                continue
+            bt = self.ctype(b.type, b)
+            if not bt.is_vec:
+                raise self.unsupported(f"基类 {b.type.spelling}", b)
+            for mname, (start, mt) in bt.members.items():
+                if mname in members:
+                    raise self.unsupported(f"结构体 {name} 的基类里有同名成员 {mname}", b)
+                members[mname] = (len(leaves) + start, mt)
+            leaves.extend(bt.elems)
+            names.extend(bt.fields)
         for f in fields:
+            if f.spelling in members:
+                raise self.unsupported(f"结构体 {name} 的成员 {f.spelling} 与基类的成员同名", f)
             if f.is_bitfield():
                 raise self.unsupported(f"结构体 {name} 的位域成员 {f.spelling}（bit-field）", f)
             ft = f.type.get_canonical()
@@ -451,36 +468,44 @@ class Lowering:
                 raise self.unsupported(f"结构体 {name} 的 volatile 成员 {f.spelling}", f)
             mt = self.member_type(ft, f, name)
             members[f.spelling] = (len(leaves), mt)
-            if mt.is_scalar:
+            if mt.is_scalar or mt.is_ptr or mt.is_fnptr:
                 leaves.append(mt)
                 names.append(f.spelling)
             else:
                 sub = _leaves_of(mt)
                 leaves.extend(sub)
                 names.extend(f"{f.spelling}#{k}" for k in range(len(sub)))
-        if leaves and any(x.size != leaves[0].size for x in leaves):
-            kinds = "、".join(dict.fromkeys(x.name for x in leaves))
-            raise self.unsupported(f"结构体 {name} 的成员大小不同（{kinds}）：只支持各成员（展开数组与嵌套结构体之后）"
-                                   "大小相同的结构体（struct with members of different sizes）", decl)
-        if leaves and t.get_size() != len(leaves) * leaves[0].size:
-            raise self.unsupported(f"结构体 {name} 有填充字节（sizeof {t.get_size()}，成员共 "
-                                   f"{len(leaves) * leaves[0].size} 字节）/ struct with padding", decl)
+        # 成员大小不同、有填充或含指针的结构体只能放在寄存器里（放进内存时报告不支持）
+        storable = bool(leaves) and all(x.is_scalar and x.size == leaves[0].size for x in leaves) and \
+            t.get_size() == len(leaves) * leaves[0].size
+        if not storable and any(m[1].is_array for m in members.values()):
+            raise self.unsupported(self.layout_reason(name, leaves, t) + "，又有数组成员", decl)
         if not names:
             v = T.Vec(name, T.UCHAR, 0, (), wide=False)     # 空结构体：只有成员函数（如 SharedMemory<T>），不占存储
             self.struct_cache[key] = v
             self.prog.typedefs[name] = v
             return v
-        elem = leaves[0]
+        elem = leaves[0] if leaves[0].is_scalar else T.ULONG
         # 整体按自身大小对齐的结构体（struct __align__(16) { __half v0, ..., v7; }）：nvcc 用一条宽指令读写
         # （超过 16 字节时每 16 字节一条），与 float4 相同；否则按成员逐个读写
         size, align = t.get_size(), t.get_align()
         wide = len(names) > 1 and len(set(leaves)) == 1 and all(m[1].is_scalar for m in members.values()) and (
             (size <= 16 and align == size and size in (2, 4, 8, 16)) or (size > 16 and align >= 16 and size % 16 == 0))
         v = T.Vec(name, elem, len(names), names, wide=wide, align=align if wide else elem.size, elems=leaves,
-                  members=members)
+                  members=members, storable=storable)
+        v.why = None if v.storable else self.layout_reason(name, leaves, t)
         self.struct_cache[key] = v
         self.prog.typedefs[name] = v
         return v
+
+    def layout_reason(self, name, leaves, t):
+        if any(x.is_ptr or x.is_fnptr for x in leaves):
+            return f"结构体 {name} 含指针成员（只能放在寄存器里）/ struct {name} with pointer members"
+        if any(x.size != leaves[0].size for x in leaves):
+            kinds = "、".join(dict.fromkeys(x.name for x in leaves))
+            return (f"结构体 {name} 的成员大小不同（{kinds}），只能放在寄存器里 / struct with members of different sizes "
+                    "(struct with members of different sizes)")
+        return f"结构体 {name} 有填充字节（sizeof {t.get_size()}），只能放在寄存器里 / struct with padding"
 
     def member_type(self, ft, f, sname):
         """结构体成员的类型：标量、标量或结构体的定长数组、嵌套的结构体（含向量类型）。"""
@@ -501,14 +526,20 @@ class Lowering:
             if ft.element_count <= 0:
                 raise self.unsupported(f"结构体 {sname} 的成员 {f.spelling}：长度为 0 的数组", f)
             return T.Arr(et, ft.element_count)
-        what = "指针" if ft.kind == TK.POINTER else ft.spelling
+        if ft.kind == TK.POINTER:
+            pt = ft.get_pointee().get_canonical()
+            if pt.kind in (TK.FUNCTIONPROTO, TK.FUNCTIONNOPROTO):
+                return T.FNPTR
+            return T.Ptr(self.ctype(pt, f), const=pt.is_const_qualified())
+        what = ft.spelling
         raise self.unsupported(f"结构体 {sname} 的成员 {f.spelling}：不支持{what}成员（struct member of type "
                                f"{ft.spelling}）", f)
 
     def check_class(self, decl):
         for ch in decl.get_children():
-            if ch.kind == K.CXX_BASE_SPECIFIER:
-                raise self.unsupported("继承 inheritance", ch)
+            if ch.kind == K.CXX_BASE_SPECIFIER and (ch.is_virtual_base() if hasattr(ch, "is_virtual_base") else
+                                                    any(t.spelling == "virtual" for t in ch.get_tokens())):
+                raise self.unsupported("虚继承 virtual inheritance", ch)
             if ch.kind == K.CXX_METHOD and ch.is_virtual_method():
                 raise self.unsupported(f"虚函数 virtual function {ch.spelling}", ch)
 
@@ -625,14 +656,13 @@ class Lowering:
             raise self.unsupported(f"成员函数 member function {qualified_name(d)}", d)
         params, decls, refs = [], [], {}
         if d.kind != K.FUNCTION_DECL and not d.is_static_method():
-            # 成员函数：对象的地址作为第一个参数 this
-            rec = d.semantic_parent
-            st = self.ctype(rec.type, d)
-            const = d.is_const_method()
-            tn = c_ast.PtrDecl([], c_ast.TypeDecl("this", ["const"] if const else [], None,
-                                                  c_ast.IdentifierType([self.type_key(st)], co), co), co)
-            decls.append(c_ast.Decl("this", [], [], [], [], tn, None, None, co))
-            params.append(("this", T.Ptr(st, const=const), f"{st.name}*"))
+            # 成员函数：对象按引用作为第一个参数 __this（this 是 &__this；空结构体没有这个参数）
+            st = self.ctype(d.semantic_parent.type, d)
+            if st.n:
+                tn = c_ast.TypeDecl(THIS, [], None, c_ast.IdentifierType([self.type_key(st)], co), co)
+                decls.append(c_ast.Decl(THIS, [], [], ["register"], [], tn, None, None, co))
+                params.append((THIS, st, f"{st.name}&"))
+                refs[THIS] = True        # 也能绑定到临时对象（C++ 允许在临时对象上调用成员函数）
         for i, p in enumerate(d.get_arguments()):
             pt = p.type
             pname = p.spelling or f"__unnamed{i}"
@@ -973,6 +1003,8 @@ class Lowering:
             (a,) = _exprs(c)
             if op is None:
                 raise self.unsupported("这个一元运算符", c)
+            if op == "*" and _strip(a).kind == K.CXX_THIS_EXPR:
+                return _id(THIS, co)            # *this
             if op == "&":
                 s = _strip(a)
                 if s.kind == K.DECL_REF_EXPR and s.referenced is not None and s.referenced.kind == K.FUNCTION_DECL:
@@ -1007,7 +1039,7 @@ class Lowering:
         if k == K.LAMBDA_EXPR:
             raise self.unsupported("lambda 表达式", c)
         if k == K.CXX_THIS_EXPR:
-            return _id("this", co)
+            return c_ast.UnaryOp("&", _id(THIS, co), co)
         if "KERNEL" in k.name:
             raise self.unsupported("在设备代码中启动内核（动态并行 dynamic parallelism）", c)
         raise self.unsupported(f"表达式 {k.name}", c)
@@ -1076,13 +1108,15 @@ class Lowering:
         if not ex:
             if r is not None and r.kind == K.FIELD_DECL and self.cur_fn is not None and \
                     self.cur_fn.kind in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
-                return c_ast.StructRef(_id("this", co), "->", _id(c.spelling, co), co)     # 隐式的 this->
+                return c_ast.StructRef(_id(THIS, co), ".", _id(c.spelling, co), co)     # 隐式的 this->
             raise self.unsupported(f"成员 {c.spelling}（成员函数里的隐式 this）", c)
         base = ex[0]
         sb = _strip(base)
         if sb.kind == K.DECL_REF_EXPR and sb.spelling in ("threadIdx", "blockIdx", "blockDim", "gridDim") \
                 and sb.referenced is not None and not self.where.is_user(sb.referenced.location.file):
             return c_ast.StructRef(_id(sb.spelling, co), ".", _id(c.spelling, co), co)
+        if sb.kind == K.CXX_THIS_EXPR:
+            return c_ast.StructRef(_id(THIS, co), ".", _id(c.spelling, co), co)       # this->x
         arrow = base.type.get_canonical().kind == TK.POINTER
         return c_ast.StructRef(self.expr(base), "->" if arrow else ".", _id(c.spelling, co), co)
 
@@ -1194,28 +1228,18 @@ class Lowering:
             obj, rest = [args[0]], [self.expr(a) for a in args[1:]]
         else:
             obj, rest = [], [self.expr(a) for a in args]
+        st = self.ctype(d.semantic_parent.type, c)
+        if st.n == 0:                               # 空结构体：没有 __this 参数
+            return _call(n, rest, co)
         if not obj:                                 # 成员函数里调用另一个成员函数：隐式的 this
             if self.cur_fn is None or self.cur_fn.kind not in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
                 raise self.unsupported(f"成员函数 {r.spelling} 的调用（没有对象）", c)
-            return _call(n, [_id("this", co)] + rest, co)
+            return _call(n, [_id(THIS, co)] + rest, co)
         o = obj[0]
-        ot = o.type.get_canonical()
-        if ot.kind == TK.POINTER:
-            this = self.expr(o)
+        if o.type.get_canonical().kind == TK.POINTER:
+            this = c_ast.UnaryOp("*", self.expr(o), co)     # p->f()：绑定到 *p
         else:
-            st = self.ctype(ot, c)
-            so = _strip(o)
-            while so.kind in (K.CALL_EXPR, K.UNEXPOSED_EXPR) and so.referenced is not None and \
-                    so.referenced.kind == K.CONSTRUCTOR and len(_exprs(so)) == 1:
-                so = _strip(_exprs(so)[0])
-            temp = so.kind in (K.CALL_EXPR, K.CXX_FUNCTIONAL_CAST_EXPR) or "TEMPORARY" in so.kind.name or \
-                (so.kind == K.UNEXPOSED_EXPR and not _exprs(so))
-            if st.n == 0:
-                this = _const("int", "0", co)       # 空结构体：this 不会被解引用
-            elif temp:
-                raise self.unsupported(f"在临时对象上调用成员函数 {r.spelling}", c)
-            else:
-                this = c_ast.UnaryOp("&", self.expr(o), co)
+            this = self.init_expr(o)
         return _call(n, [this] + rest, co)
 
     # ------------------------------------------------------------ GPUVerify 的规约注解

@@ -90,7 +90,7 @@ class Vec(CType):
     它表示（fields 是成员名）：整体按自身大小对齐（__align__(16) 的 8 个 __half）时同样是宽访问，否则按成员逐个读写。"""
     is_vec = True
 
-    def __init__(self, name, elem, n, fields=None, wide=True, align=None, elems=None, members=None):
+    def __init__(self, name, elem, n, fields=None, wide=True, align=None, elems=None, members=None, storable=True):
         self.name = name
         self.elem = elem          # 存储单元的类型（成员类型不同时为第一个成员的类型；各成员大小相同）
         self.n = n
@@ -103,8 +103,12 @@ class Vec(CType):
         self.elems = tuple(elems) if elems is not None else (elem,) * n
         #: 成员名 -> (第一个存储单元的下标, 成员类型)：标量、数组（Arr）或嵌套的结构体（Vec）
         self.members = dict(members) if members is not None else {f: (j, self.elems[j]) for j, f in enumerate(self.fields)}
-        #: 所有成员都是标量：变量可以放在寄存器里（每个成员一个）；否则放在每个线程一份的局部内存里
-        self.flat = all(m[1].is_scalar for m in self.members.values())
+        #: 没有数组成员（嵌套的结构体也没有）：变量放在寄存器里（每个叶子一个）；否则放在每个线程一份的局部内存里
+        self.flat = all(not m[1].is_array and (not m[1].is_vec or m[1].flat) for m in self.members.values())
+        #: 含指针成员：只能放在寄存器里
+        self.has_ptr = any(e.is_ptr or e.is_fnptr for e in self.elems)
+        #: 能放进内存（数组、指针指向的对象、共享内存）：叶子都是大小相同的标量、没有填充
+        self.storable = storable and not self.has_ptr and all(e.size == elem.size for e in self.elems)
 
     def __repr__(self):
         return self.name

@@ -147,6 +147,12 @@ def _merge(c, a, b, n):
     return out
 
 
+def _base_of(t):
+    while t.is_array:
+        t = t.elem
+    return t
+
+
 def _flat_init(init):
     """嵌套的初始化列表 {{1, 2}, {3}} 按顺序展开（结构体的数组与嵌套成员）。"""
     out = []
@@ -443,6 +449,7 @@ class Machine:
         if t.is_array:
             if t.n is None:
                 raise self.unsupported("没有长度的局部数组", node)
+            self.need_storable(_base_of(t), node)
             key = id(node)
             buf = self.locals.get(key)
             if buf is None:
@@ -524,6 +531,7 @@ class Machine:
                 t, vol = t.t, True
             if T.scalar_of(t).is_ptr:
                 raise self.unsupported(f"__shared__ 指针变量 {node.name}（所有线程共用的指针）", node)
+            self.need_storable(_base_of(t), node)
             if t.is_array and t.n is None:
                 if "extern" not in (node.storage or []):
                     raise self.unsupported("没有长度的 __shared__ 数组（动态共享内存要写 extern）", node)
@@ -675,17 +683,24 @@ class Machine:
         成员的结构体放在每个线程一份的局部内存里（成员可以按下标访问）。"""
         if t.is_vec:
             if not t.flat:
+                self.need_storable(t, None)
                 buf = Buffer("local", t.name, np.zeros(self.L * t.n, t.elem.dtype), t.elem, t.n)
                 buf.t = t
                 if self.initcheck:
                     buf.init = np.zeros(self.L * t.n, bool)
                 return Var(t, None, buf, mem=True)
-            return Var(t, [Var(e, e.dtype.type(0)) for e in t.elems])
+            return Var(t, [self.new_var(e) for e in t.elems])
         return Var(t, t.dtype.type(0) if t.is_scalar else np.int64(0))
 
-    def spill(self, var, name):
+    def need_storable(self, t, node):
+        """放进内存的结构体：叶子必须是大小相同的标量（含指针、成员大小不同的结构体只能放在寄存器里）。"""
+        if t.is_vec and not t.storable:
+            raise self.unsupported(f"{t.why}：不能放进内存（数组、指针指向的对象、共享内存、取地址）", node)
+
+    def spill(self, var, name, node=None):
         """&x：把寄存器变量 x 搬进每个线程一份的局部内存，之后对 x 的读写都经过这块内存。"""
         t = var.t
+        self.need_storable(t, node)
         sc = T.scalar_of(t)
         n = T.elems_of(t)
         cur = [c.data for c in var.data] if t.is_vec else [var.data]
@@ -707,9 +722,11 @@ class Machine:
         return self.read_var(var, lanes)
 
     def read_var(self, var, lanes):
-        """寄存器变量的值；内存里的变量（data 是每个线程的偏移）返回偏移。"""
+        """寄存器变量的值；内存里的变量（data 是每个线程的偏移）返回偏移。结构体的值是叶子的元组，指针叶子
+        是带着数组的 Val。"""
         if var.t.is_vec and not var.mem:
-            return tuple(self.read_var(c, lanes) for c in var.data)
+            return tuple(Val(c.t, self.read_var(c, lanes), c.buf) if c.t.is_ptr else self.read_var(c, lanes)
+                         for c in var.data)
         d = var.data
         if np.ndim(d) == 0:
             return d
@@ -725,7 +742,7 @@ class Machine:
             return
         if var.t.is_vec:
             for c, x in zip(var.data, val.v):
-                self.write_var(c, lanes, Val(c.t, x), node)
+                self.write_var(c, lanes, x if isinstance(x, Val) else Val(c.t, x), node)
             return
         if var.t.is_ptr:
             if var.buf is not None and val.buf is not var.buf and lanes.n != self.L:
@@ -809,6 +826,7 @@ class Machine:
             vol = not isinstance(t, T.CType)
             if vol:
                 t = t.t
+            self.need_storable(_base_of(t), node)
             sc = T.scalar_of(t)
             n = T.elems_of(t) if t.is_array else 1
             data = np.zeros(n, sc.dtype)
@@ -869,7 +887,7 @@ class Machine:
             return Val(T.UINT, v if np.ndim(v) == 0 else self.g(v, lanes))
         kind, x = self.vec_member(node, lanes, fr)
         if kind == "reg":
-            return Val(x.t, self.read_var(x, lanes))
+            return Val(x.t, self.read_var(x, lanes), x.buf)
         if kind == "mem":
             if x.t.base.is_array:      # 数组成员退化为指针
                 return Val(T.Ptr(x.t.base.elem, x.t.vol, x.t.const), x.v, x.buf)
@@ -899,13 +917,18 @@ class Machine:
                             "(nvcc rejects it)", node)
         comp, mt = vt.members[f]
         if kind == "reg":
+            if mt.is_vec:                  # 嵌套的结构体：共用叶子变量的视图
+                return "reg", Var(mt, x.data[comp:comp + mt.n])
             return "reg", x.data[comp]
         if kind == "mem":
             return "mem", Val(T.Ptr(mt, x.t.vol, x.t.const), x.v + comp, x.buf)
         if not mt.is_scalar:
             if mt.is_vec:
                 return "val", Val(mt, tuple(x.v[comp:comp + mt.n]))
-            raise self.unsupported(f"临时结构体值的数组成员 .{f}", node)
+            if mt.is_ptr and isinstance(x.v[comp], Val):
+                return "val", x.v[comp]
+            if not mt.is_fnptr:
+                raise self.unsupported(f"临时结构体值的数组成员 .{f}", node)
         return "val", Val(mt, x.v[comp])
 
     def truth(self, val):
@@ -1200,7 +1223,7 @@ class Machine:
                     return x
                 if x.t.is_ptr:
                     raise self.unsupported(f"取指针变量 {e.name} 的地址（指向指针的指针）", node)
-                self.spill(x, e.name)
+                self.spill(x, e.name, node)
                 return Val(T.Ptr(x.t), np.int64(0), x.buf)
             if isinstance(e, c_ast.UnaryOp) and e.op == "*":
                 return self.ev(e.expr, lanes, fr)
@@ -1209,7 +1232,7 @@ class Machine:
                 if kind == "reg" and e.type == "." and isinstance(e.name, c_ast.ID):
                     bk, bv = self.lvalue(e.name, lanes, fr)
                     if bk == "reg":
-                        self.spill(bv, e.name.name)       # 寄存器里的结构体：整体搬进局部内存
+                        self.spill(bv, e.name.name, node)       # 寄存器里的结构体：整体搬进局部内存
                     kind, x = self.lvalue(e, lanes, fr)
                 if kind == "mem":
                     return x
@@ -1331,6 +1354,8 @@ class Machine:
     def load(self, p, lanes, node):
         if p.t.base.is_vec:
             vt = p.t.base
+            if not vt.storable:
+                self.need_storable(vt, node)
             if lanes.n == 0:
                 return Val(vt, tuple(e.dtype.type(0) for e in vt.elems))
             if not vt.wide:    # 结构体：逐个成员读
@@ -1369,6 +1394,7 @@ class Machine:
             if p.t.const or p.buf is not None and p.buf.constant:
                 raise self.const_write(p.buf, node)
             vt = p.t.base
+            self.need_storable(vt, node)
             if not vt.wide:    # 结构体：逐个成员写
                 for j, x in enumerate(val.v):
                     e = vt.elems[j]

@@ -97,7 +97,7 @@ def vec_arg(a, pname, t):
         a = a.detach().cpu().numpy()
     if isinstance(a, np.ndarray):
         a = a.reshape(-1).tolist() if a.ndim == 1 else a
-    if not isinstance(a, (tuple, list)) or len(a) != t.n:
+    if not isinstance(a, (tuple, list)) or len(a) != t.n or t.has_ptr:
         raise TypeError(f"参数 {pname} 是按值传递的 {t.name}（{t.n} 个成员 {', '.join(t.fields)}），请传 {t.n} 个数的元组，"
                         f"得到 {type(a).__name__} / parameter {pname} is a {t.name} passed by value: pass a tuple of "
                         f"{t.n} numbers")

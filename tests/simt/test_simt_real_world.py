@@ -433,3 +433,31 @@ def test_register_structs_of_mixed_sizes_and_inheritance():
     with pytest.raises(simt.UnsupportedError, match="different sizes") as ei:
         simt.launch(STRUCT_REGS, "spill_small", 1, 1, [out])
     assert ei.value.line == 18
+
+
+def test_memcpy_and_memset():
+    src = r"""
+#include <string.h>
+struct P { int a; float b; };
+__global__ void k(const P* in, P* out, int* words, float* f) {
+    int t = threadIdx.x;
+    memcpy(&out[t], &in[t], sizeof(P));
+    __builtin_memset(&words[2 * t], 0xff, 2 * sizeof(int));
+    memcpy(&f[t], &in[t].a, sizeof(int));      // 按位复制：int 的位放进 float
+}
+__global__ void odd(int* w) { memset(w, 0, 3); }
+__global__ void null_dst(int* w) { memcpy(0, w, 4); }
+"""
+    rng = np.random.default_rng(1)
+    inp = rng.integers(-100, 100, 16).astype(np.int32)
+    inp[1::2] = np.arange(8, dtype=np.float32).view(np.int32)
+    out, words, f = np.zeros(16, np.int32), np.zeros(16, np.int32), np.zeros(8, np.float32)
+    simt.launch(src, "k", 1, 8, [inp, out, words, f])
+    assert np.array_equal(out, inp) and (words == -1).all()
+    assert np.array_equal(f.view(np.int32), inp[0::2])
+    with pytest.raises(simt.UnsupportedError, match="整数倍") as ei:
+        simt.launch(src, "odd", 1, 1, [words])
+    assert ei.value.line == 10
+    with pytest.raises(simt.OutOfBoundsError, match="null") as ei:
+        simt.launch(src, "null_dst", 1, 1, [words])
+    assert ei.value.line == 11

@@ -377,6 +377,36 @@ __global__ void classify(const int* x, int* out) {
 }
 """
 
+_STRUCT_PTR_MEMBER = r"""
+// 指针成员的结构体（放在寄存器里）：一段数组的视图按值传给 __device__ 函数
+struct Span { const float* p; int n; };
+struct Base { float scale; };
+struct Scaled : Base { Span s; };        // 继承：基类的成员排在前面
+__device__ float total(Scaled v) {
+    float acc = 0.0f;
+    for (int i = 0; i < v.s.n; i++) acc += v.s.p[i];
+    return acc * v.scale;
+}
+__global__ void row_totals(const float* x, float* out, int n) {
+    Scaled v;
+    v.scale = 0.5f;
+    v.s.p = x + threadIdx.x * n;
+    v.s.n = n;
+    out[threadIdx.x] = total(v);
+}
+"""
+
+_MEMCPY = r"""
+#include <string.h>
+// memcpy 复制整个结构体，memset 清零
+struct Rec { int id; float w; };
+__global__ void copy_recs(const Rec* in, Rec* out, int* flags) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    memcpy(&out[t], &in[t], sizeof(Rec));
+    memset(&flags[2 * t], 0, 2 * sizeof(int));
+}
+"""
+
 _ENUM = r"""
 // 枚举：选择归约运算，也用作数组长度
 enum Op { OP_SUM, OP_MAX, OP_MIN, NUM_OPS };
@@ -843,6 +873,13 @@ REGISTRY: tuple[Construct, ...] = (
                   2: np.array([int(np.flatnonzero(c.args[0] > 0)[0]) if (c.args[0] > 0).any() else -1], np.int32),
                   3: np.array([sum(1 << j for j in range(32) if c.args[0][32 * w + j] > 0) for w in range(2)],
                               np.uint32)}),
+    _c("struct_pointer_members", "结构体", "指针成员与继承的结构体（放在寄存器里，按值传给__device__函数）",
+       _STRUCT_PTR_MEMBER, "row_totals", 1, 32,
+       lambda rng: Case([_ints(rng, 32 * 5, -9, 9).astype(np.float32), _zeros(32), np.int32(5)]),
+       lambda c: {1: 0.5 * _f64(c.args[0]).reshape(32, 5).sum(1)}),
+    _c("memcpy_memset", "内置函数", "memcpy复制结构体、memset清零", _MEMCPY, "copy_recs", 2, 32,
+       lambda rng: Case([_ints(rng, 128), _zeros(128, np.int32), np.ones(128, np.int32)]),
+       lambda c: {1: c.args[0].copy(), 2: np.zeros(128, np.int32)}),
     _c("switch", "控制流", "switch语句：case贯穿、default与break", _SWITCH, "classify", 2, 32,
        lambda rng: Case([_ints(rng, 64, 0, 100), _zeros(64, np.int32)]),
        lambda c: {1: np.select([c.args[0] % 4 == 0, c.args[0] % 4 < 3], [100, 11], 1)}),

@@ -119,7 +119,7 @@ BUILTIN_FUNCS.update(
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicInc", "atomicDec", "atomicCAS",
         "atomicAnd", "atomicOr", "atomicXor", "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
-        "__ffsll", "__brev", "__saturatef", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
+        "__ffsll", "__brev", "__saturatef", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
     } | {"make_" + v for v in T.VECS}
 )
@@ -2081,6 +2081,75 @@ class Machine:
 
     def b_ldexpf(self, node, args, lanes, fr):
         return self._ldexp("ldexpf", T.FLOAT, node, args, lanes, fr)
+
+    def _mem_ptr(self, v, name, node, lanes):
+        if not v.t.is_ptr:
+            if np.ndim(v.v) == 0 and int(v.v) == 0 and lanes.n:
+                raise self.fail(OutOfBoundsError, f"{name} 的指针为空", f"{name} through a null pointer", node,
+                                lane=self.ids(lanes)[0])
+            raise self.unsupported(f"{name} 的参数必须是指针", node)
+        if v.buf is None:
+            if lanes.n:
+                raise self.fail(OutOfBoundsError, f"{name} 的指针为空", f"{name} through a null pointer", node,
+                                lane=self.ids(lanes)[0])
+            return v
+        if v.t.base.is_vec:
+            self.need_storable(v.t.base, node)
+        return v
+
+    def _mem_loop(self, name, d, nbytes, lanes, node, body):
+        """memcpy/memset：按存储单元逐个复制，每个线程 nbytes / 单元大小 次（字节数必须是单元大小的整数倍）。"""
+        es = d.buf.elem.size
+        nb = np.broadcast_to(np.asarray(T.cast(nbytes.v, T.LONG)).astype(np.int64), (lanes.n,))
+        if np.any(nb % es) or np.any(nb < 0):
+            raise self.unsupported(f"{name} 的字节数不是 {d.buf.elem.name} 大小（{es} 字节）的整数倍", node)
+        cnt = nb // es
+        dv = np.broadcast_to(np.asarray(d.v), (lanes.n,))
+        for k in range(int(cnt.max()) if cnt.size else 0):
+            m = cnt > k
+            sub = self.sub(lanes, m)
+            body(k, sub, m, Val(T.Ptr(d.buf.elem), dv[m] + k, d.buf))
+
+    def b___builtin_memcpy(self, node, args, lanes, fr):
+        """memcpy(dst, src, n)：两边的存储单元大小相同时按位复制（结构体、不同类型的数组之间也可以）。"""
+        if len(args) != 3:
+            raise self.unsupported("memcpy 需要 3 个参数", node)
+        d, src, n = (self.ev(a, lanes, fr) for a in args)
+        d, src = self._mem_ptr(d, "memcpy", node, lanes), self._mem_ptr(src, "memcpy", node, lanes)
+        if lanes.n == 0:
+            return d
+        if d.buf.elem.size != src.buf.elem.size:
+            raise self.unsupported(f"memcpy 在单元大小不同的内存之间复制（{src.buf.elem.name} 到 {d.buf.elem.name}）", node)
+        sv = np.broadcast_to(np.asarray(src.v), (lanes.n,))
+
+        def body(k, sub, m, q):
+            v = np.asarray(self.load(Val(T.Ptr(src.buf.elem), sv[m] + k, src.buf), sub, node).v)
+            if v.dtype != d.buf.elem.dtype:
+                v = v.view(d.buf.elem.dtype)
+            self.store(q, Val(d.buf.elem, v), sub, node)
+        self._mem_loop("memcpy", d, n, lanes, node, body)
+        return d
+
+    def b___builtin_memset(self, node, args, lanes, fr):
+        """memset(dst, c, n)：每个字节写成 c 的低 8 位。"""
+        if len(args) != 3:
+            raise self.unsupported("memset 需要 3 个参数", node)
+        d, c, n = (self.ev(a, lanes, fr) for a in args)
+        d = self._mem_ptr(d, "memset", node, lanes)
+        if lanes.n == 0:
+            return d
+        if np.ndim(c.v) and np.any(np.asarray(c.v) != np.asarray(c.v).reshape(-1)[0]):
+            raise self.unsupported("memset 的值在各线程不同", node)
+        byte = int(np.asarray(c.v).reshape(-1)[0]) & 0xFF
+        pat = np.full(d.buf.elem.size, byte, np.uint8).view(d.buf.elem.dtype)[0]
+        self._mem_loop("memset", d, n, lanes, node, lambda k, sub, m, q: self.store(q, Val(d.buf.elem, pat), sub, node))
+        return d
+
+    def b_memcpy(self, node, args, lanes, fr):
+        return self.b___builtin_memcpy(node, args, lanes, fr)
+
+    def b_memset(self, node, args, lanes, fr):
+        return self.b___builtin_memset(node, args, lanes, fr)
 
     def b___saturatef(self, node, args, lanes, fr):
         """__saturatef(x)：钳到 [0, 1]，NaN 得 0。"""

@@ -97,6 +97,8 @@ __device__ unsigned int atomicCAS(unsigned int*, unsigned int, unsigned int);
 __device__ unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned long long);
 #undef __SIMT_ATOMIC
 #undef __SIMT_ATOMIC_INT
+extern "C" __device__ void* memcpy(void*, const void*, size_t);
+extern "C" __device__ void* memset(void*, int, size_t);
 // 线程束投票与位运算
 __device__ unsigned int __ballot_sync(unsigned int, int);
 __device__ int __popc(unsigned int);

@@ -4,6 +4,7 @@ enum class、头文件里的错误、不支持的构造带文件与行号、奇�
 from __future__ import annotations
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -186,3 +187,46 @@ def test_odd_inputs_never_leak_a_python_exception():
             simt.launch(src, "k", 2, 32, (x, np.zeros(2, np.float32), 64))
         except (simt.SimtError, ValueError) as e:      # 模拟器的错误，或者启动参数的错误（中英双语）
             assert isinstance(e, simt.SimtError) or " / " in str(e), (src, e)
+            assert not _INTERNAL.search(str(e)), (src, e)
+
+
+BASE2 = r"""
+#include "cuda.h"
+#include <string.h>
+struct Acc { float v[4]; int n; __device__ void add(float x) { v[n & 3] += x; n++; } };
+struct Mix { int a; float b; __device__ float sum() const { return a + b; } };
+struct Ref { float* p; Mix m; };
+__device__ int pick(int c) { switch (c) { case 0: return 1; case 1: default: return 2; } }
+__global__ void k(const float* x, float* y, int n) {
+    __requires(n == 64);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    Acc acc; memset(&acc, 0, sizeof(Acc));
+    Ref r; r.p = y; r.m.a = i; r.m.b = 0.5f;
+    for (int j = 0; __invariant(j <= 4), j < 4; j++) acc.add(x[i] * pick(j));
+    unsigned b = __ballot_sync(0xffffffffu, x[i] > 0.0f);
+    __assert(__implies(i < n, acc.n == 4));
+    if (threadIdx.x == 0) r.p[blockIdx.x] = acc.v[1] + r.m.sum() + __popc(b);
+}
+"""
+
+_INTERNAL = re.compile(r"[（(](AttributeError|AssertionError|TypeError|KeyError|ValueError|IndexError|NameError|"
+                       r"UnboundLocalError|ZeroDivisionError|RuntimeError)\b")
+
+
+def test_odd_inputs_of_the_newer_constructs_never_leak_a_python_exception():
+    global BASE
+    x = np.ones(64, np.float32)
+    y = np.zeros(2, np.float32)
+    simt.launch(BASE2, "k", 2, 32, (x, y, 64))
+    assert y.tolist() == [2.0 + 0.5 + 32, 2.0 + 32.5 + 32]
+    saved, BASE = BASE, BASE2
+    try:
+        srcs = _mutations(11, 80)
+    finally:
+        BASE = saved
+    for src in srcs:
+        try:
+            simt.launch(src, "k", 2, 32, (x, np.zeros(2, np.float32), 64))
+        except (simt.SimtError, ValueError) as e:
+            assert isinstance(e, simt.SimtError) or " / " in str(e), (src, e)
+            assert not _INTERNAL.search(str(e)), (src, e)      # 被包成 UnsupportedError 的内部异常也是缺陷

@@ -18,7 +18,7 @@ CORPUS_DIR 下每个含 ``CORPUS.json``（``{"repo": "owner/name", "commit": "..
 整数给 64，浮点给 1.0；2 个线程块、每块 64 个线程；工作预算 2**20 个线程步、每个内核 20 秒），归为：
 
 * ``ran``：运行结束；``sanitizer``：运行中报告了越界、竞争、屏障分化、工作预算用完等（也算运行了）；
-* ``refused``：UnsupportedError，记下被拒绝的构造；``parse_error``：前端无法解析（UnsupportedError 里的
+* ``refused``：UnsupportedError，记下被拒绝的构造（未声明的标识符除外：nvcc 同样拒绝，归入 compile_error）；``parse_error``：前端无法解析（UnsupportedError 里的
   "cannot parse"）；``compile_error``：模拟器判定 nvcc 会拒绝；``launch_error``：合成的启动被拒绝；
 * ``no_instance``：模板内核，文件里没有可启动的实例；``timeout``：超过 20 秒；
 * ``exception``：漏出的 Python 异常——模拟器的缺陷，连同回溯记下来。
@@ -249,6 +249,9 @@ def run_kernel(path: Path, launch_name: str):
             inner = re.match(r"[^）)]*", str(e)[m.start() + 1:]).group(0)
             return "exception", {"traceback": "Traceback (UnsupportedError wrapping an internal error)\n" + str(e)[:1500],
                                  "error": f"UnsupportedError 里包着 {inner}（第 {e.line} 行）"}
+        u = re.search(r"未声明的标识符 (\w+)（nvcc 同样报错）", str(e))
+        if u:                                        # 源码本身有错（nvcc 同样拒绝）：不是模拟器拒绝的构造
+            return "compile_error", {"construct": f"未声明的标识符（nvcc 同样报错）", "message": str(e)[:300]}
         c = construct_of(str(e), _source_line(path, e), path.read_text(encoding="utf-8", errors="replace"))
         return ("parse_error" if c.startswith("无法解析") else "refused"), {"construct": c, "line": e.line,
                                                                           "message": str(e)[:300]}

@@ -461,3 +461,26 @@ __global__ void null_dst(int* w) { memcpy(0, w, 4); }
     with pytest.raises(simt.OutOfBoundsError, match="null") as ei:
         simt.launch(src, "null_dst", 1, 1, [words])
     assert ei.value.line == 11
+
+
+def test_pointer_casts_between_elements_of_one_size_reinterpret_the_bits():
+    src = r"""
+__global__ void k(int* raw, float* out) {
+    int i = threadIdx.x;
+    float4 v = reinterpret_cast<float4*>(raw)[i];
+    out[i] = v.x + v.w;
+    float* f = (float*)raw;
+    f[4 * i + 1] = 2.5f;
+}
+__global__ void bytes(unsigned char* b, unsigned* out) { out[0] = ((unsigned*)b)[0]; }
+"""
+    f = np.arange(128, dtype=np.float32)
+    raw, out = f.view(np.int32).copy(), np.zeros(32, np.float32)
+    rep = simt.launch(src, "k", 1, 32, [raw, out])
+    assert np.array_equal(out, f[0::4] + f[3::4])
+    g = raw.view(np.float32)
+    assert (g[1::4] == 2.5).all() and np.array_equal(g[0::4], f[0::4])
+    assert rep.global_load_requests == 1           # float4：一条 128 位的读
+    with pytest.raises(simt.UnsupportedError, match="元素大小不同") as ei:
+        simt.launch(src, "bytes", 1, 1, [np.zeros(4, np.uint8), np.zeros(1, np.uint32)])
+    assert ei.value.line == 9

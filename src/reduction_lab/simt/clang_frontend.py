@@ -241,6 +241,10 @@ def translate_diagnostic(d, text_of):
                 f"unsupported: {m.group(1)} (not implemented by the simulator)")
     m = re.match(r"use of undeclared identifier '(\w+)'", msg)
     if m:
+        if re.match(r"(cuda|tex|surf|curand|cub|atomic|clock|nv|make_|warp|lane|printf|malloc|free)", m.group(1)):
+            # 像是模拟器的序言里没有的 CUDA 名字：不能断言 nvcc 会拒绝
+            return (UnsupportedError, f"不支持 {m.group(1)}（模拟器没有声明这个名字）",
+                    f"unsupported: {m.group(1)} (not declared by the simulator)")
         return (UnsupportedError, f"未声明的标识符 {m.group(1)}（nvcc 同样报错）", f"undeclared identifier {m.group(1)}")
     return (CompileError, f"编译错误（nvcc 同样会拒绝）：{allmsg}", f"compile error: {allmsg}")
 

@@ -956,8 +956,11 @@ class Machine:
                 if np.ndim(val.v) == 0 and int(val.v) == 0:
                     return Val(t, np.int64(0), None)
                 raise self.unsupported("把整数赋给指针", node)
-            if T.scalar_of(val.t.base).dtype != T.scalar_of(t.base).dtype:
-                raise self.unsupported(f"指针类型转换 {val.t!r} -> {t!r}", node)
+            a, b = T.scalar_of(val.t.base), T.scalar_of(t.base)
+            if a.dtype != b.dtype and not (getattr(a, "dtype", None) is not None and getattr(b, "dtype", None) is not None
+                                           and a.dtype.itemsize == b.dtype.itemsize and a is not T.BOOL and b is not T.BOOL):
+                # 单元大小相同（int* 与 float4*）：按位重新解释；大小不同的转换需要按字节寻址，不支持
+                raise self.unsupported(f"指针类型转换 {val.t!r} -> {t!r}（元素大小不同）", node)
             return Val(t, val.v, val.buf)
         if val.t.is_ptr:
             if t.is_scalar and t.is_int and t.bits == 64 and val.buf is not None and val.buf.kind == "global":

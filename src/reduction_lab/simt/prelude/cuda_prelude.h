@@ -178,6 +178,15 @@ __device__ __nv_bfloat16 __float2bfloat16_rn(float);
 // 模拟器不支持、但要能解析的写法：用到时报告不支持和所在的行
 extern "C" __device__ int printf(const char*, ...);
 enum cudaTextureReadMode { cudaReadModeElementType, cudaReadModeNormalizedFloat };
+#define cudaTextureType1D 0x01
+#define cudaTextureType2D 0x02
+#define cudaTextureType3D 0x03
+#define cudaTextureTypeCubemap 0x0C
+#define cudaTextureType1DLayered 0xF1
+#define cudaTextureType2DLayered 0xF2
+#define cudaTextureTypeCubemapLayered 0xFC
+typedef unsigned long long cudaTextureObject_t;
+typedef unsigned long long cudaSurfaceObject_t;
 template <class _Tp, int _Dim = 1, enum cudaTextureReadMode _Mode = cudaReadModeElementType> struct texture { };
 template <class _Tp, class _Rp> __device__ _Tp tex1Dfetch(_Rp, int);
 

@@ -315,6 +315,7 @@ def summarize(rows):
     refused = counts["refused"] + counts["parse_error"]
     cons = collections.Counter(r["construct"] for r in rows if r["outcome"] in ("refused", "parse_error"))
     verifier = cons[VERIFIER] + cons[DECLARED_ONLY]
+    texture = sum(v for k, v in cons.items() if "纹理" in k or "texture" in k)
     return {
         "kernels": total,
         "files": len({(r["repo"], r["file"]) for r in rows}),
@@ -325,6 +326,8 @@ def summarize(rows):
         # 因为 GPUVerify 自己的注解或只声明不定义的函数而被拒绝的内核：不算 CUDA 的构造
         "refused_verifier_specific": verifier,
         "refused_share_cuda_only": round((refused - verifier) / (total - verifier), 4) if total > verifier else 0.0,
+        # 其中因为纹理（texture<>、tex1Dfetch ...，模拟器有意不支持）被拒绝的内核
+        "refused_texture": texture,
         "refused_constructs": [{"construct": k, "kernels": v} for k, v in sorted(cons.items(), key=lambda kv: (-kv[1], kv[0]))],
         # 模拟器判定 nvcc 会拒绝的内核（CompileError）：按诊断归并
         "compile_errors": [{"construct": k, "kernels": v} for k, v in sorted(

@@ -174,6 +174,7 @@ def construct_of(msg: str, line_text: str = "", source: str = "") -> str:
     what = re.sub(r"(空结构体 empty struct|联合 union) \S+", r"\1", what)
     what = re.sub(r"模板实例 .*? 的实参不合适：.*$", "模板实例的实参不合适", what)
     what = re.sub(r"\s+", " ", what).strip()
+    what = re.sub(r"^纹理 texture<>.*", "纹理 texture<>", what)
     if _GPUVERIFY.match(what) or what.startswith("GPUVerify 的规约注解"):
         return VERIFIER
     bm = re.match(r"^(__\w+)（模拟器没有实现", what)             # 另一种写法：「__requires（模拟器没有实现……）」

@@ -484,3 +484,21 @@ __global__ void bytes(unsigned char* b, unsigned* out) { out[0] = ((unsigned*)b)
     with pytest.raises(simt.UnsupportedError, match="元素大小不同") as ei:
         simt.launch(src, "bytes", 1, 1, [np.zeros(4, np.uint8), np.zeros(1, np.uint32)])
     assert ei.value.line == 9
+
+
+def test_texture_fetches_and_surfaces_are_refused_as_textures():
+    src = "__global__ void k(cudaTextureObject_t t, float* o) {\n  o[threadIdx.x] = tex2D<float>(t, 0.5f, 0.5f);\n}\n"
+    with pytest.raises(simt.UnsupportedError, match="纹理") as ei:
+        simt.launch(src, "k", 1, 1, [0, np.zeros(1, np.float32)])
+    assert ei.value.line == 2
+    with pytest.raises(simt.UnsupportedError, match="纹理") as ei:
+        simt.launch("surface<void, 2> s;\n__global__ void w(float* o) { o[0] = 1.0f; }\n", "w", 1, 1,
+                    [np.zeros(1, np.float32)])
+    assert ei.value.line == 1
+
+
+def test_a_failed_instance_reports_the_sources_own_error():
+    src = "template <typename T> __global__ void k(T* p, curandState* s) { p[0] = 1; }\n"
+    with pytest.raises(simt.CompileError, match="curandState") as ei:
+        simt.launch(src, "k<float>", 1, 1, [np.zeros(1, np.float32), np.zeros(1, np.float32)])
+    assert ei.value.line == 1

@@ -439,7 +439,7 @@ class Lowering:
             if _in_namespace(decl, "cooperative_groups"):
                 raise self.unsupported(f"cooperative groups 的 {base}（nvcc 接受；模拟器只支持 thread_block 与 "
                                        "thread_block_tile<N>，N 为不超过 32 的 2 的幂）", c)
-            if base == "texture":
+            if base in ("texture", "surface"):
                 raise self.unsupported("纹理 texture<>", c)
             half = {"__half": "HALF", "__nv_bfloat16": "BF16"}.get(base)
             if half and getattr(T, half, None) is not None:
@@ -1196,6 +1196,8 @@ class Lowering:
             raise self.unsupported(f"调用 {r.spelling}（{rk.name}）", c)
         if _in_namespace(r, "cooperative_groups") and not self.where.is_user(r.location.file):
             return self.group_function(r.spelling, c, co)
+        if not self.where.is_user(r.location.file) and re.match(r"(tex|surf)\w*$", r.spelling):
+            raise self.unsupported(f"纹理 texture<>（{r.spelling}，读写主机绑定的纹理与表面内存）", c)
         if not self.where.is_user(r.location.file):
             sp = self.spec_call(r.spelling, args, c, co)
             if sp is not None:
@@ -1355,7 +1357,7 @@ class Lowering:
         if self.group_of(t, c):
             raise self.unsupported("文件作用域的组对象", c)
         if t.get_canonical().kind == TK.RECORD and not self.where.is_user(t.get_canonical().get_declaration().location.file) \
-                and t.get_canonical().get_declaration().spelling == "texture":
+                and t.get_canonical().get_declaration().spelling in ("texture", "surface"):
             raise self.unsupported("纹理 texture<>", c)
         if c.storage_class == ci.StorageClass.EXTERN and K.CUDASHARED_ATTR not in attrs:
             raise self.unsupported(f"extern 文件作用域变量 {name} / extern file-scope variable", c)
@@ -1484,12 +1486,20 @@ def build(prog, text, filename, defines, instance):
         return src[line - 1] if 0 < line <= len(src) else ""
 
     diags = [d for d in tu.diagnostics if d.severity >= 3]
+
+    def extra(d):
+        loc = d.location
+        return loc.file is not None and os.path.abspath(loc.file.name) == where.main and loc.line >= first_extra
+
+    if any(not extra(d) for d in diags):
+        # 源码本身有错时，模板实例化失败只是它的后果：报告源码里的错
+        diags = [d for d in diags if not extra(d)]
     # 语法与预处理错误：整个文件不能用
     for d in diags:
         loc = d.location
         f = where.display(loc.file)
         header = f if f != display else None
-        in_extra = loc.file is not None and os.path.abspath(loc.file.name) == where.main and loc.line >= first_extra
+        in_extra = extra(d)
         if in_extra:
             raise UnsupportedError(f"模板实例 {', '.join(insts)} 的实参不合适：{d.spelling} / bad template arguments "
                                    f"for {', '.join(insts)}: {d.spelling}")
@@ -1555,6 +1565,8 @@ def build(prog, text, filename, defines, instance):
                         and x.referenced.kind == K.FUNCTION_DECL), None) if var is not None else None
             spec = ref.get_definition() if ref is not None else None
             if spec is None:
+                if errors:                  # 模板本身有错（例如未知的类型）：报告那个错
+                    raise errors[0][3].make()
                 raise UnsupportedError(f"模板实例 {inst} 没有定义 / no definition for template instance {inst}")
             prog.instances[inst] = low.fname(spec)
         low.drain()

@@ -189,6 +189,17 @@ typedef unsigned long long cudaTextureObject_t;
 typedef unsigned long long cudaSurfaceObject_t;
 template <class _Tp, int _Dim = 1, enum cudaTextureReadMode _Mode = cudaReadModeElementType> struct texture { };
 template <class _Tp, class _Rp> __device__ _Tp tex1Dfetch(_Rp, int);
+template <class _Tp, int _Dim = 1> struct surface { };
+#define __SIMT_TEX(N) template <class _Tp, class... _Ap> __device__ _Tp N(_Ap...);
+__SIMT_TEX(tex1D) __SIMT_TEX(tex2D) __SIMT_TEX(tex3D) __SIMT_TEX(tex1DLayered) __SIMT_TEX(tex2DLayered)
+__SIMT_TEX(texCubemap) __SIMT_TEX(texCubemapLayered) __SIMT_TEX(tex1DLod) __SIMT_TEX(tex2DLod) __SIMT_TEX(tex3DLod)
+__SIMT_TEX(tex2Dgather) __SIMT_TEX(tex2DGrad) __SIMT_TEX(surf1Dread) __SIMT_TEX(surf2Dread) __SIMT_TEX(surf3Dread)
+__SIMT_TEX(surf2DLayeredread)
+#undef __SIMT_TEX
+template <class... _Ap> __device__ void surf1Dwrite(_Ap...);
+template <class... _Ap> __device__ void surf2Dwrite(_Ap...);
+template <class... _Ap> __device__ void surf3Dwrite(_Ap...);
+template <class... _Ap> __device__ void surf2DLayeredwrite(_Ap...);
 
 // cooperative groups：线程块与线程束分块（组的大小由类型给出，组对象本身不占寄存器）
 namespace cooperative_groups {

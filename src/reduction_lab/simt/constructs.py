@@ -326,15 +326,14 @@ __global__ void shade(const float3* p, uchar4* rgba, int n) {
 """
 
 _GV_H = r"""
-// GPUVerify 的注解在它自己的 cuda.h 里；nvcc 不认识它们：在 nvcc 下把这里用到的几个定义成空操作与 assert
+// GPUVerify 的注解在它自己的 cuda.h 里；nvcc 不认识它们：在 nvcc 下把这里用到的几个定义成空操作与 __trap()
 // （模拟器的序言声明了全部注解，并定义 __GPUVERIFY_ANNOTATIONS__）
 #ifndef __GPUVERIFY_ANNOTATIONS__
-#include <cassert>
 #define __requires(e)
 #define __invariant(e) 0
 #define __is_pow2(x) ((((x) & (x - 1)) == 0))
 #define __implies(a, b) (!(a) || (b))
-#define __assert(e) assert(e)
+#define __assert(e) do { if (!(e)) __trap(); } while (0)
 #endif
 """
 
@@ -397,7 +396,6 @@ __global__ void row_totals(const float* x, float* out, int n) {
 """
 
 _MEMCPY = r"""
-#include <string.h>
 // memcpy 复制整个结构体，memset 清零
 struct Rec { int id; float w; };
 __global__ void copy_recs(const Rec* in, Rec* out, int* flags) {

@@ -49,6 +49,8 @@ _SCALAR_DTYPES = {
 _TORCH_OF_NUMPY = {
     np.bool_: torch.bool, np.int8: torch.int8, np.uint8: torch.uint8, np.int16: torch.int16,
     np.int32: torch.int32, np.int64: torch.int64, np.float32: torch.float32, np.float64: torch.float64,
+    # 无符号的 16/32/64 位（torch 2.3 起有这些 dtype）
+    **{getattr(np, n): getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n)},
 }
 
 

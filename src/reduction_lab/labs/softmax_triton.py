@@ -94,6 +94,7 @@ class SoftmaxTriton(Lab):
     def wrong_answer(self, case, x, out, ref, bad, impl) -> Hint:
         text = impl["text"]
         got = out.detach().cpu().double()
+        ref = ref.detach().cpu().double()            # gpu 模式下参考值在 GPU 上：候选结果都在 CPU 上比较
         M, N = x.shape
         r = bad[0]
         first = f"第 {r} 行：应为 [{_row(ref[r])}]，得到 [{_row(got[r])}]（不对的行：{rows_text(bad)}）"

@@ -178,7 +178,8 @@ def norm_backward_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr,
                          ACC_TILES: tl.constexpr, IS_RMS: tl.constexpr, HAS_B: tl.constexpr, ACC: tl.constexpr):
     """grid = (P,)：program p 负责连续的 rows_per_program 行，每次 BLOCK_M 行；dW、dB 的部分和写进
     部分和矩阵（P x N）的第 p 行，由 col_sum 沿列相加。STRATEGY：
-    "row"：BLOCK_N >= N，整行留在寄存器里，x、dy 只读一次；部分和是 [BLOCK_M, BLOCK_N] 的寄存器。
+    "row"：BLOCK_N >= N，整行留在寄存器里，x、dy 只读一次；部分和是 [BLOCK_M, BLOCK_N] 的寄存器；
+           行块交错分给各 program（不用 rows_per_program）。
     "tiles"：行按 BLOCK_N 列分块，每 BLOCK_M 行扫两遍（第一遍求 c1、c2 与部分和，第二遍写 dx）；
              整行的部分和是 [ACC_TILES, BLOCK_N] 的寄存器（ACC_TILES * BLOCK_N >= N）。
     "stream"：同 "tiles"，但部分和放在部分和矩阵里，每 BLOCK_M 行读改写一次（行长到寄存器放不下时）。"""
@@ -193,9 +194,11 @@ def norm_backward_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr,
         w = tl.load(w_ptr + offs_n, mask=col_mask, other=0.0).to(ACC)
         dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
         db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
-        for r0 in range(0, row_end - row_start, BLOCK_M):
-            rows = row_start + r0 + offs_m
-            row_mask = rows < row_end
+        # 行块按 p, p + P, p + 2P, ... 交错分给各 program：同一时刻所有 program 读的是相邻的一段行
+        # （H200 上这种顺序是拷贝带宽的 90% 左右，见 docs/data/h200.json 的 layer-norm-bwd；连续分块时 N <= 4096 明显更慢）
+        for rb in range(pid, tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):
+            rows = (rb * BLOCK_M + offs_m).to(tl.int64)
+            row_mask = rows < n_rows
             mask = row_mask[:, None] & col_mask[None, :]
             x = tl.load(x_ptr + rows[:, None] * x_row_stride + offs_n[None, :], mask=mask, other=0.0).to(ACC)
             dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + offs_n[None, :], mask=mask, other=0.0).to(ACC)

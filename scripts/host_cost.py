@@ -1,10 +1,11 @@
-"""一次调用的主机开销：连续调用（不在前面排 GPU 空转、不清 L2），每次调用的微秒数，
-以及它拆成哪几块（输入检查、分配输出、内核启动）。只在 GPU 上有意义。
+"""一次调用的主机开销拆成哪几块：分配输出、输入检查、Triton / CuPy 的启动路径，各自单独计时；
+``--profile`` 再给出每个 backend 的 cProfile。只在 GPU 上有意义。
 
     REDUCTION_LAB_MODE=gpu python scripts/host_cost.py [--json out.json] [--profile]
 
-方法：预热后连续调用 K 次，两端 torch.cuda.synchronize，墙钟时间 / K。内核本身的时间另用 CUDA 事件
-（同样的连续调用）测出：每次调用的墙钟时间高于内核时间时，多出来的就是主机开销（GPU 在等 CPU）。
+方法与 ``reduction-lab bench percall`` 相同（reduction_lab.bench.percall.wall_us：预热后连续调用 K 次，
+两端 torch.cuda.synchronize，墙钟时间 / K，取几次的中位数）。每个实现一次调用多久（墙钟时间与内核时间
+并排）由 percall 套件测，结果在 docs/data/h200_percall.md。
 """
 
 from __future__ import annotations
@@ -14,41 +15,19 @@ import cProfile
 import io
 import json
 import pstats
-import time
+import statistics
 
 import reduction_lab as rl
 import torch
 import triton
 import triton.language as tl
 
-SHAPES = [(64, 1024), (1024, 1024), (4096, 4096)]
-DTYPES = [torch.float32, torch.bfloat16]
-
+from reduction_lab.bench.percall import wall_us
 
 def per_call_us(fn, k: int = 2000, warmup: int = 50) -> float:
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(k):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / k * 1e6
-
-
-def kernel_us(fn, k: int = 200) -> float:
-    """GPU 上每次调用占的时间：在一个 1 ms 的空转后面排 k 次调用，用事件量（主机开销被空转藏住）。"""
-    for _ in range(10):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    torch.cuda._sleep(int(2e6))
-    start.record()
-    for _ in range(k):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / k * 1e3
+    return statistics.median(wall_us(fn, k, repeats=3, gpu=True))
 
 
 @triton.jit
@@ -101,31 +80,6 @@ def probes() -> dict:
     return out
 
 
-def table() -> list[dict]:
-    rows = []
-    for (m, n) in SHAPES:
-        for dtype in DTYPES:
-            x = torch.randn(m, n, device="cuda").to(dtype)
-            cases = {
-                "torch.softmax": lambda: torch.softmax(x, -1),
-                "torch.sum": lambda: x.sum(1),
-            }
-            for backend in ("triton", "cuda", "tilelang"):
-                if dtype not in rl.api.DTYPES[backend]:
-                    continue
-                cases[f"rl.softmax {backend}"] = lambda b=backend: rl.softmax(x, backend=b)
-                cases[f"rl.reduce_sum {backend}"] = lambda b=backend: rl.reduce_sum(x, backend=b)
-            for name, fn in cases.items():
-                try:
-                    rows.append({"shape": [m, n], "dtype": str(dtype).replace("torch.", ""), "impl": name,
-                                 "per_call_us": round(per_call_us(fn, k=500 if m * n > 1 << 20 else 2000), 2),
-                                 "kernel_us": round(kernel_us(fn), 2)})
-                except Exception as exc:  # noqa: BLE001
-                    rows.append({"shape": [m, n], "dtype": str(dtype), "impl": name, "error": repr(exc)[:200]})
-                print(rows[-1], flush=True)
-    return rows
-
-
 def profile(backend: str, op: str) -> str:
     x = torch.randn(64, 1024, device="cuda")
     fn = getattr(rl, op)
@@ -147,17 +101,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--probes-only", action="store_true")
     args = ap.parse_args()
     rl.runtime.require_gpu("host_cost")
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-           "method": "back-to-back calls, wall time / K after warmup, synchronize at both ends; "
-                     "kernel_us: CUDA events around K calls queued behind a GPU sleep"}
+           "method": "back-to-back calls, wall time / K after warmup, synchronize at both ends, median of 3 "
+                     "(reduction_lab.bench.percall.wall_us)"}
     res["probes_us"] = probes()
     for k, v in res["probes_us"].items():
         print(f"{k:45s} {v if isinstance(v, str) else f'{v:8.2f} us'}", flush=True)
-    if not args.probes_only:
-        res["per_call"] = table()
     if args.profile:
         for backend in ("triton", "cuda", "tilelang"):
             for op in ("softmax", "reduce_sum"):

@@ -53,7 +53,8 @@ def percall_impl_names() -> list[str]:
     return names
 
 
-def _wall_us(call: Callable[[], object], k: int, repeats: int, gpu: bool) -> list[float]:
+def wall_us(call: Callable[[], object], k: int, repeats: int, gpu: bool) -> list[float]:
+    """每次调用的墙钟时间（µs），重复 ``repeats`` 次：连续调用 ``k`` 次，两端同步（gpu 时），总时间 / k。"""
     out = []
     for _ in range(repeats):
         if gpu:
@@ -173,7 +174,7 @@ def run_percall(*, impls: Iterable[str] | None = None, dtypes: Sequence[str] | N
             try:
                 for _ in range(warmup):
                     call()
-                walls = _wall_us(call, iters, repeats, gpu)
+                walls = wall_us(call, iters, repeats, gpu)
                 res = {"status": "ok", "wall_us": statistics.median(walls), "wall_us_min": min(walls),
                        "k_calls": iters}
                 if gpu:

@@ -167,6 +167,20 @@ def _grad_x(g, xhat, c1, c2, rstd, IS_RMS: tl.constexpr):
     if not IS_RMS:
         dx -= c2[:, None]
     return dx * rstd[:, None]
+
+
+@triton.jit
+def _load_tile(x_ptr, dy_ptr, w_ptr, rows, cols, row_mask, n_cols, x_row_stride, dy_row_stride,
+               ACC: tl.constexpr, EVICT: tl.constexpr):
+    """按列分块的两遍共用：这些行在列 cols 上的 x、dy（转成 ACC）与 w，以及列掩码和二维掩码。"""
+    col_mask = cols < n_cols
+    mask = row_mask[:, None] & col_mask[None, :]
+    x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0,
+                eviction_policy=EVICT).to(ACC)
+    dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0,
+                 eviction_policy=EVICT).to(ACC)
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+    return col_mask, mask, x, dy, w
 # --8<-- [end:backward-helpers]
 
 
@@ -234,14 +248,9 @@ def norm_backward_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr,
             s2 = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
             for t in range(0, n_tiles):              # 第一遍：c1、c2 与 dW、dB 的部分和（都不需要 c1、c2）
                 cols = t * BLOCK_N + offs_n
-                col_mask = cols < n_cols
-                mask = row_mask[:, None] & col_mask[None, :]
                 # evict_last：这些行马上还要再读一遍，尽量留在缓存里
-                x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0,
-                            eviction_policy="evict_last").to(ACC)
-                dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0,
-                             eviction_policy="evict_last").to(ACC)
-                w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+                col_mask, mask, x, dy, w = _load_tile(x_ptr, dy_ptr, w_ptr, rows, cols, row_mask, n_cols,
+                                                      x_row_stride, dy_row_stride, ACC, "evict_last")
                 xhat, g = _xhat_and_g(x, dy, w, mean, rstd, mask, IS_RMS)
                 s1 += g * xhat
                 s2 += g
@@ -265,13 +274,8 @@ def norm_backward_kernel(dx_ptr, dw_part_ptr, db_part_ptr, x_ptr, dy_ptr, w_ptr,
             c2 = tl.sum(s2, axis=1) / n_cols
             for k in range(0, n_tiles):              # 第二遍：倒着走，先读最近读过、最可能还在缓存里的列块
                 cols = (n_tiles - 1 - k) * BLOCK_N + offs_n
-                col_mask = cols < n_cols
-                mask = row_mask[:, None] & col_mask[None, :]
-                x = tl.load(x_ptr + rows[:, None] * x_row_stride + cols[None, :], mask=mask, other=0.0,
-                            eviction_policy="evict_first").to(ACC)
-                dy = tl.load(dy_ptr + rows[:, None] * dy_row_stride + cols[None, :], mask=mask, other=0.0,
-                             eviction_policy="evict_first").to(ACC)
-                w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(ACC)
+                col_mask, mask, x, dy, w = _load_tile(x_ptr, dy_ptr, w_ptr, rows, cols, row_mask, n_cols,
+                                                      x_row_stride, dy_row_stride, ACC, "evict_first")
                 xhat, g = _xhat_and_g(x, dy, w, mean, rstd, mask, IS_RMS)
                 dx = _grad_x(g, xhat, c1, c2, rstd, IS_RMS)
                 tl.store(dx_ptr + rows[:, None] * dx_row_stride + cols[None, :], dx.to(dx_ptr.dtype.element_ty),

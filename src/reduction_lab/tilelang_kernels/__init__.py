@@ -31,7 +31,7 @@ from ..checks import check_matrix
 from ..runtime import DEVICE, MODE
 
 __all__ = ["reduce_sum", "softmax", "softmax_backward", "cuda_source", "default_config", "nvcc_check",
-           "SM90_TARGET", "TUNABLES", "DTYPES", "BF16_C_TARGET"]
+           "SM90_TARGET", "TUNABLES", "DTYPES", "BF16_C_TARGET", "SOFTMAX_PATHS", "SOFTMAX_TABLE"]
 
 #: 不依赖 GPU 的 CUDA 目标：lead 机器（H200）的架构。
 SM90_TARGET = {"kind": "cuda", "arch": "sm_90"}
@@ -53,7 +53,7 @@ BF16_C_TARGET = (
 #: 每个内核可调的关键字参数。
 TUNABLES = {
     "reduce_sum": ("block_m", "block_n", "threads", "n_split", "defer_reduce"),
-    "softmax": ("block_m", "block_n", "threads"),
+    "softmax": ("path", "block_m", "block_n", "threads", "n_seg"),
     "softmax_backward": ("block_m", "block_n", "threads"),
 }
 
@@ -66,6 +66,44 @@ _H200_SMS = 132
 
 _jits: dict = {}
 _sources: dict = {}
+
+#: softmax 的三种路径（:mod:`.kernels` 的 ``softmax_kernel`` 的 ``path``）：
+#: ``row`` 整行装进一块（读一次）；``online`` 一块一块地走过整行，第 1 遍在线求 (m, s)、第 2 遍再读 x；
+#: ``cluster`` 一行分给一个簇里的 n_seg 个线程块，各段留在共享内存里（读一次，sm_90 起才有簇）。
+SOFTMAX_PATHS = ("row", "online", "cluster")
+
+#: gpu 模式下 softmax 的默认参数：键是 (元素字节数, N 向上取到的 2 的幂)，值是
+#: path、threads，以及 row 路径的 ``elems``（每块的元素数，block_m = elems // block_n）、
+#: online / cluster 路径的 ``block_n`` 与 cluster 的 ``n_seg``。
+#: 由 ``scripts/tune_tilelang.py --json`` 在 H200 上的扫描结果改写（它打印同样格式的一张表）；
+#: 表里没有的 N 用最近的较小一项（超过表尾的用 online）。
+SOFTMAX_TABLE = {
+    (4, 512): dict(path="row", threads=128, elems=4096),
+    (4, 1024): dict(path="row", threads=128, elems=4096),
+    (4, 2048): dict(path="row", threads=256, elems=4096),
+    (4, 4096): dict(path="row", threads=256, elems=4096),
+    (4, 8192): dict(path="row", threads=512, elems=8192),
+    (4, 16384): dict(path="row", threads=512, elems=16384),
+    (4, 32768): dict(path="row", threads=1024, elems=32768),
+    (4, 65536): dict(path="cluster", threads=512, block_n=4096, n_seg=4),
+    (4, 131072): dict(path="cluster", threads=512, block_n=4096, n_seg=8),
+    (4, 262144): dict(path="cluster", threads=1024, block_n=8192, n_seg=8),
+    (2, 512): dict(path="row", threads=128, elems=4096),
+    (2, 1024): dict(path="row", threads=128, elems=4096),
+    (2, 2048): dict(path="row", threads=128, elems=4096),
+    (2, 4096): dict(path="row", threads=256, elems=4096),
+    (2, 8192): dict(path="row", threads=256, elems=8192),
+    (2, 16384): dict(path="row", threads=512, elems=16384),
+    (2, 32768): dict(path="row", threads=1024, elems=32768),
+    (2, 65536): dict(path="cluster", threads=512, block_n=8192, n_seg=4),
+    (2, 131072): dict(path="cluster", threads=512, block_n=8192, n_seg=8),
+    (2, 262144): dict(path="cluster", threads=1024, block_n=8192, n_seg=8),
+}
+#: 表尾之外（更长的行）：online 路径，每块 threads*16 个元素
+_SOFTMAX_LONG = dict(path="online", threads=256, block_n=4096)
+#: cluster 路径一段最多占多少共享内存（字节）；簇最多 8 个线程块（可移植的簇大小上限）
+_CLUSTER_SMEM = 128 * 1024
+_CLUSTER_MAX = 8
 
 
 def _next_pow2(n: int) -> int:
@@ -119,8 +157,11 @@ def _sm_count() -> int:
     return _H200_SMS
 
 
-def default_config(kernel: str, M: int, N: int, gpu: bool | None = None) -> dict:
-    """按 (M, N) 选默认参数。``gpu=None`` 时按当前模式。
+def default_config(kernel: str, M: int, N: int, gpu: bool | None = None, elem_size: int = 4) -> dict:
+    """按 (M, N) 选默认参数。``gpu=None`` 时按当前模式；``elem_size`` 是元素字节数（softmax 按它查表）。
+
+    softmax：gpu 模式查 :data:`SOFTMAX_TABLE`；sim 模式 ``N <= 1024`` 时 row 路径，更长时 online 路径
+    （``block_n=1024``）。
 
     gpu：256 个线程，一块 ``threads*16`` 个元素（短行时一块装几行）；行块数不足
     SM 数时，把一行切成 ``n_split`` 段分给几个块，
@@ -130,6 +171,8 @@ def default_config(kernel: str, M: int, N: int, gpu: bool | None = None) -> dict
     if kernel not in TUNABLES:
         raise ValueError(f"未知的内核 {kernel!r}，可选：{', '.join(TUNABLES)} (unknown kernel {kernel!r})")
     gpu = (MODE == "gpu") if gpu is None else gpu
+    if kernel == "softmax":
+        return _softmax_default(M, N, gpu, elem_size)
     if not gpu:
         cfg = {"block_m": 1, "block_n": min(_next_pow2(N), _CPU_BLOCK_N), "threads": 256}
         if kernel == "reduce_sum":
@@ -156,6 +199,34 @@ def default_config(kernel: str, M: int, N: int, gpu: bool | None = None) -> dict
     return cfg
 
 
+def _softmax_default(M: int, N: int, gpu: bool, elem_size: int) -> dict:
+    block_n = _next_pow2(N)
+    if not gpu:
+        if block_n <= _CPU_BLOCK_N:
+            return {"path": "row", "block_m": 1, "block_n": block_n, "threads": 256, "n_seg": 1}
+        return {"path": "online", "block_m": 1, "block_n": _CPU_BLOCK_N, "threads": 256, "n_seg": 1}
+    size = 2 if elem_size == 2 else 4
+    keys = sorted(n for (e, n) in SOFTMAX_TABLE if e == size)
+    bucket = max([n for n in keys if n <= block_n], default=keys[0])
+    entry = dict(SOFTMAX_TABLE[(size, bucket)]) if block_n <= keys[-1] else dict(_SOFTMAX_LONG)
+    path = entry["path"]
+    threads = entry["threads"]
+    if path == "row":
+        block_m = max(1, min(entry.get("elems", block_n) // block_n, _next_pow2(M)))
+        # 块很小时（行少）减少线程数：每个线程至少 4 个元素，至少一个 warp
+        threads = max(32, min(threads, block_m * block_n // 4))
+        return {"path": "row", "block_m": block_m, "block_n": block_n, "threads": threads, "n_seg": 1}
+    bn = min(entry["block_n"], block_n)
+    if path == "cluster":
+        n_seg = entry["n_seg"]
+        # 一段太长（放不进共享内存）或者一段不到一块时不用簇
+        seg = -(-(-(-N // n_seg)) // bn) * bn
+        if seg * size <= _CLUSTER_SMEM and n_seg <= _CLUSTER_MAX and N > bn:
+            return {"path": "cluster", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
+        path = "online"
+    return {"path": "online", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": 1}
+
+
 def _prev_pow2(n: int) -> int:
     if n < 1:
         return 1
@@ -165,11 +236,13 @@ def _prev_pow2(n: int) -> int:
     return p
 
 
-def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict) -> dict:
+def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict, elem_size: int = 4) -> dict:
     unknown = set(params) - set(TUNABLES[kernel])
     if unknown:
         raise TypeError(f"{kernel} 不认识的参数：{', '.join(sorted(unknown))}；可调参数："
                         f"{', '.join(TUNABLES[kernel])} (unknown keyword arguments {sorted(unknown)})")
+    if kernel == "softmax":
+        return _resolve_softmax(M, N, gpu, elem_size, {k: v for k, v in params.items() if v is not None})
     cfg = default_config(kernel, M, N, gpu)
     given = {k: v for k, v in params.items() if v is not None}
     if gpu and "block_n" in given and "block_m" not in given and _is_pow2(given["block_n"]):
@@ -191,6 +264,60 @@ def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict) -> dict:
         raise ValueError(f"n_split 必须是正整数，得到 {cfg['n_split']!r} (n_split must be a positive int)")
     if "defer_reduce" in cfg and not isinstance(cfg["defer_reduce"], bool):
         raise TypeError(f"defer_reduce 必须是 bool，得到 {cfg['defer_reduce']!r} (defer_reduce must be a bool)")
+    return cfg
+
+
+def _check_common(cfg: dict) -> None:
+    for name in ("block_m", "block_n"):
+        if not _is_pow2(cfg[name]):
+            raise ValueError(f"{name} 必须是 2 的正整数次幂，得到 {cfg[name]!r} ({name} must be a power of two)")
+    if not (isinstance(cfg["threads"], int) and not isinstance(cfg["threads"], bool)
+            and cfg["threads"] % 32 == 0 and 32 <= cfg["threads"] <= 1024):
+        raise ValueError(f"threads 必须是 32 的倍数且在 32..1024 之间，得到 {cfg['threads']!r} "
+                         f"(threads must be a multiple of 32 in 32..1024)")
+
+
+def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> dict:
+    """softmax 的参数：没给的按 :func:`default_config`；只给 ``block_n`` 时按它选 row（装得下整行）或
+    online 路径，给了 ``n_seg`` 就是 cluster 路径。"""
+    cfg = default_config("softmax", M, N, gpu, elem_size)
+    path = given.get("path")
+    if path is None:
+        if given.get("n_seg", 1) != 1:
+            path = "cluster"
+        elif "block_n" in given:
+            path = "row" if isinstance(given["block_n"], int) and given["block_n"] >= N else "online"
+        else:
+            path = cfg["path"]
+    if path not in SOFTMAX_PATHS:
+        raise ValueError(f"path 只能是 {', '.join(SOFTMAX_PATHS)} 之一，得到 {path!r} (unknown softmax path {path!r})")
+    if path != cfg["path"]:
+        # 换了路径：默认值按新路径重新定
+        bn = given.get("block_n", _next_pow2(N) if path == "row" else min(_next_pow2(N), 4096 if gpu else 1024))
+        cfg = {"path": path, "block_m": 1, "block_n": bn, "threads": 256, "n_seg": 2 if path == "cluster" else 1}
+    cfg.update(given)
+    cfg["path"] = path
+    _check_common(cfg)
+    n_seg = cfg["n_seg"]
+    if not (isinstance(n_seg, int) and not isinstance(n_seg, bool) and n_seg >= 1):
+        raise ValueError(f"n_seg 必须是正整数，得到 {n_seg!r} (n_seg must be a positive int)")
+    if path == "row" and cfg["block_n"] < N:
+        raise ValueError(f"path='row' 要把整行装进一块，block_n={cfg['block_n']} 小于 N={N}；"
+                         f"用 path='online' 或更大的 block_n (row path needs block_n >= N)")
+    if path != "cluster" and n_seg != 1:
+        raise ValueError(f"n_seg 只用于 path='cluster'，得到 path={path!r}、n_seg={n_seg} "
+                         f"(n_seg is only for the cluster path)")
+    if path == "cluster":
+        if cfg["block_m"] != 1:
+            raise ValueError(f"path='cluster' 一个线程块处理一行的一段，block_m 必须是 1，得到 {cfg['block_m']} "
+                             f"(cluster path needs block_m=1)")
+        if n_seg < 2 or n_seg > _CLUSTER_MAX:
+            raise ValueError(f"path='cluster' 的 n_seg 必须在 2..{_CLUSTER_MAX} 之间（可移植的簇大小），得到 {n_seg} "
+                             f"(cluster size must be in 2..{_CLUSTER_MAX})")
+        seg = -(-(-(-N // n_seg)) // cfg["block_n"]) * cfg["block_n"]
+        if gpu and seg * elem_size > _CLUSTER_SMEM:
+            raise ValueError(f"path='cluster'：每段 {seg} 个元素（{seg * elem_size} 字节）放不进 {_CLUSTER_SMEM} 字节"
+                             f"的共享内存；加大 n_seg 或用 path='online' (segment does not fit shared memory)")
     return cfg
 
 
@@ -268,14 +395,66 @@ def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | No
     return reduce_sum(partial).to(x.dtype)
 
 
-def softmax(x: torch.Tensor, *, block_m: int | None = None, block_n: int | None = None,
-            threads: int | None = None) -> torch.Tensor:
-    """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。在线 softmax：第 1 遍一块一块地更新行最大值
-    和指数和，第 2 遍归一化写回（读 2 遍 x，写 1 遍 y）。"""
+def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = None,
+            block_n: int | None = None, threads: int | None = None, n_seg: int | None = None,
+            out: torch.Tensor | None = None) -> torch.Tensor:
+    """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。三种路径（``path``，见
+    :data:`SOFTMAX_PATHS`，默认按 :func:`default_config`）：``row`` 整行装进一块，读一次 x；``online``
+    一块一块地走过整行，第 1 遍每个车道在线维护 (m, s)、第 2 遍再读 x；``cluster`` 一行分给一个簇里的
+    ``n_seg`` 个线程块，各段留在共享内存里（sim 模式分两次启动，第二次重读 x）。
+
+    ``out``：调用者提供的输出（形状、dtype、设备与 x 相同的连续张量），内核直接写进去。
+    同一个编译结果服务所有行数 M（M 是运行期变量）：每种 (N, dtype, 参数) 只编译一次。"""
     _check(x)
     M, N = x.shape
-    cfg = _resolve("softmax", M, N, MODE == "gpu", dict(block_m=block_m, block_n=block_n, threads=threads))
-    return _run("softmax", x, cfg)
+    gpu = MODE == "gpu"
+    cfg = _resolve("softmax", M, N, gpu, dict(path=path, block_m=block_m, block_n=block_n, threads=threads,
+                                              n_seg=n_seg), elem_size=x.element_size())
+    if out is None:
+        out = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    else:
+        from ..checks import check_out
+
+        check_out(out, (M, N), x.dtype, x.device)
+    if cfg["path"] == "cluster":
+        stats = torch.empty((M, cfg["n_seg"], 2), dtype=torch.float32, device=x.device)
+        if gpu:
+            _run_softmax(x, out, stats, cfg, 0)
+        else:       # C 目标没有簇：第 1 次启动写各段的 (m, s)，第 2 次合并、重读 x、写 y
+            _run_softmax(x, out, stats, cfg, 1)
+            _run_softmax(x, out, stats, cfg, 2)
+    else:
+        _run_softmax(x, out, _no_stats(x.device), cfg, 0)
+    return out
+
+
+_NO_STATS: dict = {}
+
+
+def _no_stats(device: torch.device) -> torch.Tensor:
+    """row / online 路径不用 stats：每个设备一份 (1, 1, 2) 的占位张量。"""
+    t = _NO_STATS.get(device)
+    if t is None:
+        t = _NO_STATS[device] = torch.zeros((1, 1, 2), dtype=torch.float32, device=device)
+    return t
+
+
+#: (N, dtype, 设备, 参数, phase) -> 编译好的 softmax 内核；M 是运行期变量，不在键里
+_SOFTMAX_COMPILED: dict = {}
+
+
+def _run_softmax(x: torch.Tensor, y: torch.Tensor, stats: torch.Tensor, cfg: dict, phase: int) -> None:
+    key = (x.shape[1], x.dtype, x.device, tuple(cfg.items()), phase)
+    compiled = _SOFTMAX_COMPILED.get(key)
+    if compiled is None:
+        jit = _jit_for("softmax", current_target(x.device))
+        kw = dict(cpu=MODE != "gpu", dtype=_dtype_name(x.dtype), phase=phase, **cfg)
+        jit(x, y, stats, **kw)
+        compiled = _compiled_kernel(jit, (x, y, stats), kw)
+        if compiled is not None:
+            _SOFTMAX_COMPILED[key] = compiled
+        return
+    compiled(x, y, stats)
 
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, *, block_m: int | None = None,
@@ -312,7 +491,7 @@ def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target
             raise ValueError(f"{name} 必须是正整数，得到 {v!r} ({name} must be a positive int)")
     if M * N > _MAX_ELEMS:
         raise ValueError(f"M*N={M * N} 超过 int32 下标上限 {_MAX_ELEMS} (too many elements)")
-    cfg = _resolve(kernel, M, N, True, params)
+    cfg = _resolve(kernel, M, N, True, params, elem_size=torch.empty(0, dtype=getattr(torch, dtype)).element_size())
     target = target or SM90_TARGET
     key = (kernel, M, N, repr(target), dtype, tuple(sorted(cfg.items())))
     if key not in _sources:
@@ -321,8 +500,13 @@ def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target
 
         jit = _jit_for(kernel, target)
         x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
-        args = (x, x) if kernel == "softmax_backward" else (x,)      # 反向有 y、dy 两个输入
-        prim_func = jit.get_tir(*args, cpu=False, dtype=dtype, **cfg)
+        extra = {}
+        if kernel == "softmax":       # softmax 的输出 y 与各段的 (m, s) 也是参数
+            stats = torch.empty((M if cfg["path"] == "cluster" else 1, cfg["n_seg"], 2), device="meta")
+            args, extra = (x, x, stats), {"phase": 0}
+        else:
+            args = (x, x) if kernel == "softmax_backward" else (x,)      # 反向有 y、dy 两个输入
+        prim_func = jit.get_tir(*args, cpu=False, dtype=dtype, **cfg, **extra)
         # 只降级、不调用 nvcc：没有 CUDA 工具链的机器上也能看到生成的源码
         with Target(target) as tgt:
             _sources[key] = tilelang.lower(prim_func, target=tgt).kernel_source

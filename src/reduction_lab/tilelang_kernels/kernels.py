@@ -75,50 +75,157 @@ def reduce_sum_kernel(x, block_m: int = 1, block_n: int = 1024, threads: int = 2
 
 
 # --8<-- [start:softmax]
+NEG_INF = -T.infinity(T.float32)
+
+
+def online_sum(m, s, v):
+    """一个车道的在线指数和：读到 v 之后以 max(m, v) 为基准的 s，只用一次 exp：e = exp(-|v - m|)，
+    v 更大时 s*e + 1，否则 s + e；v = -inf（被遮住）时 s 不变（也避开 -inf - (-inf) = NaN）。"""
+    e = T.exp(T.if_then_else(v > m, m - v, v - m))   # -|v - m|（C 目标没有 fabs）
+    return T.if_then_else(v > m, s * e + 1.0, T.if_then_else(v == NEG_INF, s, s + e))
+
+
+def row_layout(block_m: int, block_n: int, threads: int, vec: int):
+    """整行装进一块时 [block_m, block_n] 片段的布局：每行交给 tpr 个相邻的线程（至少一个 warp，
+    行短时更少），每个线程一次持有 vec 个连续元素（16 字节）。这样按行归约只在这 tpr 个线程之间进行
+    （一个 warp 时只用 warp 洗牌，不经共享内存、没有线程块同步）；默认推导的布局让每行跨越全部线程，
+    每行都要一次整块的 AllReduce。"""
+    tpr = min(max(32, threads // block_m), block_n // vec)
+    rg = threads // tpr            # 同时处理几行
+    per_row = block_n // (vec * tpr)
+
+    def thread(i, j):
+        return (i % rg) * tpr + (j // vec) % tpr
+
+    def index(i, j):
+        return ((i // rg) * per_row + j // (vec * tpr)) * vec + j % vec
+
+    return T.Fragment([block_m, block_n], forward_thread_fn=thread, forward_index_fn=index)
+
+
+def online_max(m, v):
+    return T.if_then_else(v > m, v, m)   # 不用 T.max：C 目标会把操作数缓存成旧值
+
+
 @tilelang.jit
-def softmax_kernel(x, block_m: int = 1, block_n: int = 1024, threads: int = 256, cpu: bool = False,
-                   dtype: str = "float32"):
-    M, N = T.const("M, N")
+def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: int = 1024, threads: int = 256,
+                   n_seg: int = 1, phase: int = 0, cpu: bool = False, dtype: str = "float32"):
+    M = T.dynamic("M")        # 行数是运行期变量：同一个编译结果服务所有 M
+    N = T.const("N")          # 列数是编译期常量（行首对齐可证，才能用 128 位访存）
     x: T.Tensor[[M, N], dtype]
-    y = T.empty([M, N], dtype)
+    y: T.Tensor[[M, N], dtype]
+    S = T.dynamic("S")        # stats 的行数：path="cluster" 时是 M，其余路径不用它（给 1 行）
+    stats: T.Tensor[[S, n_seg, 2], T.float32]   # path="cluster"：每段的 (m, s)
     alloc = T.alloc_local if cpu else T.alloc_fragment
     tile_loop = T.grid if cpu else T.Parallel
-    n_tiles = T.ceildiv(N, block_n)
-    with T.Kernel(T.ceildiv(M, block_m), threads=threads) as bx:
-        xtile = alloc([block_m, block_n], dtype)      # 按输入的 dtype 搬进来、写出去
-        # 在 float32 里计算（float32 输入就用 xtile 本身）
-        tile = xtile if dtype == T.float32 else alloc([block_m, block_n], T.float32)
-        row_max = alloc([block_m], T.float32)         # 到目前为止的行最大值 m
-        new_max = alloc([block_m], T.float32)
-        row_sum = alloc([block_m], T.float32)         # 以 m 为基准的指数和 s
-        part = alloc([block_m], T.float32)
-        T.fill(row_max, -T.infinity(T.float32))
-        T.clear(row_sum)
-        # 第 1 遍（在线）：一块一块地更新 m 和 s，s 按 exp(m_旧 - m_新) 缩放
-        for k in T.Serial(n_tiles):
-            T.copy(x[bx * block_m, k * block_n], xtile)
-            for i, j in tile_loop(block_m, block_n):  # 行尾之外填 -inf，不影响最大值
-                tile[i, j] = T.if_then_else(k * block_n + j < N, T.cast(xtile[i, j], T.float32),
-                                            -T.infinity(T.float32))
-            T.reduce_max(tile, new_max, dim=1)
+    f32 = T.float32
+    ragged = not isinstance(N, int) or N % block_n != 0   # 最后一块有行尾之外的车道
+    if path == "row":
+        # 整行装进一块（block_n >= N）：读一次 x，行在寄存器里，写一次 y
+        with T.Kernel(T.ceildiv(M, block_m), threads=threads) as bx:
+            xtile = alloc([block_m, block_n], dtype)
+            tile = xtile if dtype == f32 else alloc([block_m, block_n], f32)
+            row_max = alloc([block_m], f32)
+            row_sum = alloc([block_m], f32)
+            vec = 4 if dtype == f32 else 8
+            if not cpu and block_n >= vec and block_m * block_n >= threads * vec:
+                layout = row_layout(block_m, block_n, threads, vec)
+                T.annotate_layout({xtile: layout} if dtype == f32 else {xtile: layout, tile: layout})
+            T.copy(x[bx * block_m, 0], xtile)           # 越界补 0
+            for i, j in tile_loop(block_m, block_n):    # 行尾之外换成 -inf：不改变最大值，exp 后贡献 0
+                tile[i, j] = T.if_then_else(j < N, T.cast(xtile[i, j], f32), NEG_INF) if ragged \
+                    else T.cast(xtile[i, j], f32)
+            T.reduce_max(tile, row_max, dim=1)
+            for i, j in tile_loop(block_m, block_n):
+                tile[i, j] = T.exp(tile[i, j] - row_max[i])
+            T.reduce_sum(tile, row_sum, dim=1)
             for i in tile_loop(block_m):
-                # 不用 T.max：C 目标把它的两个操作数缓存成临时变量，会读到归约之前的旧值
-                new_max[i] = T.if_then_else(new_max[i] > row_max[i], new_max[i], row_max[i])
-                # 最大值没变时缩放因子是 1；这样前几块全是 -inf 时不会算出 exp(-inf + inf) = NaN
-                row_sum[i] = row_sum[i] * T.if_then_else(
-                    new_max[i] == row_max[i], 1.0, T.exp(row_max[i] - new_max[i]))
-                row_max[i] = new_max[i]
-            for i, j in tile_loop(block_m, block_n):  # 被遮住的 -inf 贡献 0
-                tile[i, j] = T.if_then_else(tile[i, j] == -T.infinity(T.float32), 0.0,
-                                            T.exp(tile[i, j] - row_max[i]))
-            T.reduce_sum(tile, part, dim=1)
+                row_sum[i] = 1.0 / row_sum[i]
+            for i, j in tile_loop(block_m, block_n):
+                xtile[i, j] = T.cast(tile[i, j] * row_sum[i], dtype)
+            T.copy(xtile, y[bx * block_m, 0])           # 越界部分不写
+    elif path == "online":
+        # 一行跨好几块：第 1 遍每个车道维护自己的在线 (m, s)，循环结束后才归约一次；第 2 遍再读 x
+        # （刚读过，多半还在 L2 里）、写 y
+        n_tiles = T.ceildiv(N, block_n)
+        with T.Kernel(T.ceildiv(M, block_m), threads=threads) as bx:
+            xtile = alloc([block_m, block_n], dtype)
+            lane_m = alloc([block_m, block_n], f32)
+            lane_s = alloc([block_m, block_n], f32)
+            row_max = alloc([block_m], f32)
+            row_sum = alloc([block_m], f32)
+            T.fill(lane_m, NEG_INF)
+            T.clear(lane_s)
+            for k in T.Serial(n_tiles):
+                T.copy(x[bx * block_m, k * block_n], xtile)
+                for i, j in tile_loop(block_m, block_n):
+                    v = T.cast(xtile[i, j], f32)
+                    if ragged:                          # 行尾之外是 -inf
+                        v = T.if_then_else(k * block_n + j < N, v, NEG_INF)
+                    lane_s[i, j] = online_sum(lane_m[i, j], lane_s[i, j], v)   # 先用旧的 m 更新 s
+                    lane_m[i, j] = online_max(lane_m[i, j], v)
+            T.reduce_max(lane_m, row_max, dim=1)
+            for i, j in tile_loop(block_m, block_n):    # 各车道的 s 换到整行的最大值下；空车道贡献 0
+                lane_s[i, j] = T.if_then_else(lane_m[i, j] == NEG_INF, 0.0,
+                                              lane_s[i, j] * T.exp(lane_m[i, j] - row_max[i]))
+            T.reduce_sum(lane_s, row_sum, dim=1)
             for i in tile_loop(block_m):
-                row_sum[i] += part[i]
-        # 第 2 遍：归一化并写回
-        for k in T.Serial(n_tiles):
-            T.copy(x[bx * block_m, k * block_n], xtile)
-            for i, j in tile_loop(block_m, block_n):  # 转回 dtype（float32 时什么也不做）
-                xtile[i, j] = T.cast(T.exp(T.cast(xtile[i, j], T.float32) - row_max[i]) / row_sum[i], dtype)
-            T.copy(xtile, y[bx * block_m, k * block_n])  # 越界部分不写
-    return y
+                row_sum[i] = 1.0 / row_sum[i]
+            for k in T.Serial(n_tiles):
+                T.copy(x[bx * block_m, k * block_n], xtile)
+                for i, j in tile_loop(block_m, block_n):
+                    xtile[i, j] = T.cast(T.exp(T.cast(xtile[i, j], f32) - row_max[i]) * row_sum[i], dtype)
+                T.copy(xtile, y[bx * block_m, k * block_n])
+    else:
+        # path="cluster"：一行分成 n_seg 段，一段一个线程块，同一行的 n_seg 个线程块组成一个簇（cluster）。
+        # 每段一次搬进共享内存 keep（读一次 x），各段的 (m, s) 写进 stats，簇内同步后每段合并全行的 (m, s)，
+        # 从 keep 归一化写回：读 MN、写 MN。sim 模式没有簇：phase=1 只写 stats，phase=2 重新搬进 keep、合并、写 y。
+        seg_tiles = T.ceildiv(T.ceildiv(N, n_seg), block_n)
+        seg_len = seg_tiles * block_n
+        kernel_kw = {} if cpu else {"cluster_dims": (n_seg, 1, 1)}
+        with T.Kernel(M * n_seg, threads=threads, **kernel_kw) as bx:
+            row = bx // n_seg
+            seg = bx % n_seg
+            keep = alloc([1, seg_len], dtype) if cpu else T.alloc_shared([1, seg_len], dtype)   # 本段留在片上
+            xtile = alloc([1, block_n], dtype)
+            lane_m = alloc([1, block_n], f32)
+            lane_s = alloc([1, block_n], f32)
+            row_max = alloc([1], f32)
+            row_sum = alloc([1], f32)
+            T.copy(x[row, seg * seg_len], keep)         # 整段一次发出全部加载；行尾之外补 0
+            if phase != 2:
+                T.fill(lane_m, NEG_INF)
+                T.clear(lane_s)
+                for k in T.Serial(seg_tiles):
+                    T.copy(keep[0, k * block_n], xtile)
+                    for i, j in tile_loop(1, block_n):
+                        v = T.if_then_else(seg * seg_len + k * block_n + j < N, T.cast(xtile[i, j], f32), NEG_INF)
+                        lane_s[i, j] = online_sum(lane_m[i, j], lane_s[i, j], v)
+                        lane_m[i, j] = online_max(lane_m[i, j], v)
+                T.reduce_max(lane_m, row_max, dim=1)
+                for i, j in tile_loop(1, block_n):
+                    lane_s[i, j] = T.if_then_else(lane_m[i, j] == NEG_INF, 0.0,
+                                                  lane_s[i, j] * T.exp(lane_m[i, j] - row_max[0]))
+                T.reduce_sum(lane_s, row_sum, dim=1)
+                stats[row, seg, 0] = row_max[0]
+                stats[row, seg, 1] = row_sum[0]
+            if not cpu:
+                T.cluster_sync()     # 同一簇的各段都写完了 stats（release/acquire 语义）
+            if phase != 1:
+                total = T.alloc_local([2], f32)   # 全行的 (m, s)：每个线程各自按段合并
+                total[0] = NEG_INF
+                total[1] = 0.0
+                for g in T.Serial(n_seg):
+                    gm = stats[row, g, 0]
+                    big = T.if_then_else(gm > total[0], gm, total[0])
+                    # 两组 (m, s) 合并到较大的 m 下；两边都是空的（-inf）时和为 0
+                    total[1] = T.if_then_else(big == NEG_INF, 0.0, total[1] * T.exp(total[0] - big)
+                                              + stats[row, g, 1] * T.exp(gm - big))
+                    total[0] = big
+                total[1] = 1.0 / total[1]
+                for k in T.Serial(seg_tiles):
+                    T.copy(keep[0, k * block_n], xtile)
+                    for i, j in tile_loop(1, block_n):
+                        xtile[i, j] = T.cast(T.exp(T.cast(xtile[i, j], f32) - total[0]) * total[1], dtype)
+                    T.copy(xtile, y[row, seg * seg_len + k * block_n])   # 越界部分不写
 # --8<-- [end:softmax]

@@ -65,6 +65,34 @@ def probes() -> dict:
         entry = next(iter(fl.cache.values()))
         out["FastLaunch path"] = ("C launch function" if entry[4] is not None else "compiled.run") + \
             f" ({type(entry[0]).__module__}.{type(entry[0]).__name__})"
+    # 一次 rl.softmax 调用里的各段（Triton 默认 backend）：检查、计划、分配输出、启动
+    from reduction_lab.triton_kernels import softmax as tsm
+
+    out["rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x))
+    out["softmax_checked(x)"] = per_call_us(lambda: tsm.softmax_checked(x))
+    out["_rows_plan"] = per_call_us(lambda: tsm._rows_plan(x.shape[0], x.shape[1], x.dtype))
+    out["torch.empty_like(contiguous_format)"] = per_call_us(
+        lambda: torch.empty_like(x, memory_format=torch.contiguous_format))
+    launcher, grid, kw, kw_key = tsm._rows_plan(x.shape[0], x.shape[1], x.dtype)
+    out["FastLaunch._key"] = per_call_us(lambda: launcher._key((y, x, 1024, 1024, 64, 1024), kw_key))
+    args = (y, x, x.stride(0), y.stride(0), x.shape[0], x.shape[1])
+    launcher.launch(grid, args, kw, kw_key)
+    key, flat = launcher._key(args, kw_key)
+    entry = launcher.cache.get(key)
+    if entry is not None and entry[4] is not None:
+        run, function, packed, tail, (launch, coop, pdl, ann, sig) = entry
+        stream = torch._C._cuda_getCurrentRawStream(0)
+        full = (*flat, *tail)
+        out["Triton C launch only (all args precomputed)"] = per_call_us(
+            lambda: launch(grid[0], 1, 1, stream, function, coop, pdl, packed, None, None, None, None, None,
+                           ann, sig, full))
+    out["torch._C._cuda_getCurrentRawStream(0)"] = per_call_us(lambda: torch._C._cuda_getCurrentRawStream(0))
+    out["knobs.runtime.launch_enter_hook"] = per_call_us(lambda: _launch._hooked(launcher._hooks.launch_enter_hook))
+    out["x.data_ptr()"] = per_call_us(lambda: x.data_ptr())
+    out["rl.api._check_args"] = per_call_us(lambda: rl.api._check_args(x, -1, "triton", None, "softmax"))
+    out["rl.reduce_sum(x) triton"] = per_call_us(lambda: rl.reduce_sum(x))
+    out["rl.softmax(x) cuda"] = per_call_us(lambda: rl.softmax(x, backend="cuda"))
+    out["rl.softmax(x) tilelang"] = per_call_us(lambda: rl.softmax(x, backend="tilelang"))
     out["torch.cuda.current_stream().cuda_stream"] = per_call_us(lambda: torch.cuda.current_stream().cuda_stream)
     out["rl checks (_check_args)"] = per_call_us(lambda: rl.api._check_args(x, -1, "triton", None, "softmax"))
     try:

@@ -4,7 +4,8 @@
 在 CPU 上模拟（见 :mod:`.launcher`）。
 
 * :func:`reduce_sum` ——按行求和（reduce_sum.cu）。课程页面：docs/cuda/tree-reduction.md；
-* :func:`softmax` ——按行 softmax（softmax.cu）；
+* :func:`softmax` ——按行 softmax（softmax.cu）：课程版一行一个线程块读三遍，生产版整行放在寄存器里只读一遍，
+  按 N 查 :data:`SOFTMAX_CONFIGS` 选内核（调参：scripts/tune_cuda_softmax.py）；
 * :func:`softmax_backward` ——softmax 的反向 dx = y * (dy - sum(y * dy))（softmax_backward.cu）；
 * :func:`full_sum` ——整个数组求和的 8 个版本（full_sum.cu），版本表 :data:`FULL_SUM_VERSIONS`
   从 full_sum.cu 的 ``@version`` 注释解析。课程页面：docs/cuda/seven-versions.md；
@@ -27,7 +28,7 @@ from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_s
 
 __all__ = [
     "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
-    "reduce_sum", "softmax", "softmax_backward", "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report",
+    "reduce_sum", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward", "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report",
     "NOMINAL_SM_COUNT", "DTYPES",
 ]
 
@@ -172,8 +173,44 @@ def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:
 
 # ---------------------------------------------------------------- softmax
 
+#: softmax 的内核：``rows`` 课程版（一行一个线程块，读三遍）；``warp`` 一个 warp 一行；``block`` 一个线程块一行；
+#: ``split`` 一行切成几段、一段一个线程块。后三个整行（或整段）放在寄存器里，只读一遍（softmax.cu 的开头有说明）。
+SOFTMAX_KERNELS = ("auto", "rows", "warp", "block", "split")
+_SOFTMAX_NAMES = {"rows": "softmax_rows", "warp": "softmax_rows_warp", "block": "softmax_rows_block",
+                  "split": "softmax_rows_split"}
+
+#: ``kernel="auto"`` 的选择表，按元素字节数（4：float32；2：bfloat16 / float16）分开。每项是
+#: (最大列数, 内核, 线程数, PACKS)：取第一项最大列数 >= N 的（None 表示不限）。PACKS 是每个线程放在寄存器里的
+#: 16 字节包数（一包 4 个 float32 或 8 个 16 位元素）。scripts/tune_cuda_softmax.py 在 H200 上验证并计时全部候选，
+#: 它写出的 JSON 里 ``best`` 一栏就是这张表的一项，抄过来即可。
+SOFTMAX_CONFIGS = {
+    4: ((512, "warp", 128, 4),
+        (1024, "warp", 128, 8),
+        (2048, "block", 128, 4),
+        (4096, "block", 256, 4),
+        (8192, "block", 512, 4),
+        (16384, "block", 512, 8),
+        (32768, "split", 512, 4),
+        (None, "split", 256, 8)),
+    2: ((1024, "warp", 128, 4),
+        (2048, "warp", 128, 8),
+        (4096, "block", 256, 2),
+        (8192, "block", 256, 4),
+        (16384, "block", 512, 4),
+        (32768, "split", 512, 4),
+        (None, "split", 256, 4)),
+}
+
+#: 一个线程块的寄存器里至多放这么多元素（BLOCK_SIZE * PACKS * VEC），每个线程至多 64 个：这样编译出来不溢出
+_MAX_BLOCK_ELEMS = 32768
+_MAX_THREAD_ELEMS = 64
+#: split 内核每个 SM 至少驻留的线程数（softmax.cu 的 SPLIT_MIN_BLOCKS 保证）：同一行的各段要同时驻留，
+#: 只用它的一半，另一半留给排在前面、还没退出的行
+_SPLIT_THREADS_PER_SM = 512
+
+
 def _softmax_block(N: int) -> int:
-    """每个线程大约 8 个元素，32 到 1024 个线程。"""
+    """softmax_backward 的线程数：每个线程大约 8 个元素，32 到 1024 个线程。"""
     return min(1024, max(32, _next_pow2(_cdiv(N, 8))))
 
 
@@ -186,20 +223,118 @@ def _check_out(out, shape, x):
     return out
 
 
+def _vec(dtype) -> int:
+    """一个 16 字节包里的元素数。"""
+    return 16 // dtype.itemsize
+
+
+def _table_config(N: int, dtype):
+    for n_max, kernel, block, packs in SOFTMAX_CONFIGS[dtype.itemsize]:
+        if n_max is None or N <= n_max:
+            return kernel, block, packs
+    raise ValueError(f"SOFTMAX_CONFIGS 的最后一项必须不限列数（None），N={N} 没有配置 "
+                     f"(the last SOFTMAX_CONFIGS entry must have no column limit)")
+
+
+def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", block_size: int | None = None,
+                 packs: int | None = None, sm_count: int = NOMINAL_SM_COUNT) -> dict:
+    """:func:`softmax` 的启动计划（不启动内核）：``{"kernel", "block_size", "packs", "chunks", "grid"}``。
+
+    ``kernel="auto"`` 从 :data:`SOFTMAX_CONFIGS` 取配置，给出的 ``block_size`` / ``packs`` 覆盖表里的值；
+    整行放不进 warp 时改用 block，放不进线程块时改用 split；split 的段数超出同时驻留的上限时改用 rows。
+    显式给出的 ``kernel`` 不会被改掉，放不下就报错。``packs`` 不用于 rows。"""
+    if kernel not in SOFTMAX_KERNELS:
+        raise ValueError(f"kernel 只能是 {', '.join(SOFTMAX_KERNELS)} 之一，得到 {kernel!r} "
+                         f"(kernel must be one of {SOFTMAX_KERNELS})")
+    if dtype not in DTYPES:
+        raise TypeError(f"dtype 只能是 float32、bfloat16 或 float16，得到 {dtype} (unsupported dtype)")
+    if packs is not None and (isinstance(packs, bool) or not isinstance(packs, int) or packs < 1 or packs > 16
+                              or packs & (packs - 1)):
+        raise ValueError(f"packs 必须是 1 到 16 之间的 2 的幂，得到 {packs!r} (packs must be a power of two in [1, 16])")
+    vec = _vec(dtype)
+    auto = kernel == "auto"
+    if auto:
+        kernel, table_block, table_packs = _table_config(N, dtype)
+        block_size = table_block if block_size is None else block_size
+        packs = table_packs if packs is None else packs
+    elif kernel == "rows":
+        if packs is not None:
+            raise ValueError("packs 只用于 warp、block、split 内核 (packs applies to the warp, block and split kernels)")
+        block_size = _softmax_block(N) if block_size is None else block_size
+    else:
+        block_size = 256 if block_size is None else block_size
+        packs = 4 if packs is None else packs
+    B = _check_block(block_size, 32)
+    if kernel == "rows":
+        return {"kernel": "rows", "block_size": B, "packs": None, "chunks": 1, "grid": M}
+    elems = packs * vec
+    if elems > _MAX_THREAD_ELEMS or B * elems > _MAX_BLOCK_ELEMS:
+        raise ValueError(f"每个线程 {elems} 个元素、每块 {B * elems} 个：超过上限 {_MAX_THREAD_ELEMS} / "
+                         f"{_MAX_BLOCK_ELEMS}（寄存器会溢出），请减小 packs 或 block_size "
+                         f"(too many elements in registers: {elems} per thread, {B * elems} per block)")
+    n_pack = N // vec                               # 一行至多这么多个对齐的包
+    if auto and kernel == "warp" and n_pack > 32 * packs:
+        kernel = "block"
+    if auto and kernel == "block" and n_pack > B * packs:
+        kernel = "split"
+    if kernel == "warp":
+        if n_pack > 32 * packs:
+            raise ValueError(f"warp 内核一行至多 {32 * packs * vec + vec - 1} 个元素（32 x packs={packs} 包），"
+                             f"得到 N={N} (row does not fit one warp's registers)")
+        return {"kernel": "warp", "block_size": B, "packs": packs, "chunks": 1, "grid": _cdiv(M, B // 32)}
+    if kernel == "block":
+        if n_pack > B * packs:
+            raise ValueError(f"block 内核一行至多 {B * packs * vec + vec - 1} 个元素（{B} 个线程 x packs={packs} 包），"
+                             f"得到 N={N} (row does not fit one block's registers)")
+        return {"kernel": "block", "block_size": B, "packs": packs, "chunks": 1, "grid": M}
+    chunks = max(1, _cdiv(n_pack, B * packs))
+    limit = sm_count * _SPLIT_THREADS_PER_SM // 2 // B
+    if chunks > limit or M * chunks > 2**31 - 1:
+        if auto:
+            return softmax_plan(M, N, dtype, "rows", sm_count=sm_count)
+        raise ValueError(f"split 内核一行 {chunks} 段、每段 {B} 个线程：超过能保证同时驻留的 {limit} 段"
+                         f"（或总段数超过 2**31 - 1），请加大 packs / block_size，或用 kernel='rows' "
+                         f"({chunks} segments of {B} threads cannot be guaranteed co-resident)")
+    return {"kernel": "split", "block_size": B, "packs": packs, "chunks": chunks, "grid": M * chunks}
+
+
 def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
-            return_report: bool = False, mode: str | None = None, out: torch.Tensor | None = None):
-    """按行 softmax：(M, N) -> (M, N)，一行一个线程块（softmax.cu）。dtype 取 float32、bfloat16 或 float16，
-    结果与 x 同 dtype（计算用 float32）；bf16 / fp16 每个线程一次读写 16 字节。``out``：调用者提供的输出。"""
+            return_report: bool = False, mode: str | None = None, out: torch.Tensor | None = None,
+            kernel: str = "auto", packs: int | None = None):
+    """按行 softmax：(M, N) -> (M, N)（softmax.cu）。dtype 取 float32、bfloat16 或 float16，
+    结果与 x 同 dtype（计算用 float32）。``out``：调用者提供的连续输出。
+
+    ``kernel``：``"auto"``（默认，按 N 查 :data:`SOFTMAX_CONFIGS`）、``"rows"``（课程版，读三遍）、
+    ``"warp"``、``"block"``、``"split"``（整行或整段放在寄存器里，只读一遍）；``block_size`` 是每块的线程数，
+    ``packs`` 是每个线程的 16 字节包数。选择规则见 :func:`softmax_plan`。"""
     m = _mode(mode)
     _check_flags(return_report)
     check_matrix(x, "x", dtypes=DTYPES, device=_device_for(m))
     if dim not in (1, -1):
         raise ValueError(f"只支持沿最后一维 softmax（dim=-1），得到 dim={dim} (only the last dim is supported)")
     M, N = x.shape
-    B = _check_block(block_size if block_size is not None else _softmax_block(N), 32)
+    if N > 2**31 - 1 - 1024 or M > 2**31 - 1:
+        raise ValueError(f"每行最多 2**31 - 1025 个元素、最多 2**31 - 1 行，得到 {tuple(x.shape)} "
+                         f"(too many rows or columns for int indices)")
+    plan = softmax_plan(M, N, x.dtype, kernel, block_size, packs, _sm_count(x, m))
     y = _check_out(out, (M, N), x)
-    rep = launch("softmax.cu", "softmax_rows", grid=M, block=B,
-                 args=(x, y, x.stride(0), y.stride(0), N), defines=_defines(B, x.dtype), mode=m)
+    B, kname = plan["block_size"], _SOFTMAX_NAMES[plan["kernel"]]
+    defines = _defines(B, x.dtype)
+    if plan["packs"] is not None:
+        defines["PACKS"] = plan["packs"]
+    xs, ys = x.stride(0), y.stride(0)
+    if plan["kernel"] == "rows":
+        args = (x, y, xs, ys, N)
+    elif plan["kernel"] == "warp":
+        args = (x, y, xs, ys, M, N)
+    elif plan["kernel"] == "block":
+        args = (x, y, xs, ys, N)
+    else:
+        chunks = plan["chunks"]
+        sync = torch.zeros(1 + M, dtype=torch.int32, device=x.device)       # 发号器 + 每行的到达计数
+        part = torch.empty(2 * M * chunks, dtype=torch.float32, device=x.device)
+        args = (x, y, sync, part, xs, ys, N, chunks)
+    rep = launch("softmax.cu", kname, grid=plan["grid"], block=B, args=args, defines=defines, mode=m)
     return _finish(y, rep, return_report)
 
 

@@ -1,19 +1,32 @@
 // softmax.cu：按行softmax，y[row, j] = exp(x[row, j] - m) / sum_k exp(x[row, k] - m)，m为行最大值。
-// 包装函数：reduction_lab.cuda_kernels.softmax（即reduction_lab.softmax(x, backend="cuda")）。
+// 包装函数：reduction_lab.cuda_kernels.softmax（即reduction_lab.softmax(x, backend="cuda")），
+// 它按N从一张小表里选内核与配置（kernel="auto"），也可以显式指定。
 //
-//   softmax_rows  一行一个线程块：块内求最大值 -> 块内求exp之和 -> 归一化写出。
-//                 块内归约 = warp内蝶形洗牌（__shfl_xor_sync，每个lane都得到结果）
-//                 + 共享内存里各warp的结果再洗牌一次。
-//                 bf16 / fp16：每个线程一次读写16字节（8个元素，softmax_row_x8），计算仍用float。
+//   softmax_rows        课程版：一行一个线程块，三遍读（最大值 -> exp之和 -> 归一化写出），逐个元素读写。
+//   softmax_rows_warp   一个warp一行（一个线程块BLOCK_SIZE / 32行）：整行放在寄存器里，只读一遍；
+//                       warp内洗牌合并(m, s)，没有__syncthreads。
+//   softmax_rows_block  一个线程块一行：整行放在寄存器里，只读一遍；块内合并(m, s)。
+//   softmax_rows_split  一行切成chunks段，一段一个线程块，段放在寄存器里，只读一遍；
+//                       各段经全局内存交换(m, s)，等齐同一行的全部段再写出。
 //
-// 编译期常量：BLOCK_SIZE（32到1024之间的2的幂，启动时必须等于blockDim.x）；
-// 元素类型floatX：定义ENABLE_BF16时是__nv_bfloat16，定义ENABLE_FP16时是__half，否则是float。
+// 后三个内核按16字节一包读写（float：4个，bf16 / fp16：8个），计算都用float；每个线程放PACKS包。
+// (m, s)是一段元素的最大值m与sum exp(x - m)：两段合并时以较大的最大值为基准重新缩放（在线softmax）。
+//
+// 编译期常量：BLOCK_SIZE（32到1024之间的2的幂，启动时必须等于blockDim.x）；PACKS（1到16之间的2的幂，
+// 每个线程的元素数PACKS * VEC不超过64）；元素类型floatX：定义ENABLE_BF16时是__nv_bfloat16，
+// 定义ENABLE_FP16时是__half，否则是float。
 
 #ifndef BLOCK_SIZE
 #define BLOCK_SIZE 256
 #endif
 #if BLOCK_SIZE < 32 || BLOCK_SIZE > 1024 || (BLOCK_SIZE & (BLOCK_SIZE - 1)) != 0
 #error "BLOCK_SIZE must be a power of two between 32 and 1024"
+#endif
+#ifndef PACKS
+#define PACKS 4
+#endif
+#if PACKS < 1 || PACKS > 16 || (PACKS & (PACKS - 1)) != 0
+#error "PACKS must be a power of two between 1 and 16"
 #endif
 #if defined(__CUDACC_RTC__) && !defined(INFINITY)
 #define INFINITY __int_as_float(0x7f800000)      // NVRTC不带math.h的宏
@@ -34,6 +47,12 @@
 #define FLOATX_BYTES 4
 #endif
 // --8<-- [end:floatX]
+
+#define VEC (16 / FLOATX_BYTES)       // 一包的元素数
+#define ELEMS (PACKS * VEC)           // 每个线程放在寄存器里的元素数（另加一个零散元素）
+#if ELEMS > 64
+#error "PACKS * VEC must not exceed 64 elements per thread"
+#endif
 
 // --8<-- [start:warp_allreduce]
 // 蝶形（butterfly）归约：第k步与lane ^ offset交换，5步后32个lane都持有结果
@@ -78,81 +97,6 @@ __device__ float block_allreduce_sum(float v, float *smem)
 }
 // --8<-- [end:block_allreduce]
 
-#if FLOATX_BYTES == 2
-// --8<-- [start:pack8]
-// 16字节一包：8个floatX。包的地址按16字节对齐时，读写一包是一条128位的指令。
-struct __align__(16) pack8 { floatX v0, v1, v2, v3, v4, v5, v6, v7; };
-
-__device__ void load8(const floatX *p, float *f)    // p按16字节对齐
-{
-    pack8 q = *(const pack8 *)p;
-    f[0] = (float)q.v0; f[1] = (float)q.v1; f[2] = (float)q.v2; f[3] = (float)q.v3;
-    f[4] = (float)q.v4; f[5] = (float)q.v5; f[6] = (float)q.v6; f[7] = (float)q.v7;
-}
-
-__device__ void store8(floatX *p, const float *f)   // 就近舍入到偶数
-{
-    pack8 q;
-    q.v0 = f[0]; q.v1 = f[1]; q.v2 = f[2]; q.v3 = f[3];
-    q.v4 = f[4]; q.v5 = f[5]; q.v6 = f[6]; q.v7 = f[7];
-    *(pack8 *)p = q;
-}
-
-// 从p起的n个元素里，开头有几个在第一个16字节边界之前（元素至少按2字节对齐）
-__device__ int head_before_16(const floatX *p, int n)
-{
-    int head = (int)((16 - (size_t)p % 16) % 16) / 2;
-    return head < n ? head : n;
-}
-// --8<-- [end:pack8]
-
-// 一行 = 开头head个元素 + n_pack个对齐的包 + 结尾不足一包的元素；开头和结尾（共n_edge个）逐个处理。
-// x与y在16字节内的偏移不同时，没法对同一个j同时按包读写：整行逐个处理。
-__device__ void softmax_row_x8(const floatX *xr, floatX *yr, int n_cols, float *smem_max, float *smem_sum)
-{
-    int head = (size_t)xr % 16 == (size_t)yr % 16 ? head_before_16(xr, n_cols) : n_cols;
-    int n_pack = (n_cols - head) / 8, n_edge = n_cols - 8 * n_pack;
-    const floatX *xp = xr + head;
-    floatX *yp = yr + head;
-    float f[8];
-
-    float m = -INFINITY;                           // 1. 行最大值
-    for (int e = threadIdx.x; e < n_edge; e += BLOCK_SIZE)
-        m = fmaxf(m, (float)xr[e < head ? e : e + 8 * n_pack]);
-    for (int k = threadIdx.x; k < n_pack; k += BLOCK_SIZE) {
-        load8(xp + 8 * k, f);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            m = fmaxf(m, f[i]);
-    }
-    m = block_allreduce_max(m, smem_max);
-
-    float s = 0.0f;                                // 2. exp(x - m)之和
-    for (int e = threadIdx.x; e < n_edge; e += BLOCK_SIZE)
-        s += expf((float)xr[e < head ? e : e + 8 * n_pack] - m);
-    for (int k = threadIdx.x; k < n_pack; k += BLOCK_SIZE) {
-        load8(xp + 8 * k, f);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            s += expf(f[i] - m);
-    }
-    s = block_allreduce_sum(s, smem_sum);
-
-    float inv = 1.0f / s;                          // 3. 归一化，舍入成floatX写出
-    for (int e = threadIdx.x; e < n_edge; e += BLOCK_SIZE) {
-        int j = e < head ? e : e + 8 * n_pack;
-        yr[j] = expf((float)xr[j] - m) * inv;
-    }
-    for (int k = threadIdx.x; k < n_pack; k += BLOCK_SIZE) {
-        load8(xp + 8 * k, f);
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-            f[i] = expf(f[i] - m) * inv;
-        store8(yp + 8 * k, f);
-    }
-}
-#endif
-
 // --8<-- [start:softmax_rows]
 extern "C" __global__ void softmax_rows(const floatX *x, floatX *y, long long x_row_stride,
                                         long long y_row_stride, int n_cols)
@@ -161,22 +105,256 @@ extern "C" __global__ void softmax_rows(const floatX *x, floatX *y, long long x_
     __shared__ float smem_sum[BLOCK_SIZE / 32];
     const floatX *xr = x + blockIdx.x * x_row_stride;
     floatX *yr = y + blockIdx.x * y_row_stride;
-#if FLOATX_BYTES == 2
-    softmax_row_x8(xr, yr, n_cols, smem_max, smem_sum);   // bf16 / fp16：16字节一包
-#else
+
     float m = -INFINITY;                           // 1. 行最大值
     for (int j = threadIdx.x; j < n_cols; j += BLOCK_SIZE)
-        m = fmaxf(m, xr[j]);
+        m = fmaxf(m, (float)xr[j]);
     m = block_allreduce_max(m, smem_max);
 
     float s = 0.0f;                                // 2. exp(x - m)之和：指数不超过0，不会溢出
     for (int j = threadIdx.x; j < n_cols; j += BLOCK_SIZE)
-        s += expf(xr[j] - m);
+        s += expf((float)xr[j] - m);
     s = block_allreduce_sum(s, smem_sum);
 
     float inv = 1.0f / s;                          // 3. 归一化
     for (int j = threadIdx.x; j < n_cols; j += BLOCK_SIZE)
-        yr[j] = expf(xr[j] - m) * inv;
-#endif
+        yr[j] = expf((float)xr[j] - m) * inv;
 }
 // --8<-- [end:softmax_rows]
+
+// ---------------------------------------------------------------- 只读一遍的内核
+
+// --8<-- [start:pack]
+// 16字节一包：VEC个floatX。包的地址按16字节对齐时，读写一包是一条128位的指令。
+struct __align__(16) packX { floatX v[VEC]; };
+
+__device__ void load_pack(const floatX *p, float *f)    // p按16字节对齐
+{
+    packX q = *(const packX *)p;
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        f[i] = (float)q.v[i];
+}
+
+__device__ void store_pack(floatX *p, const float *f)   // 舍入成floatX：就近舍入到偶数
+{
+    packX q;
+#pragma unroll
+    for (int i = 0; i < VEC; i++)
+        q.v[i] = f[i];
+    *(packX *)p = q;
+}
+
+// 从p起的n个元素里，开头有几个在第一个16字节边界之前（元素按自身大小对齐）
+__device__ int head_before_16(const floatX *p, int n)
+{
+    int head = (int)((16 - (size_t)p % 16) % 16) / FLOATX_BYTES;
+    return head < n ? head : n;
+}
+// --8<-- [end:pack]
+
+// --8<-- [start:ms_merge]
+// (m, s)合并：s = s * exp(m - m') + s2 * exp(m2 - m')，m' = max(m, m2)。
+// 两边都是空的（m = m2 = -inf）时保持(-inf, 0)，不算 -inf - (-inf) = nan。
+__device__ void ms_merge(float &m, float &s, float m2, float s2)
+{
+    float mn = fmaxf(m, m2);
+    if (mn != -INFINITY)
+        s = s * expf(m - mn) + s2 * expf(m2 - mn);
+    m = mn;
+}
+
+// 蝶形归约(m, s)：浮点加法、乘法可交换，每对lane得到逐位相同的结果
+__device__ void warp_allreduce_ms(float &m, float &s)
+{
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffff, m, offset);
+        float s2 = __shfl_xor_sync(0xffffffff, s, offset);
+        ms_merge(m, s, m2, s2);
+    }
+}
+
+// 块内合并(m, s)，所有线程都得到结果；与block_allreduce同样只用一次屏障
+__device__ void block_allreduce_ms(float &m, float &s, float *smem_m, float *smem_s)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    warp_allreduce_ms(m, s);
+    if (lane == 0) {
+        smem_m[warp] = m;
+        smem_s[warp] = s;
+    }
+    __syncthreads();
+    m = lane < BLOCK_SIZE / 32 ? smem_m[lane] : -INFINITY;  // 空段(-inf, 0)是单位元
+    s = lane < BLOCK_SIZE / 32 ? smem_s[lane] : 0.0f;
+    warp_allreduce_ms(m, s);
+}
+// --8<-- [end:ms_merge]
+
+// --8<-- [start:row_in_registers]
+// 一行 = 开头head个元素 + n_pack个对齐的包 + 结尾不足一包的元素。开头和结尾共n_edge（< 2 * VEC）个
+// 零散元素，由一组线程的前n_edge个各拿一个。每个线程拿第first, first + stride, ...包，共PACKS包。
+struct RowPart {
+    int head, n_pack, edge;   // edge：本线程的零散元素在行内的下标，没有时为-1
+};
+
+__device__ RowPart row_part(const floatX *xr, int n_cols, int t, bool has_edges)
+{
+    RowPart r;
+    r.head = head_before_16(xr, n_cols);
+    r.n_pack = (n_cols - r.head) / VEC;
+    int n_edge = n_cols - VEC * r.n_pack;
+    r.edge = has_edges && t < n_edge ? (t < r.head ? t : t + VEC * r.n_pack) : -1;
+    return r;
+}
+
+// 读本线程的元素到v（不存在的位置填-inf），算出本线程的(m, s)，v就地换成exp(v - m)
+__device__ void load_exp(const floatX *xr, RowPart r, int first, int stride, float *v, float &m, float &s)
+{
+#pragma unroll
+    for (int k = 0; k < PACKS; k++) {
+        int p = first + k * stride;
+        if (p < r.n_pack) {
+            load_pack(xr + r.head + p * VEC, v + k * VEC);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; i++)
+                v[k * VEC + i] = -INFINITY;
+        }
+    }
+    v[ELEMS] = r.edge >= 0 ? (float)xr[r.edge] : -INFINITY;
+    m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i <= ELEMS; i++)
+        m = fmaxf(m, v[i]);
+    float base = m == -INFINITY ? 0.0f : m;        // 全是-inf时以0为基准：exp(-inf) = 0，s = 0
+    s = 0.0f;
+#pragma unroll
+    for (int i = 0; i <= ELEMS; i++) {
+        v[i] = expf(v[i] - base);
+        s += v[i];
+    }
+}
+
+// 整行的(M, S)已知：y = exp(x - M) / S = v * exp(m - M) / S。
+// x与y在16字节内的偏移相同时按包写，否则逐个元素写（同样的元素，同样的值）。
+__device__ void store_scaled(floatX *yr, const floatX *xr, RowPart r, int first, int stride, float *v,
+                             float m, float M, float S)
+{
+    // 本线程全是-inf时v全是0，系数取0（exp(0 - M)可能溢出）；整行都是-inf时S = 0，得到nan，与torch相同
+    float scale = (m == -INFINITY ? 0.0f : expf(m - M)) * (1.0f / S);
+#pragma unroll
+    for (int i = 0; i <= ELEMS; i++)
+        v[i] *= scale;
+    bool same_offset = (size_t)xr % 16 == (size_t)yr % 16;
+#pragma unroll
+    for (int k = 0; k < PACKS; k++) {
+        int p = first + k * stride;
+        if (p < r.n_pack) {
+            floatX *yp = yr + r.head + p * VEC;
+            if (same_offset) {
+                store_pack(yp, v + k * VEC);
+            } else {
+#pragma unroll
+                for (int i = 0; i < VEC; i++)
+                    yp[i] = v[k * VEC + i];
+            }
+        }
+    }
+    if (r.edge >= 0)
+        yr[r.edge] = v[ELEMS];
+}
+// --8<-- [end:row_in_registers]
+
+// --8<-- [start:softmax_rows_warp]
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+softmax_rows_warp(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
+                  long long y_row_stride, int n_rows, int n_cols)
+{
+    int lane = threadIdx.x & 31;
+    long long row = (long long)blockIdx.x * (BLOCK_SIZE / 32) + (threadIdx.x >> 5);
+    if (row >= n_rows)
+        return;                                    // 整个warp一起退出；之后只有warp内的洗牌
+    const floatX *xr = x + row * x_row_stride;
+    floatX *yr = y + row * y_row_stride;
+    RowPart r = row_part(xr, n_cols, lane, true);
+    float v[ELEMS + 1], m, s;
+    load_exp(xr, r, lane, 32, v, m, s);            // 唯一的一遍读
+    float M = m, S = s;
+    warp_allreduce_ms(M, S);
+    store_scaled(yr, xr, r, lane, 32, v, m, M, S);
+}
+// --8<-- [end:softmax_rows_warp]
+
+// --8<-- [start:softmax_rows_block]
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+softmax_rows_block(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
+                   long long y_row_stride, int n_cols)
+{
+    __shared__ float smem_m[BLOCK_SIZE / 32], smem_s[BLOCK_SIZE / 32];
+    const floatX *xr = x + blockIdx.x * x_row_stride;
+    floatX *yr = y + blockIdx.x * y_row_stride;
+    RowPart r = row_part(xr, n_cols, threadIdx.x, true);
+    float v[ELEMS + 1], m, s;
+    load_exp(xr, r, threadIdx.x, BLOCK_SIZE, v, m, s);
+    float M = m, S = s;
+    block_allreduce_ms(M, S, smem_m, smem_s);
+    store_scaled(yr, xr, r, threadIdx.x, BLOCK_SIZE, v, m, M, S);
+}
+// --8<-- [end:softmax_rows_block]
+
+// --8<-- [start:softmax_rows_split]
+// sync：1 + n_rows个int，启动前清零。sync[0]发号，sync[1 + row]数第row行已经发布(m, s)的段。
+// part：n_rows * chunks个(m, s)。
+// 线程块的逻辑编号取自sync[0]的原子发号，而不是blockIdx.x：号小的块一定已经开始运行，
+// 一个块只等同一行的段，所以只要GPU能同时驻留chunks个线程块，就不会死锁（不依赖硬件分派的顺序）。
+// SPLIT_MIN_BLOCKS：寄存器不超过128个，每个SM至少驻留512个线程，包装函数据此限制chunks。
+#define SPLIT_MIN_BLOCKS (BLOCK_SIZE >= 512 ? 1 : 512 / BLOCK_SIZE)
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, SPLIT_MIN_BLOCKS)
+softmax_rows_split(const floatX *__restrict__ x, floatX *__restrict__ y, int *sync, float *part,
+                   long long x_row_stride, long long y_row_stride, int n_cols, int chunks)
+{
+    __shared__ float smem_m[BLOCK_SIZE / 32], smem_s[BLOCK_SIZE / 32];
+    __shared__ int ticket;
+    __shared__ float row_ms[2];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (threadIdx.x == 0)
+        ticket = atomicAdd(&sync[0], 1);
+    __syncthreads();
+    long long row = ticket / chunks;
+    int c = ticket % chunks;
+    const floatX *xr = x + row * x_row_stride;
+    floatX *yr = y + row * y_row_stride;
+    RowPart r = row_part(xr, n_cols, threadIdx.x, c == 0);     // 零散元素归第0段
+    int first = c * BLOCK_SIZE * PACKS + threadIdx.x;
+    float v[ELEMS + 1], m, s;
+    load_exp(xr, r, first, BLOCK_SIZE, v, m, s);
+    float M = m, S = s;
+    block_allreduce_ms(M, S, smem_m, smem_s);                  // 本段的(m, s)
+
+    if (threadIdx.x == 0) {                        // 发布：写(m, s)，栅栏，再原子计数
+        part[2 * (long long)ticket] = M;
+        part[2 * (long long)ticket + 1] = S;
+        __threadfence();
+        atomicAdd(&sync[1 + row], 1);
+    }
+    if (warp == 0) {                               // warp 0等齐同一行的全部段，合并它们的(m, s)
+        if (lane == 0)
+            while (atomicAdd(&sync[1 + row], 0) < chunks) {
+            }
+        __syncwarp();
+        __threadfence();
+        const volatile float *pr = part + 2 * row * chunks;    // volatile：读L2里的新值，不用L1的旧副本
+        M = -INFINITY;
+        S = 0.0f;
+        for (int i = lane; i < chunks; i += 32)
+            ms_merge(M, S, pr[2 * i], pr[2 * i + 1]);
+        warp_allreduce_ms(M, S);
+        if (lane == 0) {
+            row_ms[0] = M;
+            row_ms[1] = S;
+        }
+    }
+    __syncthreads();
+    store_scaled(yr, xr, r, first, BLOCK_SIZE, v, m, row_ms[0], row_ms[1]);
+}
+// --8<-- [end:softmax_rows_split]

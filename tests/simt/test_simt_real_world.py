@@ -155,17 +155,18 @@ def test_assume_is_checked_like_an_assertion():
 
 
 def test_two_thread_predicates_inside_assert_are_refused_with_their_line(tmp_path):
+    # 只有验证器能回答的查询没有函数体：nvcc 同样拒绝，CompileError
     f = tmp_path / "gv.cu"
     f.write_text(GV.split("__global__ void failing")[0] + "__global__ void two(int* a) {\n"
                  "  __assert(__distinct_int(threadIdx.x));\n}\n")
-    with pytest.raises(simt.UnsupportedError, match="__other_int") as ei:
+    with pytest.raises(simt.CompileError, match="__other_int") as ei:
         simt.launch(str(f), "two", 1, 4, [np.zeros(4, np.int32)])
     assert ei.value.line == GV.split("__global__ void failing")[0].count("\n") + 2
 
 
 def test_a_refused_kernel_does_not_refuse_its_neighbours():
     # two_thread 被拒绝（第 30 行），同一文件的 annotated 照常运行（上一个测试）
-    with pytest.raises(simt.UnsupportedError, match="__other_int") as ei:
+    with pytest.raises(simt.CompileError, match="__other_int") as ei:
         simt.launch(GV, "two_thread", 1, 4, [np.zeros(4, np.int32)])
     assert ei.value.line == 30
 
@@ -263,8 +264,6 @@ __global__ void k(const float* x, Acc* out) {
 
 @pytest.mark.parametrize("code, line, exc, words", [
     ("__global__ void k(char** argv) {\n}\n", 1, simt.UnsupportedError, "pointer to pointer"),
-    ("__global__ void k(int* q) {\n  __shared__ int A[4];\n  __shared__ int* p;\n  p = A;\n}\n", 3,
-     simt.UnsupportedError, "__shared__ 指针"),
     ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(int* p) {\n"
      "  cg::grid_group g = cg::this_grid();\n  g.sync();\n}\n", 4, simt.UnsupportedError, "grid_group"),
     ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(int* p) {\n"
@@ -430,9 +429,8 @@ def test_register_structs_of_mixed_sizes_and_inheritance():
     out = np.zeros(4, np.int32)
     simt.launch(STRUCT_REGS, "regs", 1, 4, [out])
     assert out.tolist() == [317 + t for t in range(4)]
-    with pytest.raises(simt.UnsupportedError, match="different sizes") as ei:
-        simt.launch(STRUCT_REGS, "spill_small", 1, 1, [out])
-    assert ei.value.line == 18
+    simt.launch(STRUCT_REGS, "spill_small", 1, 1, [out])     # &m：按字节布局搬进局部内存
+    assert out[0] == 1
 
 
 def test_memcpy_and_memset():
@@ -455,9 +453,9 @@ __global__ void null_dst(int* w) { memcpy(0, w, 4); }
     simt.launch(src, "k", 1, 8, [inp, out, words, f])
     assert np.array_equal(out, inp) and (words == -1).all()
     assert np.array_equal(f.view(np.int32), inp[0::2])
-    with pytest.raises(simt.UnsupportedError, match="整数倍") as ei:
-        simt.launch(src, "odd", 1, 1, [words])
-    assert ei.value.line == 10
+    words[:] = -1
+    simt.launch(src, "odd", 1, 1, [words])          # 3 个字节：按字节写
+    assert words[0] == np.int32(-16777216) and (words[1:] == -1).all()
     with pytest.raises(simt.OutOfBoundsError, match="null") as ei:
         simt.launch(src, "null_dst", 1, 1, [words])
     assert ei.value.line == 11
@@ -481,9 +479,9 @@ __global__ void bytes(unsigned char* b, unsigned* out) { out[0] = ((unsigned*)b)
     g = raw.view(np.float32)
     assert (g[1::4] == 2.5).all() and np.array_equal(g[0::4], f[0::4])
     assert rep.global_load_requests == 1           # float4：一条 128 位的读
-    with pytest.raises(simt.UnsupportedError, match="元素大小不同") as ei:
-        simt.launch(src, "bytes", 1, 1, [np.zeros(4, np.uint8), np.zeros(1, np.uint32)])
-    assert ei.value.line == 9
+    b, o = np.array([1, 2, 3, 4], np.uint8), np.zeros(1, np.uint32)
+    simt.launch(src, "bytes", 1, 1, [b, o])           # 元素大小不同：按字节解码（小端）
+    assert o[0] == 0x04030201
 
 
 def test_texture_fetches_and_surfaces_are_refused_as_textures():
@@ -491,7 +489,7 @@ def test_texture_fetches_and_surfaces_are_refused_as_textures():
     with pytest.raises(simt.UnsupportedError, match="纹理") as ei:
         simt.launch(src, "k", 1, 1, [0, np.zeros(1, np.float32)])
     assert ei.value.line == 2
-    with pytest.raises(simt.UnsupportedError, match="纹理") as ei:
+    with pytest.raises(simt.CompileError, match="surface is not a template") as ei:      # 表面引用：CUDA 12 已移除
         simt.launch("surface<void, 2> s;\n__global__ void w(float* o) { o[0] = 1.0f; }\n", "w", 1, 1,
                     [np.zeros(1, np.float32)])
     assert ei.value.line == 1

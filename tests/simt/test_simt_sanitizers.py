@@ -160,7 +160,6 @@ def test_infinite_loop_hits_the_limit():
 
 @pytest.mark.parametrize("code,line,word", [
     ("__global__ void k(float* o) {\n  goto end;\n  end: o[0] = 1.0f;\n}", 2, "goto"),
-    ("struct P { int a; double b; };\n__global__ void k(float* o) {\n  P p[2];\n}", 3, "struct"),
     ("__global__ void k(float* o) {\n  o[0] = 1.0f;\n  union U { int a; } u;\n}", 3, "union"),
     ("__global__ void k(float* o) {\n\n  printf(\"%f\", o[0]);\n}", 3, "printf"),
     ("__global__ void k(float* o) {\n  int a = 1;\n  asm volatile(\"nop\");\n}", 3, "asm"),

@@ -116,6 +116,20 @@ def _block_sums(x, b):
     return _f64(x).reshape(-1, b).sum(1)
 
 
+def _records(x):
+    """_MIXED_STRUCT 的参考：Rec 的 numpy 结构化类型（与 C 的布局相同），按相反的顺序排好后按字节看。"""
+    rec = np.dtype({"names": ["tag", "flag", "delta", "value", "scale"],
+                    "formats": [np.uint8, np.uint8, np.int16, np.int32, np.float64], "offsets": [0, 1, 2, 4, 8], "itemsize": 16})
+    t = np.arange(32)
+    r = np.zeros(32, rec)
+    r["tag"] = (t * 9).astype(np.uint8)
+    r["flag"] = 1
+    r["delta"] = (x - 1000).astype(np.int16)
+    r["value"] = x * 3
+    r["scale"] = 0.5 * t
+    return r[::-1].copy().view(np.uint8)
+
+
 def _block_bound(x, b):
     return sum_bound(np.abs(_f64(x)).reshape(-1, b).sum(1), b)
 
@@ -741,11 +755,10 @@ __global__ void unrolled_sum(const float* x, float* out) {
 # ---------------------------------------------------------------- 有意拒绝的写法（行号从源文件第 1 行数起）
 
 _TEXTURE = r"""
-// 纹理引用（CUDA 12 已移除）：tex1Dfetch 从纹理读
-texture<float, 1, cudaReadModeElementType> tex;
-__global__ void from_texture(float* y) {
+// 纹理对象：tex1Dfetch<T> 从主机绑定的纹理读（纹理引用 texture<> 在 CUDA 12 中已移除，nvcc 报 CompileError）
+__global__ void from_texture(cudaTextureObject_t tex, float* y) {
     int i = threadIdx.x;
-    y[i] = tex1Dfetch(tex, i);
+    y[i] = tex1Dfetch<float>(tex, i);
 }
 """
 
@@ -794,6 +807,61 @@ __global__ void checked(const float* x, float* y) {
     if (x[threadIdx.x] < 0.0f)
         throw 1;
     y[threadIdx.x] = x[threadIdx.x];
+}
+"""
+
+
+_MIXED_STRUCT = r"""
+// 成员大小不同的结构体放在共享内存与全局内存里：按 C 的布局逐字节存放（sizeof(Rec) == 16）
+struct Rec { unsigned char tag; unsigned char flag; short delta; int value; double scale; };
+__global__ void pack_records(const int* x, Rec* out, int* sizes) {
+    __shared__ Rec s[32];
+    int t = threadIdx.x;
+    s[t].tag = (unsigned char)(t * 9);
+    s[t].flag = 1;
+    s[t].delta = (short)(x[t] - 1000);
+    s[t].value = x[t] * 3;
+    s[t].scale = 0.5 * t;
+    __syncthreads();
+    out[t] = s[31 - t];
+    if (t == 0) sizes[0] = (int)sizeof(Rec);
+}
+"""
+
+_BYTE_CAST = r"""
+// 跨元素大小的指针转换：字节数组按 4 字节的字读，int 数组按字节写
+__global__ void bytes_to_words(const unsigned char* b, unsigned int* w, int* y) {
+    int i = threadIdx.x;
+    const unsigned int* p = (const unsigned int*)b;
+    w[i] = p[i];
+    unsigned char* c = (unsigned char*)(y + i);
+    c[0] = b[4 * i];
+    c[3] = 0x80;
+}
+"""
+
+_VOID_PTR = r"""
+// void* 参数：在内核里转换成真正的元素类型再用
+__device__ void put(void* dst, int i, int v) { ((int*)dst)[i] = v; }
+__global__ void through_void(void* buf, const int* x) {
+    int i = threadIdx.x;
+    void* p = buf;
+    put(p, i, x[i] * 2);
+}
+"""
+
+_PTR_VARS = r"""
+// __shared__ 指针变量：指针的值存在共享内存里，其他线程读回来仍指向同一个数组
+__device__ int table[64];
+__global__ void pick_rows(const int* x, int* out, int which) {
+    __shared__ const int* row;
+    int t = threadIdx.x;
+    table[t] = x[t] + 1;
+    if (t == 0) row = x + which * 32;
+    __syncthreads();
+    int* cursor = table;
+    int** where = &cursor;             // 指向指针的指针：cursor 搬进局部内存
+    out[t] = row[t] + (*where)[t];
 }
 """
 
@@ -964,8 +1032,26 @@ REGISTRY: tuple[Construct, ...] = (
        lambda rng: Case([_floats(rng, 128), _zeros(32)]),
        lambda c: {1: _f64(c.args[0]).reshape(-1, 4).sum(1)},
        lambda c: {1: sum_bound(np.abs(_f64(c.args[0])).reshape(-1, 4).sum(1), 4)}),
+    # 按字节寻址的内存
+    _c("mixed_struct_memory", "按字节寻址", "成员大小不同的结构体放在共享内存和全局数组里（按C的布局）", _MIXED_STRUCT,
+       "pack_records", 1, 32,
+       lambda rng: Case([_ints(rng, 32, 0, 2000), np.zeros(32 * 16, np.uint8), _zeros(1, np.int32)]),
+       lambda c: {1: _records(c.args[0]), 2: np.array([16])}),
+    _c("byte_pointer_cast", "按字节寻址", "unsigned char*与unsigned int*、int*与unsigned char*之间的指针转换", _BYTE_CAST,
+       "bytes_to_words", 1, 32,
+       lambda rng: Case([_ints(rng, 128, 0, 256, np.uint8), _zeros(32, np.uint32), _ints(rng, 32, 0, 1 << 20)]),
+       lambda c: {1: c.args[0].view(np.uint32),
+                  2: (c.args[2] & 0x00FFFF00) | c.args[0][0::4].astype(np.int32) | np.int32(-(1 << 31))}),
+    _c("void_pointer", "按字节寻址", "void*参数与void*局部变量，转换回int*再写", _VOID_PTR, "through_void", 1, 32,
+       lambda rng: Case([np.zeros(32, np.int32), _ints(rng, 32)]),
+       lambda c: {0: c.args[1] * 2}),
+    _c("pointer_variables", "按字节寻址", "__shared__指针变量与指向指针的指针（指针存进内存再读回）", _PTR_VARS,
+       "pick_rows", 1, 32,
+       lambda rng: Case([_ints(rng, 96), _zeros(32, np.int32), np.int32(2)]),
+       lambda c: {1: c.args[0][64:96] + c.args[0][:32] + 1}),
     # 有意拒绝的写法
-    _refused("texture", "纹理引用texture<>与tex1Dfetch", _TEXTURE, "from_texture", 3, lambda: [_zeros(32)]),
+    _refused("texture", "纹理对象cudaTextureObject_t与tex1Dfetch<T>", _TEXTURE, "from_texture", 5,
+             lambda: [0, _zeros(32)]),
     _refused("inline_asm", "内联PTX汇编asm(...)", _ASM, "lane_ids", 5, lambda: [_zeros(32, np.int32)]),
     _refused("dynamic_parallelism", "动态并行：内核里用<<<...>>>启动内核", _DYNPAR, "parent", 6, lambda: [_zeros(32)]),
     _refused("new_delete", "设备端new / delete", _NEW, "heap_scratch", 4, lambda: [_zeros(32)]),

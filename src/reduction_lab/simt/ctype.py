@@ -90,9 +90,10 @@ class Vec(CType):
     它表示（fields 是成员名）：整体按自身大小对齐（__align__(16) 的 8 个 __half）时同样是宽访问，否则按成员逐个读写。"""
     is_vec = True
 
-    def __init__(self, name, elem, n, fields=None, wide=True, align=None, elems=None, members=None, storable=True):
+    def __init__(self, name, elem, n, fields=None, wide=True, align=None, elems=None, members=None, storable=True,
+                 size=None, union=False):
         self.name = name
-        self.elem = elem          # 存储单元的类型（成员类型不同时为第一个成员的类型；各成员大小相同）
+        self.elem = elem          # 存储单元的类型（成员大小相同时为第一个成员的类型；按字节布局时为 unsigned char）
         self.n = n
         self.size = elem.size * n
         self.dtype = elem.dtype
@@ -103,15 +104,60 @@ class Vec(CType):
         self.elems = tuple(elems) if elems is not None else (elem,) * n
         #: 成员名 -> (第一个存储单元的下标, 成员类型)：标量、数组（Arr）或嵌套的结构体（Vec）
         self.members = dict(members) if members is not None else {f: (j, self.elems[j]) for j, f in enumerate(self.fields)}
+        #: 联合：所有成员从第 0 个字节开始，共用同一块内存（只放在内存里）
+        self.union = union
         #: 没有数组成员（嵌套的结构体也没有）：变量放在寄存器里（每个叶子一个）；否则放在每个线程一份的局部内存里
-        self.flat = all(not m[1].is_array and (not m[1].is_vec or m[1].flat) for m in self.members.values())
-        #: 含指针成员：只能放在寄存器里
+        self.flat = not union and all(not m[1].is_array and (not m[1].is_vec or m[1].flat) for m in self.members.values())
+        #: 含指针成员（放进内存时每个指针占 8 个字节，见 interpreter 模块的说明）
         self.has_ptr = any(e.is_ptr or e.is_fnptr for e in self.elems)
-        #: 能放进内存（数组、指针指向的对象、共享内存）：叶子都是大小相同的标量、没有填充
-        self.storable = storable and not self.has_ptr and all(e.size == elem.size for e in self.elems)
+        #: 叶子都是大小相同的标量、没有填充：内存里按叶子类型的数组存放（快速路径，单元 = 一个叶子）
+        self.uniform = (storable and not union and not self.has_ptr and n > 0
+                        and all(e.is_scalar and e.size == elem.size for e in self.elems))
+        #: 能放进内存：成员大小不同、有填充、含指针的结构体与联合按 C 的布局逐字节存放
+        self.storable = True
+        #: 每个成员的字节偏移，每个叶子的字节偏移（按字节布局时用）
+        self.moff, self.loff = {}, ()
+        if n > 0 and not self.uniform:
+            self._byte_layout(size, align)
+        #: 内存里占几个存储单元（elem 的个数）
+        self.units = self.n if self.uniform or n == 0 else self.size
+
+    def _byte_layout(self, size, align):
+        """C 的自然对齐布局（与 nvcc 在 x86-64 上相同）：成员按自身对齐，整体按最大的成员对齐、补齐尾部。"""
+        offs, moff, end, al = [], {}, 0, 1
+        for f, (start, mt) in sorted(self.members.items(), key=lambda kv: kv[1][0]):
+            a = align_of(mt)
+            al = max(al, a)
+            o = 0 if self.union else (end + a - 1) // a * a
+            moff[f] = o
+            offs.extend(o + x for x in leaf_offsets(mt))
+            end = max(end, o + mt.size)
+        if align is not None and not self.wide:
+            al = max(al, align)
+        sz = (end + al - 1) // al * al
+        if size is not None:
+            sz = max(sz, size)
+        self.moff, self.loff = moff, tuple(offs)
+        if self.union:                      # 联合的值：整块字节
+            self.elems = (UCHAR,) * sz
+            self.n = sz
+            self.loff = tuple(range(sz))
+            self.fields = tuple(f"#{k}" for k in range(sz))
+        self.size, self.align = sz, al
+        self.elem, self.dtype = UCHAR, UCHAR.dtype
 
     def __repr__(self):
         return self.name
+
+
+def union_of(name, members, size=None, align=None):
+    """联合类型：members 是 [(成员名, 成员类型)]，所有成员从第 0 个字节开始；size / align 是编译器给出的
+    sizeof 与对齐（不给时按自然对齐计算）。"""
+    if not members:
+        raise ValueError(f"联合 {name} 没有成员 / union {name} has no members")
+    mem = {f: (0, mt) for f, mt in members}
+    return Vec(name, UCHAR, 1, [f for f, _ in members], wide=False, align=align, elems=[UCHAR], members=mem,
+               size=size, union=True)
 
 
 def _vec_names():
@@ -143,18 +189,55 @@ class Arr(CType):
 
 
 def elems_of(t):
-    """标量元素个数 / number of scalar elements in a type."""
+    """存储单元的个数（标量、一个叶子，或按字节布局的结构体的字节数）/ number of storage units in a type."""
     n = 1
     while t.is_array:
         n *= t.n
         t = t.elem
-    return n * t.n if t.is_vec else n
+    return n * t.units if t.is_vec else n
 
 
 def scalar_of(t):
+    """存储单元的类型：数组的元素、结构体的 elem；指针存成 8 字节的句柄，void 按字节。"""
     while t.is_array:
         t = t.elem
-    return t.elem if t.is_vec else t
+    if t.is_vec:
+        return t.elem
+    if t.is_ptr or t.is_fnptr:
+        return PTRWORD
+    if t.is_void:
+        return UCHAR
+    return t
+
+
+def align_of(t):
+    """C 的对齐字节数 / alignment in bytes."""
+    while t.is_array:
+        t = t.elem
+    if t.is_vec:
+        return t.align
+    return 8 if t.is_ptr or t.is_fnptr else max(1, t.size)
+
+
+def leaf_offsets(t):
+    """类型 t 的每个叶子（寄存器里的一个标量）相对开头的字节偏移。"""
+    if t.is_array:
+        sub = leaf_offsets(t.elem)
+        return [k * t.elem.size + x for k in range(t.n or 0) for x in sub]
+    if t.is_vec:
+        return list(t.loff) if not t.uniform and t.n else [j * t.elem.size for j in range(t.n)]
+    return [0]
+
+
+def unit_size(t):
+    """按 t 访问时需要的最小存储单元（字节）：访问的标量大小，按字节布局的结构体与 void 为 1。"""
+    while t.is_array:
+        t = t.elem
+    if t.is_vec:
+        return t.elem.size if t.uniform else 1
+    if t.is_void:
+        return 1
+    return t.size
 
 
 VOID = Void()
@@ -182,6 +265,8 @@ except ImportError:       # pragma: no cover - 没有 ml_dtypes 时模拟器不�
     _ml_dtypes = None
 BF16 = Scalar("__nv_bfloat16", _ml_dtypes.bfloat16, "f", 16, 9) if _ml_dtypes is not None else None
 #: 没有 ml_dtypes 时，遇到 __nv_bfloat16 的说明
+#: 存放在内存里的指针：8 字节的句柄（见 interpreter 模块的说明）
+PTRWORD = Scalar("pointer", np.uint64, "u", 64, 4)
 BF16_MISSING = ("模拟器的 __nv_bfloat16 需要 Python 包 ml_dtypes（pip install ml_dtypes）"
                 "(the simulator's __nv_bfloat16 needs the ml_dtypes package)")
 

@@ -170,8 +170,6 @@ class Program:
             if vol:
                 base = base.t
             const = "const" in (getattr(node.type, "quals", None) or [])
-            if base.is_void:
-                raise _unsupported("void 指针 void*", node)
             return T.Ptr(base, vol=vol, const=const)
         if isinstance(node, c_ast.ArrayDecl):
             elem = self.resolve(node.type, where)

@@ -7,6 +7,36 @@ flow narrows the set of active lanes (sorted lane indices); loops iterate while
 any lane is still in them; ``return``/``break``/``continue`` take lanes out of
 the flow. Memory accesses are checked for bounds before they happen, counted
 per warp, and shared accesses go through the race tracker.
+
+Memory is byte-addressed like GPU memory. A pointer is (buffer, offset,
+pointee type); the offset counts the buffer's storage units (``buf.elem``):
+one element of a typed array (the fast path: an ``int*`` into an ``int``
+array reads ``data[offset]``), or one byte in a byte buffer (``char`` arrays,
+unions, structs whose members differ in size or include pointers, ``void*``).
+Casting a pointer changes only its pointee type; a cast to a type smaller than
+the unit (``(char*)ints``) moves the pointer to the buffer's byte view, which
+shares the data, the race records and the initialisation records; a cast back
+to the element type at an aligned offset returns to the typed array. A load
+or store of an ``s``-byte type through a unit of another size decodes /
+encodes little-endian bytes with numpy views; an address that is not a
+multiple of ``s`` raises the misaligned-address error (``SimtRuntimeError``),
+as the GPU faults. Counters see the bytes really touched (a 1-byte load is one
+request per lane; sectors and wavefronts by the bytes touched); race and
+initialisation checks work on the buffer's own units (a word of an ``int``
+array, a byte of a byte buffer), so two threads writing different bytes of
+one ``int`` element through a ``char*`` count as a conflict on that word.
+
+Pointers stored in memory (struct members, ``__shared__`` and file-scope
+pointer variables, arrays of pointers, ``&p``) take 8 bytes each: a 64-bit
+handle, the buffer's number (1, 2, ... in the order this launch first stored a
+pointer to it) in bits 40..63 and the signed offset in bits 0..39 (units of
+that buffer); 0 is the null pointer. A handle loaded back as a pointer gives
+the same buffer and offset (pointers to shared memory mean the reading
+thread's block, pointers to local memory the reading thread). Function
+pointers are stored as their function number. Handles read as integers are
+just numbers: only their round trip through memory (including memcpy) is
+meaningful. All lanes of one pointer value must point into one buffer (or be
+null).
 """
 
 from __future__ import annotations
@@ -220,6 +250,8 @@ class Machine:
         self.clock = 0                                     # 全局内存访问的时钟
         self.depth = 0
         self.consts = prog.consts
+        self.handles = []       # 存进内存的指针指向的数组（句柄 = 编号 + 1）
+        self._leafu = {}        # (结构体, 单元大小) -> 每个叶子的单元偏移
         self.S = {
             "Compound": self.s_compound, "Decl": self.s_decl, "DeclList": self.s_decllist,
             "If": self.s_if, "For": self.s_for, "While": self.s_while, "DoWhile": self.s_dowhile,
@@ -381,7 +413,7 @@ class Machine:
                 continue
             sc = T.scalar_of(t)
             align = max(sc.size, 4)
-            total = (total + align - 1) // align * align + (T.elems_of(t) if t.is_array else 1) * sc.size
+            total = (total + align - 1) // align * align + (T.elems_of(t)) * sc.size
             if total > STATIC_SHARED_LIMIT:
                 raise self.fail(CompileError, f"静态共享内存共 {total} 字节（算到 {d.name} 为止，包括这次没有执行到的声明），"
                                 f"超过 nvcc 的上限 {STATIC_SHARED_LIMIT} 字节（48 KiB）；更大的共享内存要用 extern __shared__ 动态分配",
@@ -469,10 +501,11 @@ class Machine:
                 sc = T.scalar_of(t)
                 if t.elem.is_array:
                     raise self.unsupported("多维局部数组的初始化", node)
+                el = t.elem if t.elem.is_ptr or t.elem.is_fnptr else sc
                 for k in range(n):
                     v = self.ev(vals[k], lanes, fr) if k < len(vals) else Val(T.INT, np.int32(0))
-                    p = Val(T.Ptr(sc), np.int64(k), buf)
-                    self.store(p, self.conv(v, sc, node), lanes, node)
+                    p = Val(T.Ptr(el), np.int64(k), buf)
+                    self.store(p, self.conv(v, el, node), lanes, node)
             return lanes
         var = self.new_var(t)
         if node.init is not None:
@@ -529,8 +562,6 @@ class Machine:
             vol = False
             if not isinstance(t, T.CType):
                 t, vol = t.t, True
-            if T.scalar_of(t).is_ptr:
-                raise self.unsupported(f"__shared__ 指针变量 {node.name}（所有线程共用的指针）", node)
             self.need_storable(_base_of(t), node)
             if t.is_array and t.n is None:
                 if "extern" not in (node.storage or []):
@@ -552,7 +583,7 @@ class Machine:
             else:
                 if "extern" in (node.storage or []):
                     raise self.unsupported("extern __shared__ 必须是没有长度的数组", node)
-                n = T.elems_of(t) if t.is_array else 1
+                n = T.elems_of(t)
                 sc = T.scalar_of(t)
                 align = max(sc.size, 4)
                 self.shared_off = (self.shared_off + align - 1) // align * align
@@ -684,10 +715,10 @@ class Machine:
         if t.is_vec:
             if not t.flat:
                 self.need_storable(t, None)
-                buf = Buffer("local", t.name, np.zeros(self.L * t.n, t.elem.dtype), t.elem, t.n)
+                buf = Buffer("local", t.name, np.zeros(self.L * t.units, t.elem.dtype), t.elem, t.units)
                 buf.t = t
                 if self.initcheck:
-                    buf.init = np.zeros(self.L * t.n, bool)
+                    buf.init = np.zeros(self.L * t.units, bool)
                 return Var(t, None, buf, mem=True)
             return Var(t, [self.new_var(e) for e in t.elems])
         return Var(t, t.dtype.type(0) if t.is_scalar else np.int64(0))
@@ -703,6 +734,15 @@ class Machine:
         self.need_storable(t, node)
         sc = T.scalar_of(t)
         n = T.elems_of(t)
+        if t.is_ptr or t.is_fnptr or t.is_vec and not t.uniform:
+            # 指针、按字节布局的结构体：按 C 的布局写进新的局部内存（指针存成句柄）
+            val = Val(t, tuple(Val(c.t, c.data, c.buf) if c.t.is_ptr else c.data for c in var.data) if t.is_vec
+                      else var.data, var.buf)
+            buf = Buffer("local", name, np.zeros(self.L * n, sc.dtype), sc, n)
+            buf.t = t
+            self.store(Val(T.Ptr(t), np.int64(0), buf), val, self.ALL, node)
+            var.data, var.buf, var.mem, var.owned = None, buf, True, False
+            return
         cur = [c.data for c in var.data] if t.is_vec else [var.data]
         data = np.zeros(self.L * n, sc.dtype)
         view = data.reshape(self.L, n)
@@ -828,7 +868,7 @@ class Machine:
                 t = t.t
             self.need_storable(_base_of(t), node)
             sc = T.scalar_of(t)
-            n = T.elems_of(t) if t.is_array else 1
+            n = T.elems_of(t)
             data = np.zeros(n, sc.dtype)
             if node.init is not None:
                 exprs = node.init.exprs if isinstance(node.init, c_ast.InitList) else [node.init]
@@ -839,6 +879,10 @@ class Machine:
                     v = self.ev(e, self.ALL, fr)
                     if np.ndim(v.v):
                         raise self.unsupported(f"{name} 的初值不是常量表达式", node)
+                    if sc is T.PTRWORD:       # 指针变量的初值（0 或 &数组[i]）存成句柄
+                        v = self.conv(v, _base_of(t), node)
+                        data[k] = self._ptr_encode(v, _base_of(t))
+                        continue
                     data[k] = self.conv(v, sc, node).v
             if name in self.symbols:
                 src = self.symbols[name]
@@ -921,7 +965,12 @@ class Machine:
                 return "reg", Var(mt, x.data[comp:comp + mt.n])
             return "reg", x.data[comp]
         if kind == "mem":
-            return "mem", Val(T.Ptr(mt, x.t.vol, x.t.const), x.v + comp, x.buf)
+            u = x.buf.elem.size if x.buf is not None else vt.elem.size
+            if vt.uniform:
+                off = comp if u == vt.elem.size else comp * vt.elem.size // u
+            else:
+                off = vt.moff[f] // u
+            return "mem", Val(T.Ptr(mt, x.t.vol, x.t.const), x.v + off, x.buf)
         if not mt.is_scalar:
             if mt.is_vec:
                 return "val", Val(mt, tuple(x.v[comp:comp + mt.n]))
@@ -933,7 +982,9 @@ class Machine:
 
     def truth(self, val):
         if val.t.is_ptr:
-            raise self.unsupported("把指针当作条件", None)
+            if val.buf is None:
+                return np.bool_(False)        # 空指针
+            return np.bool_(True) if np.ndim(val.v) == 0 else np.ones(np.shape(val.v), bool)
         v = val.v
         if v.dtype == np.bool_ if isinstance(v, np.ndarray) else isinstance(v, np.bool_):
             return v
@@ -956,12 +1007,9 @@ class Machine:
                 if np.ndim(val.v) == 0 and int(val.v) == 0:
                     return Val(t, np.int64(0), None)
                 raise self.unsupported("把整数赋给指针", node)
-            a, b = T.scalar_of(val.t.base), T.scalar_of(t.base)
-            if a.dtype != b.dtype and not (getattr(a, "dtype", None) is not None and getattr(b, "dtype", None) is not None
-                                           and a.dtype.itemsize == b.dtype.itemsize and a is not T.BOOL and b is not T.BOOL):
-                # 单元大小相同（int* 与 float4*）：按位重新解释；大小不同的转换需要按字节寻址，不支持
-                raise self.unsupported(f"指针类型转换 {val.t!r} -> {t!r}（元素大小不同）", node)
-            return Val(t, val.v, val.buf)
+            if val.buf is None:
+                return Val(t, val.v, None)
+            return self.retarget(Val(t, val.v, val.buf))
         if val.t.is_ptr:
             if t.is_scalar and t.is_int and t.bits == 64 and val.buf is not None and val.buf.kind == "global":
                 # 全局数组的指针转成 64 位整数：CPU 上这块内存的真实地址（用来检查对齐，如 (size_t)p % 16）
@@ -971,6 +1019,23 @@ class Machine:
         if t.is_void:
             return val
         return Val(t, T.cast(val.v, t))
+
+    def retarget(self, p):
+        """指针换了指向的类型之后选存储单元：新类型比单元小（(char*)ints）时换到按字节的视图；
+        从字节视图转回元素类型、地址对齐时回到原来的数组（快速路径）。"""
+        buf = p.buf
+        u = buf.elem.size
+        need = T.unit_size(p.t.base)
+        if need % u == 0:
+            par = buf.parent
+            if par is not None and need % par.elem.size == 0:
+                r = par.elem.size
+                v = np.asarray(p.v)
+                if not np.any(v % r):
+                    v = v // r
+                    return Val(p.t, v[()] if v.ndim == 0 else v, par)
+            return p
+        return Val(p.t, p.v * u, buf.byte_view())
 
     def e_cast(self, node, lanes, fr):
         t = self.prog.resolve(node.to_type, node)
@@ -1051,6 +1116,14 @@ class Machine:
 
     def ptr_arith(self, op, a, b, node):
         if a.t.is_ptr and b.t.is_ptr:
+            if a.buf is not b.buf and op in ("==", "!=") and (a.buf is None or b.buf is None):
+                same = a.buf is None and b.buf is None        # 与空指针比较
+                return Val(T.BOOL, np.bool_(same if op == "==" else not same))
+            if a.buf is not b.buf and a.buf is not None and b.buf is not None and \
+                    (a.buf.parent or a.buf) is (b.buf.parent or b.buf):
+                # 同一块内存的字节视图与元素视图：都换成字节偏移
+                a = Val(a.t, a.v * a.buf.elem.size, a.buf.byte_view())
+                b = Val(b.t, b.v * b.buf.elem.size, a.buf)
             if op in ("<", ">", "<=", ">=", "==", "!="):
                 if a.buf is not b.buf:
                     raise self.unsupported("比较指向不同数组的指针", node)
@@ -1060,7 +1133,7 @@ class Machine:
             if op == "-":
                 if a.buf is not b.buf:
                     raise self.unsupported("相减的指针指向不同的数组", node)
-                return Val(T.LONG, (a.v - b.v) // a.t.stride)
+                return Val(T.LONG, (a.v - b.v) // self.stride(a))
             raise self.unsupported(f"指针运算 {op}", node)
         if b.t.is_ptr:
             if op != "+":
@@ -1070,8 +1143,15 @@ class Machine:
             raise self.unsupported(f"指针运算 {op}", node)
         k = np.asarray(b.v).astype(np.int64)
         k = k[()] if k.ndim == 0 else k
-        off = a.v + k * a.t.stride if op == "+" else a.v - k * a.t.stride
+        st = self.stride(a)
+        off = a.v + k * st if op == "+" else a.v - k * st
         return Val(a.t, off, a.buf)
+
+    def stride(self, p):
+        """指针加一移动的存储单元个数：指向的类型的字节数 / 单元的字节数。"""
+        if p.buf is None:
+            return p.t.stride
+        return p.t.base.size // p.buf.elem.size or 1
 
     def e_binary(self, node, lanes, fr):
         op = node.op
@@ -1224,8 +1304,6 @@ class Machine:
                 kind, x = self.lvalue(e, lanes, fr)
                 if kind == "mem":
                     return x
-                if x.t.is_ptr:
-                    raise self.unsupported(f"取指针变量 {e.name} 的地址（指向指针的指针）", node)
                 self.spill(x, e.name, node)
                 return Val(T.Ptr(x.t), np.int64(0), x.buf)
             if isinstance(e, c_ast.UnaryOp) and e.op == "*":
@@ -1334,13 +1412,15 @@ class Machine:
         返回每个分量的指针。"""
         vt = p.t.base
         el = vt.elem
+        u = p.buf.elem.size if p.buf is not None else el.size
+        step = el.size // u if el.size >= u else 1
         self.check_bounds(p, lanes, node, what)
-        self.check_bounds(Val(T.Ptr(el), p.v + (vt.n - 1), p.buf), lanes, node, what)
+        self.check_bounds(Val(T.Ptr(el), p.v + (vt.n * step - 1), p.buf), lanes, node, what)
         if p.buf.kind == "global":     # 全局数组：CPU 上这块内存的真实地址（与 (size_t)p % 16 的判断一致）
             base = int(p.buf.data.ctypes.data) % 64
         else:
             base = p.buf.base if p.buf.kind == "shared" and p.buf.base >= 0 else 0
-        mis = (base + np.asarray(p.v) * el.size) % vt.align != 0
+        mis = (base + np.asarray(p.v) * u) % vt.align != 0
         if np.any(mis):
             i = int(np.flatnonzero(np.broadcast_to(mis, (lanes.n,)))[0])
             raise self.fail(SimtRuntimeError, f"{vt.name} 访问 {p.buf.name}[{int(np.broadcast_to(p.v, (lanes.n,))[i])}] 的地址"
@@ -1351,8 +1431,21 @@ class Machine:
         else:                  # double4 ...：每 16 字节一条宽指令
             per = 16 // el.size
             for k in range(0, vt.n, per):
-                self._account(Val(p.t, p.v + k, p.buf), lanes, node, store, 16)
-        return [Val(T.Ptr(el, p.t.vol, p.t.const), p.v + j, p.buf) for j in range(vt.n)]
+                self._account(Val(p.t, p.v + k * step, p.buf), lanes, node, store, 16)
+        return [Val(T.Ptr(el, p.t.vol, p.t.const), p.v + j * step, p.buf) for j in range(vt.n)]
+
+    def leaf_units(self, vt, buf):
+        """结构体每个叶子相对开头的偏移（按 buf 的存储单元计）。"""
+        u = buf.elem.size if buf is not None else vt.elem.size
+        key = (id(vt), u)
+        r = self._leafu.get(key)
+        if r is None:
+            if vt.uniform:
+                r = tuple(range(vt.n)) if u == vt.elem.size else tuple(j * vt.elem.size // u for j in range(vt.n))
+            else:
+                r = tuple(o // u for o in vt.loff)
+            self._leafu[key] = r
+        return r
 
     def load(self, p, lanes, node):
         if p.t.base.is_vec:
@@ -1361,12 +1454,22 @@ class Machine:
                 self.need_storable(vt, node)
             if lanes.n == 0:
                 return Val(vt, tuple(e.dtype.type(0) for e in vt.elems))
-            if not vt.wide:    # 结构体：逐个成员读
-                return Val(vt, tuple(self.load(Val(T.Ptr(e, p.t.vol, p.t.const), p.v + j, p.buf), lanes, node).v
-                                     for j, e in enumerate(vt.elems)))
-            return Val(vt, tuple(self._load(q, lanes, node) for q in self.vec_access(p, lanes, node, "读", False)))
+            if not vt.wide:    # 结构体：逐个成员读（指针成员是带着数组的 Val）
+                offs = self.leaf_units(vt, p.buf)
+                out = []
+                for j, e in enumerate(vt.elems):
+                    x = self.load(Val(T.Ptr(e, p.t.vol, p.t.const), p.v + offs[j], p.buf), lanes, node)
+                    out.append(x if e.is_ptr else x.v)
+                return Val(vt, tuple(out))
+            qs = self.vec_access(p, lanes, node, "读", False)
+            if p.buf.elem.size != vt.elem.size:      # 字节内存里的向量：逐个分量按字节解码
+                return Val(vt, tuple(self._bread(q, lanes, node) for q in qs))
+            return Val(vt, tuple(self._load(q, lanes, node) for q in qs))
+        el = p.t.base
         if lanes.n == 0:
-            return Val(p.t.base, p.t.base.dtype.type(0))
+            return Val(el, el.dtype.type(0)) if el.is_scalar else Val(el, np.int64(0), None)
+        if not el.is_scalar or p.buf is not None and (el.size != p.buf.elem.size or p.buf.parent is not None):
+            return self._bload(p, lanes, node)
         self.check_bounds(p, lanes, node, "读")
         self._account(p, lanes, node, False)
         return Val(p.t.base, self._load(p, lanes, node))
@@ -1399,12 +1502,20 @@ class Machine:
             vt = p.t.base
             self.need_storable(vt, node)
             if not vt.wide:    # 结构体：逐个成员写
+                offs = self.leaf_units(vt, p.buf)
                 for j, x in enumerate(val.v):
                     e = vt.elems[j]
-                    self.store(Val(T.Ptr(e, p.t.vol, p.t.const), p.v + j, p.buf), Val(e, x), lanes, node)
+                    self.store(Val(T.Ptr(e, p.t.vol, p.t.const), p.v + offs[j], p.buf),
+                               x if isinstance(x, Val) else Val(e, x), lanes, node)
                 return
-            for q, x in zip(self.vec_access(p, lanes, node, "写", True), val.v):
-                self._store(q, Val(vt.elem, x), lanes, node)
+            qs = self.vec_access(p, lanes, node, "写", True)
+            wr = self._bwrite if p.buf.elem.size != vt.elem.size else self._store
+            for q, x in zip(qs, val.v):
+                wr(q, Val(vt.elem, x), lanes, node)
+            return
+        el = p.t.base
+        if not el.is_scalar or p.buf is not None and (el.size != p.buf.elem.size or p.buf.parent is not None):
+            self._bstore(p, val, lanes, node)
             return
         self.check_bounds(p, lanes, node, "写")
         self._account(p, lanes, node, True)
@@ -1438,6 +1549,148 @@ class Machine:
             buf.data[flat] = v
         if buf.init is not None:
             self.mark_init(buf, flat)
+
+    # ------------------------------------------------------------ 按字节访问
+    def _access_checks(self, p, lanes, node, what, s):
+        """按字节访问的检查：空指针与两端的边界、按 s 字节对齐。"""
+        self.check_bounds(p, lanes, node, what)
+        buf = p.buf
+        u = buf.elem.size
+        if s > u:
+            self.check_bounds(Val(p.t, p.v + (s // u - 1), buf), lanes, node, what)
+        a = min(s, 16)
+        if a > 1:
+            if buf.kind == "global":
+                base = int(buf.data.ctypes.data) % 256
+            else:
+                base = buf.base if buf.kind == "shared" and buf.base >= 0 else 0
+            mis = (base + np.asarray(p.v) * u) % a != 0
+            if np.any(mis):
+                i = int(np.flatnonzero(np.broadcast_to(mis, (lanes.n,)))[0])
+                o = int(np.broadcast_to(p.v, (lanes.n,))[i])
+                el = p.t.base
+                rw = {"读": "read", "写": "write"}.get(what, what)
+                raise self.fail(SimtRuntimeError, f"{what} {el!r}（{s} 字节）访问 {buf.name} 的第 {o * u} 个字节，地址没有按 {a} 字节"
+                                "对齐（GPU 上是 misaligned address 错误）",
+                                f"misaligned {s}-byte {rw} of {el!r} at byte {o * u} of {buf.name} (the GPU faults: "
+                                "misaligned address)", node, lane=self.ids(lanes)[i])
+
+    def _cells(self, buf, flat, s):
+        """访问 buf 的 flat 单元起 s 个字节碰到的记录单元：(记录所在的数组, [每个单元的下标数组])。"""
+        root = buf.parent or buf
+        c = root.elem.size
+        first = flat * buf.elem.size // c if buf is not root else flat
+        span = max(1, s // c)
+        return root, [first + k for k in range(span)]
+
+    def _bread(self, p, lanes, node):
+        """读 p 指向的 s 个字节并按 p 的类型解码（已经检查过边界与对齐）；返回数值，指针是 Val。"""
+        buf = p.buf
+        el = p.t.base
+        s = el.size
+        flat = self._flat(buf, p.v, lanes)
+        root, cells = self._cells(buf, flat, s)
+        for cl in cells:
+            if root.tracker is not None:
+                self.race(root, cl, lanes, node, p.t.vol, False)
+            elif root.gtracker is not None:
+                self.global_race(root, cl, lanes, node, "read")
+            if root.init is not None:
+                self.check_init(root, cl, lanes, node)
+        dt = el.dtype if el.is_scalar or el.is_fnptr else np.dtype(np.uint64)
+        b = flat * buf.elem.size
+        raw = buf.raw
+        if np.ndim(b) == 0:
+            v = raw[int(b):int(b) + s].view(dt)[0]
+        else:
+            v = raw[b[:, None] + np.arange(s)].view(dt).reshape(-1)
+        if el.is_ptr:
+            return self._ptr_decode(v, p.t.base, lanes, node)
+        return v
+
+    def _bload(self, p, lanes, node):
+        el = p.t.base
+        self._access_checks(p, lanes, node, "读", el.size)
+        self._account(p, lanes, node, False, el.size)
+        v = self._bread(p, lanes, node)
+        return v if isinstance(v, Val) else Val(el, v)
+
+    def _bwrite(self, p, val, lanes, node):
+        """把 val 按 p 的类型编码成字节写进去（已经检查过边界与对齐）。"""
+        buf = p.buf
+        if p.t.const or buf.constant:
+            raise self.const_write(buf, node)
+        if not buf.data.flags.writeable:
+            raise self.fail(SimtRuntimeError, f"写入只读数组 {buf.name}（传入的数组不可写）",
+                            f"write to read-only array {buf.name}", node, lane=self.ids(lanes)[0])
+        el = p.t.base
+        s = el.size
+        if el.is_ptr:
+            v = np.asarray(self._ptr_encode(val, el), np.uint64)
+        elif el.is_fnptr:
+            v = np.asarray(val.v, np.int64)
+        else:
+            v = np.asarray(T.cast(val.v, el), el.dtype)
+        flat = self._flat(buf, p.v, lanes)
+        root, cells = self._cells(buf, flat, s)
+        for cl in cells:
+            if root.tracker is not None:
+                self.race(root, cl, lanes, node, p.t.vol, True, None)
+            elif root.kind == "global" and self.global_racecheck:
+                if root.gtracker is None:
+                    root.gtracker = GlobalTracker(root.per)
+                self.global_race(root, cl, lanes, node, "write", None)
+        b = flat * buf.elem.size
+        raw = buf.raw
+        bytes_ = v.reshape(-1).view(np.uint8)
+        if np.ndim(b) == 0:
+            raw[int(b):int(b) + s] = bytes_[-s:]      # 多个线程写同一个地址：编号最大的线程的值留下
+        else:
+            if v.ndim == 0:
+                bytes_ = np.broadcast_to(bytes_, (b.size, s))
+            raw[b[:, None] + np.arange(s)] = bytes_.reshape(-1, s)
+        if root.init is not None:
+            for cl in cells:
+                self.mark_init(root, cl)
+
+    def _bstore(self, p, val, lanes, node):
+        el = p.t.base
+        if lanes.n == 0:
+            return
+        self._access_checks(p, lanes, node, "写", el.size)
+        self._account(p, lanes, node, True, el.size)
+        self._bwrite(p, val, lanes, node)
+
+    def _ptr_encode(self, val, t):
+        """指针值 -> 64 位句柄（见模块说明）。"""
+        if val.buf is None:
+            return np.uint64(0)
+        buf = val.buf
+        for k, h in enumerate(self.handles):
+            if h is buf:
+                break
+        else:
+            self.handles.append(buf)
+            k = len(self.handles) - 1
+        off = np.asarray(val.v).astype(np.int64) & np.int64((1 << 40) - 1)
+        r = (np.uint64(k + 1) << np.uint64(40)) | off.astype(np.uint64)
+        return r[()] if r.ndim == 0 else r
+
+    def _ptr_decode(self, v, t, lanes, node):
+        """64 位句柄 -> 指针 Val；空句柄的线程得到越界的偏移（通过它访问时报告越界）。"""
+        v = np.asarray(v, np.uint64)
+        h = (v >> np.uint64(40)).astype(np.int64)
+        off = (v & np.uint64((1 << 40) - 1)).astype(np.int64)
+        off = np.where(off >= (1 << 39), off - (1 << 40), off)
+        hs = np.unique(h)
+        hs = hs[hs != 0]
+        if hs.size == 0:
+            return Val(t, np.int64(0), None)
+        if hs.size > 1 or int(hs[0]) > len(self.handles):
+            raise self.unsupported("从内存读出的指针在不同线程中指向不同的数组", node)
+        buf = self.handles[int(hs[0]) - 1]
+        off = np.where(h == 0, np.int64(-(1 << 40)), off)
+        return Val(t, off[()] if off.ndim == 0 else off, buf)
 
     def const_write(self, buf, node):
         if buf.constant:
@@ -2104,14 +2357,19 @@ class Machine:
         """memcpy/memset：按存储单元逐个复制，每个线程 nbytes / 单元大小 次（字节数必须是单元大小的整数倍）。"""
         es = d.buf.elem.size
         nb = np.broadcast_to(np.asarray(T.cast(nbytes.v, T.LONG)).astype(np.int64), (lanes.n,))
-        if np.any(nb % es) or np.any(nb < 0):
-            raise self.unsupported(f"{name} 的字节数不是 {d.buf.elem.name} 大小（{es} 字节）的整数倍", node)
+        if np.any(nb < 0):
+            raise self.unsupported(f"{name} 的字节数为负", node)
         cnt = nb // es
         dv = np.broadcast_to(np.asarray(d.v), (lanes.n,))
         for k in range(int(cnt.max()) if cnt.size else 0):
             m = cnt > k
             sub = self.sub(lanes, m)
             body(k, sub, m, Val(T.Ptr(d.buf.elem), dv[m] + k, d.buf))
+
+    def _as_bytes(self, p):
+        """同一个地址的 unsigned char 指针（按字节的视图）。"""
+        u = p.buf.elem.size
+        return Val(T.Ptr(T.UCHAR, p.t.vol, p.t.const), p.v * u, p.buf.byte_view())
 
     def b___builtin_memcpy(self, node, args, lanes, fr):
         """memcpy(dst, src, n)：两边的存储单元大小相同时按位复制（结构体、不同类型的数组之间也可以）。"""
@@ -2121,8 +2379,10 @@ class Machine:
         d, src = self._mem_ptr(d, "memcpy", node, lanes), self._mem_ptr(src, "memcpy", node, lanes)
         if lanes.n == 0:
             return d
-        if d.buf.elem.size != src.buf.elem.size:
-            raise self.unsupported(f"memcpy 在单元大小不同的内存之间复制（{src.buf.elem.name} 到 {d.buf.elem.name}）", node)
+        nb = np.asarray(T.cast(n.v, T.LONG)).astype(np.int64)
+        if d.buf.elem.size != src.buf.elem.size or np.any(nb % d.buf.elem.size):
+            # 单元大小不同或字节数不是单元的整数倍：两边都按字节复制
+            d, src = self._as_bytes(d), self._as_bytes(src)
         sv = np.broadcast_to(np.asarray(src.v), (lanes.n,))
 
         def body(k, sub, m, q):
@@ -2144,6 +2404,8 @@ class Machine:
         if np.ndim(c.v) and np.any(np.asarray(c.v) != np.asarray(c.v).reshape(-1)[0]):
             raise self.unsupported("memset 的值在各线程不同", node)
         byte = int(np.asarray(c.v).reshape(-1)[0]) & 0xFF
+        if np.any(np.asarray(T.cast(n.v, T.LONG)).astype(np.int64) % d.buf.elem.size):
+            d = self._as_bytes(d)          # 字节数不是单元的整数倍：按字节写
         pat = np.full(d.buf.elem.size, byte, np.uint8).view(d.buf.elem.dtype)[0]
         self._mem_loop("memset", d, n, lanes, node, lambda k, sub, m, q: self.store(q, Val(d.buf.elem, pat), sub, node))
         return d

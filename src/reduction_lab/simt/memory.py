@@ -32,6 +32,26 @@ class Buffer:
         self.t = None             # 声明的类型
         self.init = None          # 共享 / 局部内存：每个单元是否被写过（None：不检查）
         self.init_w = 1           # 每个元素占 init 里的几个单元（动态共享内存按字节记录）
+        self.parent = None        # 按字节的视图：原来那块内存（竞争与初始化记录都在它那里）
+        self._bytes = None
+
+    @property
+    def raw(self):
+        """同一块内存按字节看（numpy 的视图，不复制）。"""
+        return self.data.view(np.uint8)
+
+    def byte_view(self):
+        """这块内存的按字节视图（unsigned char 为单元，共用数据、竞争与初始化记录）：指针转换成元素更小的类型时用。"""
+        if self.elem.size == 1:
+            return self
+        b = self._bytes
+        if b is None:
+            u = self.elem.size
+            b = Buffer(self.kind, self.name, self.data.view(np.uint8), T.UCHAR, self.per * u, self.vol, self.base)
+            b.parent = self
+            b.constant, b.scalar, b.t = self.constant, self.scalar, self.t
+            self._bytes = b
+        return b
 
 
 def array_arg(a, pname, t):
@@ -57,6 +77,11 @@ def array_arg(a, pname, t):
             f"pointer parameter {pname} needs an array, got {type(a).__name__}"
         )
     el = T.scalar_of(t.base)
+    if el.size == 1 and (t.base.is_void or t.base.is_vec and not t.base.uniform):
+        # void* 与按字节布局的结构体（成员大小不同、含指针、联合）：任何连续的数组都按字节看
+        if arr.size and not arr.flags.c_contiguous:
+            raise ValueError(f"参数 {pname} 不是连续存储的数组（strides={arr.strides}）/ array must be C-contiguous")
+        return arr.reshape(-1).view(np.uint8)
     if arr.dtype != el.dtype:
         raise TypeError(
             f"参数 {pname} 的元素类型应为 {el.name}（{el.dtype}），得到 {arr.dtype} / "

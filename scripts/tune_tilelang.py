@@ -1,4 +1,15 @@
-"""在 GPU 上扫描 TileLang 行求和的参数（每块几行几列、线程数、行切分、延迟归约），打印 GB/s。
+"""在 GPU 上扫描 TileLang 行求和与 softmax 的参数，打印 GB/s。
+
+softmax（``--kernel softmax``）：float32 与 bfloat16，N = 512 … 262144（M = total-elems / N），每个 (dtype, N)
+试几种配置（默认配置与 row / online / cluster 路径的少数变体），每个配置先与 float64 的参考比对
+（不符就不计时），再用 ``triton.testing.do_bench`` 计时，旁边是同样字节数的 ``y.copy_(x)``。打印表格、
+按 ``tilelang_kernels.SOFTMAX_TABLE`` 的格式打印每个 (元素字节数, N) 的最佳配置，``--json`` 写出全部结果。
+全部候选先并行编译（--jobs）；H200 上全程约 5 分钟（``--quick``：每个 (dtype, N) 只测默认配置）。
+
+    REDUCTION_LAB_MODE=gpu python scripts/tune_tilelang.py --kernel softmax [--quick] [--dtypes float32,bfloat16]
+        [--ns 512,...,262144] [--jobs 12] [--json out.json]
+
+行求和（默认 ``--kernel sum``）：
 
     REDUCTION_LAB_MODE=gpu python scripts/tune_tilelang.py [--total-elems 67108864]
         [--ns 512,4096,262144] [--threads 128,256,512] [--ept 16,32] [--splits 1,4,16]
@@ -86,7 +97,6 @@ def prewarm(x, cfgs, jobs):
         if cfg["n_split"] > 1:
             work.append(("reduce_sum", (M, cfg["n_split"]),
                          tk.default_config("reduce_sum", M, cfg["n_split"], gpu=True)))
-    work.append(("softmax", (M, N), tk.default_config("softmax", M, N, gpu=True)))
 
     def one(item):
         kernel, shape, cfg = item
@@ -103,10 +113,159 @@ def prewarm(x, cfgs, jobs):
     print(f"  预编译 {len(work)} 个内核：{time.time() - t0:.0f} s，失败 {len(errors)} {errors[:3]}", flush=True)
 
 
+SOFTMAX_NS = "512,1024,2048,4096,8192,16384,32768,65536,131072,262144"
+
+
+def softmax_candidates(M, N, elem):
+    """(dtype, N) 的候选配置：默认配置在前，另加少数变体（编译次数决定了脚本的总时间）。"""
+    default = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)
+    out = [default]
+
+    def add(**cfg):
+        full = dict(path="row", block_m=1, block_n=next_pow2(N), threads=256, n_seg=1)
+        full.update(cfg)
+        try:
+            full = tk._resolve("softmax", M, N, True, full, elem_size=elem)
+        except (ValueError, TypeError):
+            return
+        if full not in out:
+            out.append(full)
+
+    bn = next_pow2(N)
+    if bn <= 32768:
+        elems = default["block_m"] * default["block_n"]
+        t = default["threads"]
+        for threads, per_block in ((t * 2, elems), (t, elems * 2), (max(32, t // 2), elems)):
+            if threads <= 1024 and per_block // threads <= 64 and per_block >= bn:
+                add(path="row", block_m=max(1, per_block // bn), block_n=bn, threads=threads)
+    if bn >= 32768:
+        for n_seg, block_n, threads in ((N // 32768, 8192, 1024), (N // 16384, 4096, 512), (N // 16384, 8192, 1024)):
+            if 2 <= n_seg <= 8:
+                add(path="cluster", block_n=block_n, threads=threads, n_seg=n_seg)
+        add(path="online", block_n=4096, threads=256)      # 两遍读的对照
+    return out
+
+
+def softmax_table_entry(cfg, N):
+    """把一个配置写成 SOFTMAX_TABLE 的一项。"""
+    if cfg["path"] == "row":
+        return dict(path="row", threads=cfg["threads"], elems=cfg["block_m"] * cfg["block_n"])
+    entry = dict(path=cfg["path"], threads=cfg["threads"], block_n=cfg["block_n"])
+    if cfg["path"] == "cluster":
+        entry["n_seg"] = cfg["n_seg"]
+    return entry
+
+
+def prewarm_softmax(jobs_list, jobs):
+    """并行编译 (dtype, M, N, 配置) 的全部内核（进 TileLang 的磁盘缓存）。"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    target = tk.current_target(torch.device("cuda", torch.cuda.current_device()))
+    jit = tk._jit_for("softmax", target)
+
+    def one(item):
+        dtype, M, N, cfg = item
+        x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
+        stats = torch.empty((M if cfg["path"] == "cluster" else 1, cfg["n_seg"], 2), device="meta")
+        try:
+            jit.compile(x, x, stats, cpu=False, dtype=dtype, phase=0, **cfg)
+        except Exception as exc:  # noqa: BLE001  验证阶段会再报一次
+            return f"{dtype} N={N} {cfg}: {type(exc).__name__}: {str(exc)[:200]}"
+        return None
+
+    t0 = time.time()
+    with ThreadPoolExecutor(jobs) as pool:
+        errors = [e for e in pool.map(one, jobs_list) if e]
+    print(f"# 预编译 {len(jobs_list)} 个 softmax 内核：{time.time() - t0:.0f} s，失败 {len(errors)}", flush=True)
+    for e in errors:
+        print(f"#   {e}", flush=True)
+
+
+def tune_softmax(args):
+    from triton.testing import do_bench
+
+    dtypes = args.dtypes.split(",")
+    ns = [int(v) for v in (args.ns or SOFTMAX_NS).split(",")]
+    plan = []
+    for dtype in dtypes:
+        elem = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
+        for n in ns:
+            m = args.total_elems // n
+            cfgs = softmax_candidates(m, n, elem)
+            plan.append((dtype, m, n, cfgs[:1] if args.quick else cfgs))
+    if args.jobs > 0:
+        prewarm_softmax([(d, m, n, c) for d, m, n, cfgs in plan for c in cfgs], args.jobs)
+    props = torch.cuda.get_device_properties(0)
+    print(f"# {props.name}；GB/s 按读+写 2*M*N*元素字节数计，do_bench 中位数；copy 是同样字节数的 y.copy_(x)",
+          flush=True)
+    results, best = [], {}
+    t_start = time.time()
+    for dtype, m, n, cfgs in plan:
+        torch.manual_seed(0)
+        x = (torch.randn(m, n, device="cuda") * 4).to(getattr(torch, dtype))
+        x[0, : n // 2] = float("-inf")          # 一行前一半被遮住
+        if m > 1:
+            x[1] -= 1000.0                      # 一行全是很大的负数
+        y = torch.empty_like(x)
+        ref = torch.softmax(x.double(), 1)
+        atol, rtol = (1e-6, 1e-4) if dtype == "float32" else (1e-5, 1.6e-2)
+        nbytes = 2 * x.numel() * x.element_size()
+        copy_ms = do_bench(lambda: y.copy_(x))
+        row = {"dtype": dtype, "N": n, "M": m, "copy_gbs": nbytes / copy_ms / 1e6, "configs": []}
+        for cfg in cfgs:
+            rec = {"cfg": cfg}
+            try:
+                t0 = time.time()
+                got = tk.softmax(x, **cfg)
+                rec["first_call_s"] = round(time.time() - t0, 2)
+                err = (got.double() - ref).abs()
+                bad = err > atol + rtol * ref.abs()
+                rec["ok"] = not bool(bad.any())
+                rec["max_abs_err"] = float(err.max())
+                if rec["ok"]:
+                    ms = do_bench(lambda: tk.softmax(x, out=y, **cfg))
+                    rec["gbs"] = nbytes / ms / 1e6
+                    rec["pct_copy"] = 100 * rec["gbs"] / row["copy_gbs"]
+                del got, err, bad
+            except Exception as exc:  # noqa: BLE001  一个配置失败不影响其余配置
+                rec["ok"] = False
+                rec["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            row["configs"].append(rec)
+            status = (f"{rec['gbs']:6.0f} GB/s {rec['pct_copy']:5.1f}%" if rec.get("gbs")
+                      else f"FAILED {rec.get('error', 'mismatch max_abs_err=%.3g' % rec.get('max_abs_err', -1))}")
+            print(f"  {dtype:8} N={n:>6} {cfg} -> {status}", flush=True)
+        good = [r for r in row["configs"] if r.get("gbs")]
+        top = max(good, key=lambda r: r["gbs"], default=None)
+        row["default_pct"] = row["configs"][0].get("pct_copy")
+        row["best"] = top and top["cfg"]
+        row["best_pct"] = top and top["pct_copy"]
+        if top:
+            best[(x.element_size(), n)] = softmax_table_entry(top["cfg"], n)
+        results.append(row)
+        del x, y, ref
+        torch.cuda.empty_cache()
+    print(f"\n# 计时阶段 {time.time() - t_start:.0f} s")
+    print(f"{'dtype':8} {'N':>7} {'copy GB/s':>9} {'default %':>9} {'best %':>7}  best config")
+    for r in results:
+        d = f"{r['default_pct']:.1f}" if r["default_pct"] else "FAIL"
+        b = f"{r['best_pct']:.1f}" if r["best_pct"] else "FAIL"
+        print(f"{r['dtype']:8} {r['N']:>7} {r['copy_gbs']:9.0f} {d:>9} {b:>7}  {r['best']}")
+    print("\n# SOFTMAX_TABLE（最佳配置；bfloat16 的结果用于所有 2 字节的 dtype）：")
+    for key in sorted(best):
+        print(f"    {key}: dict({', '.join(f'{k}={v!r}' for k, v in best[key].items())}),")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": props.name, "total_elems": args.total_elems, "results": results,
+                       "table": {f"{e},{n}": v for (e, n), v in sorted(best.items())}}, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernel", choices=("sum", "softmax"), default="sum")
+    ap.add_argument("--dtypes", default="float32,bfloat16", help="softmax 的 dtype（逗号分隔）")
+    ap.add_argument("--quick", action="store_true", help="softmax：每个 (dtype, N) 只测默认配置")
     ap.add_argument("--total-elems", type=int, default=1 << 26)
-    ap.add_argument("--ns", default="512,1024,2048,4096,8192,16384,32768,65536,131072,262144")
+    ap.add_argument("--ns", default=None, help="N 的列表（逗号分隔；默认 512 … 262144）")
     ap.add_argument("--threads", default="128,256,512")
     ap.add_argument("--ept", default="16,32", help="每个线程每块的元素个数（块大小 = threads * ept）")
     ap.add_argument("--splits", default="1,4,16", help="行切分段数的候选（只在行块数少于约两波时试）")
@@ -115,13 +274,16 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     rl.runtime.require_gpu("tune_tilelang")
+    if args.kernel == "softmax":
+        tune_softmax(args)
+        return
     threads_list = [int(v) for v in args.threads.split(",")]
     ept_list = [int(v) for v in args.ept.split(",")]
     split_list = [int(v) for v in args.splits.split(",")]
     props = torch.cuda.get_device_properties(0)
     print(f"# {props.name}, {props.multi_processor_count} SMs; GB/s: sum 计读, softmax/copy 计读+写", flush=True)
     results = []
-    for n in [int(v) for v in args.ns.split(",")]:
+    for n in [int(v) for v in (args.ns or SOFTMAX_NS).split(",")]:
         m = args.total_elems // n
         nbytes = m * n * 4
         n_buf = max(1, -(-240 * 2**20 // nbytes))   # 轮换的输入份数：合计至少 240 MB

@@ -115,10 +115,11 @@ def test_softmax_matches_float64(shape):
 
 
 @pytest.mark.parametrize("block_size", [32, 128, 1024])
-def test_softmax_block_sizes_and_strided_input(block_size):
+@pytest.mark.parametrize("kernel", ["auto", "rows"])
+def test_softmax_block_sizes_and_strided_input(block_size, kernel):
     base = _rand((3, 700), seed=7, scale=3.0)
     x = base[:, :650]
-    y = ck.softmax(x, block_size=block_size)
+    y = ck.softmax(x, block_size=block_size, kernel=kernel)
     torch.testing.assert_close(y.double(), torch.softmax(x.double(), dim=1), atol=1e-6, rtol=1e-4)
 
 
@@ -209,7 +210,7 @@ def test_last_report_and_sim_override():
     assert [r.blocks_launched for r in reps] == [b for _, b in ck.full_sum_plan(3000, 4, 64)] == [24, 1]
     y = ck.softmax(torch.zeros(2, 5), mode="sim")
     assert torch.allclose(y, torch.full((2, 5), 0.2))
-    assert ck.last_report().kernel == "softmax_rows"
+    assert ck.last_report().kernel == "softmax_rows_warp"                 # 短行：一个 warp 一行
 
 
 # ---------------------------------------------------------------- bad input

@@ -265,10 +265,19 @@ __device__ void store_scaled(floatX *yr, const floatX *xr, RowPart r, int first,
 }
 // --8<-- [end:row_in_registers]
 
-// --8<-- [start:softmax_rows_warp]
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+// __launch_bounds__写在前置声明上（定义处保持 extern "C" __global__ void 名字 的写法）：
+// 编译器按BLOCK_SIZE个线程一块分配寄存器，不会多到启动不了
+extern "C" __global__ __launch_bounds__(BLOCK_SIZE) void
 softmax_rows_warp(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
-                  long long y_row_stride, int n_rows, int n_cols)
+                  long long y_row_stride, int n_rows, int n_cols);
+extern "C" __global__ __launch_bounds__(BLOCK_SIZE) void
+softmax_rows_block(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
+                   long long y_row_stride, int n_cols);
+
+// --8<-- [start:softmax_rows_warp]
+extern "C" __global__ void softmax_rows_warp(const floatX *__restrict__ x, floatX *__restrict__ y,
+                                             long long x_row_stride, long long y_row_stride, int n_rows,
+                                             int n_cols)
 {
     int lane = threadIdx.x & 31;
     long long row = (long long)blockIdx.x * (BLOCK_SIZE / 32) + (threadIdx.x >> 5);
@@ -286,9 +295,8 @@ softmax_rows_warp(const floatX *__restrict__ x, floatX *__restrict__ y, long lon
 // --8<-- [end:softmax_rows_warp]
 
 // --8<-- [start:softmax_rows_block]
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-softmax_rows_block(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
-                   long long y_row_stride, int n_cols)
+extern "C" __global__ void softmax_rows_block(const floatX *__restrict__ x, floatX *__restrict__ y,
+                                              long long x_row_stride, long long y_row_stride, int n_cols)
 {
     __shared__ float smem_m[BLOCK_SIZE / 32], smem_s[BLOCK_SIZE / 32];
     const floatX *xr = x + blockIdx.x * x_row_stride;
@@ -302,16 +310,20 @@ softmax_rows_block(const floatX *__restrict__ x, floatX *__restrict__ y, long lo
 }
 // --8<-- [end:softmax_rows_block]
 
-// --8<-- [start:softmax_rows_split]
 // sync：1 + n_rows个int，启动前清零。sync[0]发号，sync[1 + row]数第row行已经发布(m, s)的段。
 // part：n_rows * chunks个(m, s)。
 // 线程块的逻辑编号取自sync[0]的原子发号，而不是blockIdx.x：号小的块一定已经开始运行，
 // 一个块只等同一行的段，所以只要GPU能同时驻留chunks个线程块，就不会死锁（不依赖硬件分派的顺序）。
 // SPLIT_MIN_BLOCKS：寄存器不超过128个，每个SM至少驻留512个线程，包装函数据此限制chunks。
 #define SPLIT_MIN_BLOCKS (BLOCK_SIZE >= 512 ? 1 : 512 / BLOCK_SIZE)
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE, SPLIT_MIN_BLOCKS)
+extern "C" __global__ __launch_bounds__(BLOCK_SIZE, SPLIT_MIN_BLOCKS) void
 softmax_rows_split(const floatX *__restrict__ x, floatX *__restrict__ y, int *sync, float *part,
-                   long long x_row_stride, long long y_row_stride, int n_cols, int chunks)
+                   long long x_row_stride, long long y_row_stride, int n_cols, int chunks);
+
+// --8<-- [start:softmax_rows_split]
+extern "C" __global__ void softmax_rows_split(const floatX *__restrict__ x, floatX *__restrict__ y, int *sync,
+                                              float *part, long long x_row_stride, long long y_row_stride,
+                                              int n_cols, int chunks)
 {
     __shared__ float smem_m[BLOCK_SIZE / 32], smem_s[BLOCK_SIZE / 32];
     __shared__ int ticket;

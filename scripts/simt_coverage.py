@@ -23,6 +23,24 @@ CORPUS_DIR 下每个含 ``CORPUS.json``（``{"repo": "owner/name", "commit": "..
 * ``no_instance``：模板内核，文件里没有可启动的实例；``timeout``：超过 20 秒；
 * ``exception``：漏出的 Python 异常——模拟器的缺陷，连同回溯记下来。
 
+nvcc 在 PATH 上时（``--no-nvcc`` 关掉），每个文件再交给 nvcc 13 像编译给 GPU 那样编译一次：
+
+    nvcc -arch=sm_90 -cubin -o /dev/null -include scripts/gpuverify_nvcc.h FILE      （在 FILE 所在的目录里运行）
+
+不加 -rdc（与 CuPy/NVRTC 的路径一样：只声明、没有定义的函数在 ptxas 那里报错），用 nvcc 自己的头文件；
+GPUVerify 的规约注解由强制包含的 ``gpuverify_nvcc.h`` 按模拟器对待它们的方式给出（见那个文件的开头）。
+每个内核记下 ``nvcc``：``"ok"`` 或 ``"error: <第一条错误>"``，再两边对照着归类：
+
+* 模拟器 CompileError、nvcc 也拒绝：``compile_error``；模拟器 CompileError、nvcc 却接受：算作 ``refused``
+  （构造前加「CompileError，但 nvcc 接受：」），是模拟器的缺陷，单独列出；
+* 模拟器运行了（``ran``/``sanitizer``）而 nvcc 拒绝：类别不变，另计 ``ran_but_nvcc_rejects`` 并列出；
+  模拟器拒绝（``refused``/``parse_error``）而 nvcc 也拒绝：类别不变，另计 ``refused_but_nvcc_rejects``；
+* 被拒绝的比例给两个：占全部内核（``refused_share``），占 nvcc 能编译的内核（``refused_share_nvcc_compiles``）。
+
+nvcc 的结论缓存在语料目录下的 ``nvcc_verdicts.json``，键是文件内容的 sha256（另记 nvcc 的版本、命令与
+gpuverify_nvcc.h 的 sha256，它们变了缓存作废）；最多 2 个进程并行。``--nvcc-verdicts FILE`` 直接给出结论
+（``{"owner/name:相对路径": "ok" | "error: ..."}``，测试用），不运行 nvcc。
+
 按路径的稳定哈希（sha256 的首字节的奇偶）把语料分成「开发」与「留出」两半，两半分别统计。
 结果写成 JSON（``--json``，默认打印摘要）；提交的结果在 docs/data/simt_coverage.json。
 """
@@ -31,10 +49,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
 import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,6 +86,13 @@ _DTYPES = {
 _SANITIZER = ("OutOfBoundsError", "BarrierDivergenceError", "SharedMemoryRaceError", "GlobalMemoryRaceError",
               "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "UninitializedReadError",
               "DeviceAssertError")
+
+
+NVCC_HEADER = Path(__file__).resolve().with_name("gpuverify_nvcc.h")
+NVCC_ARGS = ("-arch=sm_90", "-cubin", "-o", os.devnull)
+NVCC_WORKERS = 2
+NVCC_SECONDS = 300
+NVCC_CACHE = "nvcc_verdicts.json"
 
 
 class _Timeout(Exception):
@@ -188,6 +215,91 @@ def construct_of(msg: str, line_text: str = "", source: str = "") -> str:
     return what[:80]
 
 
+# ---------------------------------------------------------------- nvcc 交叉检查
+
+def nvcc_command(nvcc, path: Path):
+    """在 path 所在的目录里运行的 nvcc 命令（文件名不带目录，报错里不出现本机的路径）。"""
+    return [nvcc, *NVCC_ARGS, "-include", str(NVCC_HEADER), path.name]
+
+
+def first_error(output: str) -> str:
+    """nvcc 输出里的第一条错误（去掉 ptxas 临时文件的路径）；找不到时给最后一行。"""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    hit = next((ln for ln in lines if re.search(r"\berror\b|\bfatal\b", ln)), lines[-1] if lines else "nvcc 失败，没有输出")
+    hit = re.sub(r"/tmp/tmpxft_\w+-\d+_", "", hit)
+    return re.sub(r"\s+", " ", hit)[:240]
+
+
+def nvcc_verdict(nvcc, path: Path) -> str:
+    try:
+        p = subprocess.run(nvcc_command(nvcc, path), cwd=path.parent, capture_output=True, text=True,
+                           errors="replace", timeout=NVCC_SECONDS)
+    except subprocess.TimeoutExpired:
+        return f"error: nvcc 超过 {NVCC_SECONDS} 秒 (timeout)"
+    if p.returncode == 0:
+        return "ok"
+    return "error: " + first_error(p.stdout + "\n" + p.stderr)
+
+
+def nvcc_setup(nvcc):
+    """决定缓存是否有效的东西：nvcc 的版本、参数与强制包含的头文件。"""
+    ver = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    return {"nvcc": ver[-1] if ver else "?", "args": list(NVCC_ARGS) + ["-include", NVCC_HEADER.name],
+            "header_sha256": hashlib.sha256(NVCC_HEADER.read_bytes()).hexdigest()}
+
+
+def nvcc_verdicts(files, cache_path: Path, nvcc, verbose=False):
+    """{文件: "ok" | "error: ..."}；结论按文件内容的 sha256 缓存在 cache_path。"""
+    setup = nvcc_setup(nvcc)
+    cache = {}
+    if cache_path.is_file():
+        try:
+            old = json.loads(cache_path.read_text(encoding="utf-8"))
+            if old.get("setup") == setup:
+                cache = old.get("verdicts", {})
+        except (OSError, ValueError):
+            cache = {}
+    keys = {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    todo = sorted({f for f in files if keys[f] not in cache})
+    t0 = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=NVCC_WORKERS) as ex:
+        for f, v in zip(todo, ex.map(lambda f: nvcc_verdict(nvcc, f), todo)):
+            cache[keys[f]] = v
+            if verbose:
+                print(f"nvcc {v[:70]:70s} {f}", flush=True)
+    if todo:
+        cache_path.write_text(json.dumps({"setup": setup, "verdicts": cache}, indent=1) + "\n", encoding="utf-8")
+        print(f"nvcc：编译了 {len(todo)} 个文件（{time.perf_counter() - t0:.0f} 秒），其余 {len(files) - len(todo)} 个"
+              f"用缓存 {cache_path}", flush=True)
+    return {f: cache[keys[f]] for f in files}
+
+
+def reconcile(outcome, detail, verdict):
+    """模拟器的结论与 nvcc 的结论对照：返回 (类别, 详情)。verdict 为 None 时（没有 nvcc）不变。"""
+    if verdict is None or outcome != "compile_error" or verdict != "ok":
+        return outcome, detail
+    detail = dict(detail or {})
+    detail["construct"] = "CompileError，但 nvcc 接受：" + detail.get("construct", "")
+    detail["simulator_bug"] = True
+    return "refused", detail
+
+
+def compile_construct(msg: str) -> str:
+    """CompileError 的信息归并成诊断的名字（去掉文件、行号与标识符）。"""
+    m = re.search(r"：(.+?)\s?/ ", msg)
+    what = re.sub(r"\s+", " ", m.group(1) if m else msg).strip()
+    what = re.sub(r"^编译错误（[^）]*）：|; in file included from.*$", "", what)
+    if what.startswith("纹理引用 texture<>") or what.startswith("表面引用 surface<>"):
+        return what.split(" 在 CUDA 12")[0] + "（CUDA 12 已移除）"
+    if re.match(r"^(成员)?函数 \S+ 只有声明、没有定义", what):
+        return "调用只有声明、没有定义的函数（ptxas：Unresolved extern function）"
+    if what.startswith("GPUVerify 的查询"):
+        return "GPUVerify 的查询（__other_int、__read 等，只有验证器能回答；没有函数体）"
+    what = re.sub(r"^长度为 0 的数组变量 \w+：.*", "长度为 0 的数组变量（zero-sized variable）", what)
+    what = re.sub(r"：nvcc 13 报错（error: ([^；]*)；clang 只给警告.*", r"（nvcc：\1）", what)
+    return what[:80]
+
+
 def _args_for(src, kname):
     sig = simt.kernel_signature(src, kname)
     dts = []
@@ -257,10 +369,7 @@ def run_kernel(path: Path, launch_name: str):
         return ("parse_error" if c.startswith("无法解析") else "refused"), {"construct": c, "line": e.line,
                                                                           "message": str(e)[:300]}
     except simt.CompileError as e:
-        m = re.search(r"：(.+?)\s?/ ", str(e))
-        what = re.sub(r"\s+", " ", m.group(1) if m else str(e)).strip()
-        what = re.sub(r"^编译错误（[^）]*）：|; in file included from.*$", "", what)
-        return "compile_error", {"construct": what[:80], "message": str(e)[:300]}
+        return "compile_error", {"construct": compile_construct(str(e)), "message": str(e)[:300]}
     except simt.LaunchError as e:
         return "launch_error", {"message": str(e)[:300]}
     except simt.SimtError as e:
@@ -273,36 +382,49 @@ def run_kernel(path: Path, launch_name: str):
                              "error": f"{type(e).__name__}: {e}"[:200]}
 
 
-def scan(corpus: Path, limit=None, verbose=False):
-    repos, rows = [], []
+def scan(corpus: Path, limit=None, verbose=False, nvcc=None):
+    """nvcc：None（不交叉检查）、nvcc 的路径，或 {"owner/name:相对路径": 结论} 的字典（直接给出的结论）。"""
+    repos, work = [], []
     for manifest in sorted(corpus.glob("*/CORPUS.json")):
         meta = json.loads(manifest.read_text(encoding="utf-8"))
         root = manifest.parent
         repos.append({"repo": meta["repo"], "commit": meta["commit"], "paths": meta.get("paths", [])})
         files = sorted(p for p in root.rglob("*.cu") if p.is_file())
-        for p in files[:limit]:
-            rel = p.relative_to(root).as_posix()
-            key = f"{meta['repo']}:{rel}"
-            text = p.read_text(encoding="utf-8", errors="replace")
-            for name, is_tpl, inst in kernels_in(text):
-                t0 = time.perf_counter()
-                if is_tpl and inst is None:
-                    cat, detail = "no_instance", None
-                else:
-                    signal.setitimer(signal.ITIMER_REAL, SECONDS)
-                    try:
-                        cat, detail = run_kernel(p, inst or name)
-                    except _Timeout:
-                        cat, detail = "timeout", None
-                    finally:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-                row = {"repo": meta["repo"], "file": rel, "kernel": inst or name, "split": split_of(key),
-                       "outcome": cat, "seconds": round(time.perf_counter() - t0, 3)}
-                if detail:                           # 信息里不留本机的语料路径
-                    row.update({k: v.replace(f"{root}/", "") if isinstance(v, str) else v for k, v in detail.items()})
-                rows.append(row)
-                if verbose:
-                    print(f"{cat:13s} {key} {inst or name} {(detail or {}).get('construct', '')}", flush=True)
+        work.extend((meta, root, p) for p in files[:limit])
+    if nvcc is None:
+        verdicts = {}
+    elif isinstance(nvcc, dict):
+        verdicts = {p: nvcc.get(f"{meta['repo']}:{p.relative_to(root).as_posix()}") for meta, root, p in work}
+    else:
+        verdicts = nvcc_verdicts([p for _, _, p in work], corpus / NVCC_CACHE, nvcc, verbose)
+    rows = []
+    for meta, root, p in work:
+        rel = p.relative_to(root).as_posix()
+        key = f"{meta['repo']}:{rel}"
+        verdict = verdicts.get(p)
+        text = p.read_text(encoding="utf-8", errors="replace")
+        for name, is_tpl, inst in kernels_in(text):
+            t0 = time.perf_counter()
+            if is_tpl and inst is None:
+                cat, detail = "no_instance", None
+            else:
+                signal.setitimer(signal.ITIMER_REAL, SECONDS)
+                try:
+                    cat, detail = run_kernel(p, inst or name)
+                except _Timeout:
+                    cat, detail = "timeout", None
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            cat, detail = reconcile(cat, detail, verdict)
+            row = {"repo": meta["repo"], "file": rel, "kernel": inst or name, "split": split_of(key),
+                   "outcome": cat, "seconds": round(time.perf_counter() - t0, 3)}
+            if verdict is not None:
+                row["nvcc"] = verdict
+            if detail:                           # 信息里不留本机的语料路径
+                row.update({k: v.replace(f"{root}/", "") if isinstance(v, str) else v for k, v in detail.items()})
+            rows.append(row)
+            if verbose:
+                print(f"{cat:13s} {key} {inst or name} {(detail or {}).get('construct', '')}", flush=True)
     return repos, rows
 
 
@@ -310,10 +432,17 @@ OUTCOMES = ("ran", "sanitizer", "refused", "parse_error", "compile_error", "laun
             "timeout", "exception")
 
 
+REFUSED = ("refused", "parse_error")
+RAN = ("ran", "sanitizer")
+
+
 def summarize(rows):
     counts = collections.Counter(r["outcome"] for r in rows)
     total = len(rows)
     refused = counts["refused"] + counts["parse_error"]
+    checked = [r for r in rows if "nvcc" in r]
+    compiles = [r for r in checked if r["nvcc"] == "ok"]
+    refused_ok = sum(r["outcome"] in REFUSED for r in compiles)
     cons = collections.Counter(r["construct"] for r in rows if r["outcome"] in ("refused", "parse_error"))
     verifier = cons[VERIFIER] + cons[DECLARED_ONLY]
     texture = sum(v for k, v in cons.items() if "纹理" in k or "texture" in k)
@@ -330,6 +459,16 @@ def summarize(rows):
         # 其中因为纹理（texture<>、tex1Dfetch ...，模拟器有意不支持）被拒绝的内核
         "refused_texture": texture,
         "refused_constructs": [{"construct": k, "kernels": v} for k, v in sorted(cons.items(), key=lambda kv: (-kv[1], kv[0]))],
+        # nvcc 的交叉检查（没有 nvcc 时 nvcc_checked 为 0）
+        "nvcc_checked": len(checked),
+        "nvcc_compiles": len(compiles),
+        "refused_nvcc_compiles": refused_ok,
+        "refused_share_nvcc_compiles": round(refused_ok / len(compiles), 4) if compiles else None,
+        "compile_error_but_nvcc_accepts": sum(bool(r.get("simulator_bug")) for r in rows),
+        "ran_but_nvcc_rejects": sum(r["outcome"] in RAN and r["nvcc"] != "ok" for r in checked),
+        "refused_but_nvcc_rejects": sum(r["outcome"] in REFUSED and r["nvcc"] != "ok" for r in checked),
+        "nvcc_by_outcome": {k: {"ok": sum(r["nvcc"] == "ok" for r in checked if r["outcome"] == k),
+                                "error": sum(r["nvcc"] != "ok" for r in checked if r["outcome"] == k)} for k in OUTCOMES},
         # 模拟器判定 nvcc 会拒绝的内核（CompileError）：按诊断归并
         "compile_errors": [{"construct": k, "kernels": v} for k, v in sorted(
             collections.Counter(r["construct"] for r in rows if r["outcome"] == "compile_error").items(),
@@ -358,6 +497,8 @@ def main(argv=None):
     ap.add_argument("--json", help="把结果写成 JSON")
     ap.add_argument("--limit", type=int, help="每个仓库最多扫描的文件数（调试用）")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--no-nvcc", action="store_true", help="不做 nvcc 的交叉检查")
+    ap.add_argument("--nvcc-verdicts", help="直接给出 nvcc 的结论（JSON：{\"owner/name:相对路径\": \"ok\" | \"error: ...\"}）")
     ap.add_argument("--extract", nargs="+", metavar=("GITDIR", "PATH"), help="从 git 镜像取出语料")
     ap.add_argument("--repo", help="--extract 的仓库名 owner/name")
     ap.add_argument("--into", help="--extract 的目标目录")
@@ -373,9 +514,36 @@ def main(argv=None):
         ap.error(f"{a.corpus} 下没有 */CORPUS.json：先用 --extract 取出语料 (no CORPUS.json found)")
     signal.signal(signal.SIGALRM, _alarm)
     t0 = time.perf_counter()
-    repos, rows = scan(Path(a.corpus), a.limit, a.verbose)
+    if a.nvcc_verdicts:
+        nvcc = json.loads(Path(a.nvcc_verdicts).read_text(encoding="utf-8"))
+        how = f"结论由 {Path(a.nvcc_verdicts).name} 给出，没有运行 nvcc"
+    elif a.no_nvcc or shutil.which("nvcc") is None:
+        nvcc, how = None, None
+    else:
+        nvcc = shutil.which("nvcc")
+        how = nvcc_setup(nvcc)["nvcc"]
+    repos, rows = scan(Path(a.corpus), a.limit, a.verbose, nvcc)
     doc = {
         "what": "simt front end and launch on public race-checker kernels (scripts/simt_coverage.py)",
+        "method": {
+            "simulator": "每个 __global__ 内核用模拟器的前端解析（clang，设备端，模拟器的序言 prelude/cuda_prelude.h 提供 "
+                         "CUDA 与 GPUVerify 规约注解的声明），再用合成参数启动一次（见 launch）",
+            "nvcc": None if nvcc is None else {
+                "version": how,
+                "command": "nvcc " + " ".join(NVCC_ARGS) + f" -include scripts/{NVCC_HEADER.name} FILE（在 FILE 所在的目录里）",
+                "headers": "nvcc 用自己的头文件（CUDA 13 的 cuda.h 等）与语料自带的头文件；GPUVerify 的规约注解由强制包含的 "
+                           f"scripts/{NVCC_HEADER.name} 按模拟器对待它们的方式给出：前提、后置条件、不变式、访问声明是不求值的"
+                           "空宏，__assert/__global_assert/__assume 是设备端 assert，__implies、__enabled、__add_noovfl_* "
+                           "按含义实现，只有验证器能回答的查询（__other_int、__read ...）只声明不定义，和 GPUVerify 的头文件一样",
+                "no_rdc": "不加 -rdc：只声明、没有定义的函数在 ptxas 报 Unresolved extern function（CuPy/NVRTC 同样不链接）",
+                "cache": f"语料目录下的 {NVCC_CACHE}，键是文件内容的 sha256",
+            },
+            "classification": "模拟器 CompileError 且 nvcc 拒绝：compile_error；模拟器 CompileError 而 nvcc 接受：refused"
+                              "（模拟器的缺陷，列在 compile_error_but_nvcc_accepts）；运行了而 nvcc 拒绝：类别不变，计入 "
+                              "ran_but_nvcc_rejects；拒绝了而 nvcc 也拒绝：类别不变，计入 refused_but_nvcc_rejects",
+            "shares": "refused_share = (refused + parse_error) / 全部内核；refused_share_nvcc_compiles = nvcc 能编译的内核里 "
+                      "(refused + parse_error) 的个数 / nvcc 能编译的内核数",
+        },
         "launch": {"grid": GRID, "block": BLOCK, "array_elements": ARRAY_ELEMS, "int_arg": INT_ARG,
                    "float_arg": FLOAT_ARG, "max_lane_steps": LANE_STEPS, "seconds_per_kernel": SECONDS},
         "corpus": repos,
@@ -384,8 +552,15 @@ def main(argv=None):
         "held_out": summarize([r for r in rows if r["split"] == "held_out"]),
         "exceptions": [{k: r[k] for k in ("repo", "file", "kernel", "error", "traceback")} for r in rows
                        if r["outcome"] == "exception"],
+        "compile_error_but_nvcc_accepts": [{k: r[k] for k in ("repo", "file", "kernel", "construct")} for r in rows
+                                           if r.get("simulator_bug")],
+        "ran_but_nvcc_rejects": [{k: r[k] for k in ("repo", "file", "kernel", "outcome", "nvcc")} for r in rows
+                                 if r["outcome"] in RAN and r.get("nvcc", "ok") != "ok"],
+        "refused_but_nvcc_rejects": [{k: r[k] for k in ("repo", "file", "kernel", "construct", "nvcc")} for r in rows
+                                     if r["outcome"] in REFUSED and r.get("nvcc", "ok") != "ok"],
         "kernels": [{k: r[k] for k in ("repo", "file", "kernel", "split", "outcome") if k in r}
-                    | ({"construct": r["construct"]} if "construct" in r else {}) for r in rows],
+                    | ({"construct": r["construct"]} if "construct" in r else {})
+                    | ({"nvcc": r["nvcc"]} if "nvcc" in r else {}) for r in rows],
         "seconds": round(time.perf_counter() - t0, 1),
     }
     if a.json:                       # 先写结果，再打印摘要
@@ -400,9 +575,17 @@ def main(argv=None):
         print(f"CompileError（模拟器判定 nvcc 会拒绝）{s['outcomes']['compile_error']} 个：")
         for c in s["compile_errors"][:10]:
             print(f"  {c['kernels']:4d}  {c['construct']}")
+    if s["nvcc_compiles"]:
+        print(f"nvcc 能编译 {s['nvcc_compiles']} 个（共检查 {s['nvcc_checked']} 个）；其中被拒绝 {s['refused_nvcc_compiles']} 个，"
+              f"占 {s['refused_share_nvcc_compiles']:.1%}；模拟器 CompileError 而 nvcc 接受 {s['compile_error_but_nvcc_accepts']}"
+              f" 个，运行了而 nvcc 拒绝 {s['ran_but_nvcc_rejects']} 个，拒绝了而 nvcc 也拒绝 {s['refused_but_nvcc_rejects']} 个")
+        for key in ("compile_error_but_nvcc_accepts", "ran_but_nvcc_rejects"):
+            for r in doc[key]:
+                print(f"  {key}: {r['repo']}:{r['file']} {r['kernel']}: {r.get('construct') or r.get('nvcc')}"[:200])
     for part in ("development", "held_out"):
         p = doc[part]
-        print(f"{part}: {p['kernels']} 个内核，被拒绝 {p['refused_share']:.1%}")
+        extra = f"，nvcc 能编译的里 {p['refused_share_nvcc_compiles']:.1%}" if p["nvcc_compiles"] else ""
+        print(f"{part}: {p['kernels']} 个内核，被拒绝 {p['refused_share']:.1%}{extra}")
     if doc["exceptions"]:
         print(f"Python 异常 {len(doc['exceptions'])} 个：")
         for e in doc["exceptions"]:

@@ -30,8 +30,9 @@ PRELUDE_DIR = Path(__file__).with_name("prelude")
 PRELUDE = PRELUDE_DIR / "cuda_prelude.h"
 #: clang 的参数：只编译设备端，不用系统与 CUDA 的头文件（它们的声明在序言里）
 CLANG_ARGS = ("-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib", "-std=c++17",
-              "-nostdinc", "-nostdinc++", "-isystem", str(PRELUDE_DIR), "-include", str(PRELUDE), "-w",
+              "-nostdinc", "-nostdinc++", "-isystem", str(PRELUDE_DIR), "-include", str(PRELUDE),
               "-ferror-limit=0")
+# 警告照常产生（报错时不看它们），只有 NVCC_DECL_WARNINGS 里的几条在 nvcc 那里是错误
 
 K = ci.CursorKind
 TK = ci.TypeKind
@@ -146,6 +147,91 @@ def _err(cls, where_file, line, zh, en, header=None):
     err.line = line if isinstance(line, int) else None
     err.file = header if header is not None else where_file
     return err
+
+
+def _nvcc_error(where, c, zh, en):
+    loc = c.location if c is not None else None
+    line = loc.line if loc is not None and loc.line else "?"
+    f = where.display(loc.file if loc is not None else None)
+    return _err(CompileError, f, line, zh, en, header=f if f != where.main_display else None)
+
+
+def texture_reference_error(where, c, kind):
+    """纹理引用 texture<> 与表面引用 surface<>：CUDA 12 移除，nvcc 13 报 "texture is not a template"。"""
+    zh_kind, obj = ("纹理引用 texture<>", "纹理对象 cudaTextureObject_t") if kind == "texture" else \
+        ("表面引用 surface<>", "表面对象 cudaSurfaceObject_t")
+    return _nvcc_error(where, c, f"{zh_kind} 在 CUDA 12 中已被移除，nvcc 13 也拒绝编译（error: {kind} is not a "
+                                 f"template）；请改用{obj}",
+                       f"{kind} references ({kind}<>) were removed in CUDA 12 and nvcc 13 rejects them too "
+                       f"(error: {kind} is not a template); use a {obj.split()[1]} instead")
+
+
+def undefined_function_error(where, c, r, what="函数"):
+    """调用（或取地址）只有声明、整个翻译单元里都没有函数体的函数：不带 -rdc 时 ptxas 报 Unresolved extern function。"""
+    name = qualified_name(r)
+    mangled = r.mangled_name or name
+    return _nvcc_error(where, c, f"{what} {name} 只有声明、没有定义（整个翻译单元里都没有函数体），nvcc 13 也拒绝"
+                                 f"（不带 -rdc 编译时 ptxas 报 Unresolved extern function '{mangled}'）；请给出函数体",
+                       f"{name} is declared but never defined in this translation unit; nvcc 13 rejects it too "
+                       f"(without -rdc, ptxas: Unresolved extern function '{mangled}'); give it a body")
+
+
+#: clang 只给警告、nvcc 13 报错的声明写法：(clang 的警告, 中文, nvcc 的报错)
+NVCC_DECL_WARNINGS = (
+    (re.compile(r"explicit specialization cannot have a storage class"), "显式特化 template<> 不能带存储类说明符"
+     "（例如 static）", "a storage class is not allowed in an explicit specialization"),
+    (re.compile(r"duplicate '(?:static|extern|register)' declaration specifier"), "存储类说明符重复（例如 static 写了两次）",
+     "more than one storage class may not be specified"),
+)
+
+
+def _zero_sized(t):
+    t = t.get_canonical()
+    while t.kind == TK.CONSTANTARRAY:
+        if t.element_count == 0:
+            return True
+        t = t.element_type.get_canonical()
+    return False
+
+
+def zero_sized_error(where, c):
+    return _nvcc_error(where, c, f"长度为 0 的数组变量 {c.spelling}：nvcc 13 也拒绝（error: zero-sized variable "
+                                 f"\"{c.spelling}\" is not allowed in device code）",
+                       f'zero-sized variable "{c.spelling}" is not allowed in device code (nvcc 13 rejects it too)')
+
+
+def nvcc_file_errors(tu, where, sources):
+    """clang 接受（或只给警告）、nvcc 13 却拒绝整个翻译单元的写法：返回第一个 CompileError，没有时返回 None。
+
+    sources 是主文件与它包含的用户头文件的文本，只在其中出现 texture< 或 surface< 时才遍历语法树找纹理引用。"""
+    for d in tu.diagnostics:
+        loc = d.location
+        if d.severity != 2 or loc.file is None or not where.is_user(loc.file):
+            continue
+        for pat, zh, en in NVCC_DECL_WARNINGS:
+            if pat.search(d.spelling):
+                f = where.display(loc.file)
+                return _err(CompileError, f, loc.line, f"{zh}：nvcc 13 报错（error: {en}；clang 只给警告：{d.spelling}）",
+                            f"{en} (nvcc 13 rejects it; clang only warns: {d.spelling})",
+                            header=f if f != where.main_display else None)
+    tex = any(re.search(r"\b(?:texture|surface)\s*<", t) for t in sources)
+    stack = list(tu.cursor.get_children())
+    while stack:
+        c = stack.pop(0)
+        if not where.is_user(c.location.file):
+            continue
+        if c.kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
+            stack[0:0] = list(c.get_children())
+            continue
+        if c.kind == K.VAR_DECL and _zero_sized(c.type) and any(
+                ch.kind in (K.CUDADEVICE_ATTR, K.CUDASHARED_ATTR, K.CUDACONSTANT_ATTR) for ch in c.get_children()):
+            return zero_sized_error(where, c)
+        if tex:
+            for x in c.walk_preorder():
+                r = x.referenced if x.kind == K.TEMPLATE_REF else None
+                if r is not None and r.spelling in ("texture", "surface") and not where.is_user(r.location.file):
+                    return texture_reference_error(where, x, r.spelling)
+    return None
 
 
 class Deferred:
@@ -378,6 +464,10 @@ class Lowering:
                    header=header)
         return err
 
+    def rejected(self, zh, en, c):
+        """nvcc 同样拒绝的源码：CompileError，带文件与行号。"""
+        return _nvcc_error(self.where, c, zh, en)
+
     # ------------------------------------------------------------ 类型
     def group_of(self, t, c=None):
         t = t.get_canonical()
@@ -440,7 +530,7 @@ class Lowering:
                 raise self.unsupported(f"cooperative groups 的 {base}（nvcc 接受；模拟器只支持 thread_block 与 "
                                        "thread_block_tile<N>，N 为不超过 32 的 2 的幂）", c)
             if base in ("texture", "surface"):
-                raise self.unsupported("纹理 texture<>", c)
+                raise texture_reference_error(self.where, c, base)
             half = {"__half": "HALF", "__nv_bfloat16": "BF16"}.get(base)
             if half and getattr(T, half, None) is not None:
                 return getattr(T, half)
@@ -913,6 +1003,8 @@ class Lowering:
             return None        # 组对象：大小在类型里，成员调用直接降低
         attrs = {ch.kind for ch in c.get_children()}
         shared = K.CUDASHARED_ATTR in attrs
+        if _zero_sized(t):
+            raise zero_sized_error(self.where, c)
         storage = []
         sc = c.storage_class
         if shared:
@@ -1089,8 +1181,10 @@ class Lowering:
             return self.number(r.enum_value, c.type, co)
         if rk == K.FUNCTION_DECL:
             d = r.get_definition()
+            if d is None and self.where.is_user(r.location.file):
+                raise undefined_function_error(self.where, c, r)
             if d is None or not self.where.is_user(d.location.file):
-                raise self.unsupported(f"指向没有定义的函数 {r.spelling} 的指针", c)
+                raise self.unsupported(f"指向 CUDA 内置函数 {r.spelling} 的指针（函数指针只能指向源码里定义的函数）", c)
             n = self.fname(d)
             self.callees.add(n)
             return _id(n, co)
@@ -1177,6 +1271,8 @@ class Lowering:
             d = r.get_definition()
             if d is not None and self.where.is_user(d.location.file):
                 return self.method_call(r, d, callee, args, c, co)
+            if d is None and self.where.is_user(r.location.file):
+                raise undefined_function_error(self.where, c, r, "成员函数")
             raise self.unsupported(f"成员函数 member function {r.spelling}（没有定义）", c)
         if rk == K.FUNCTION_DECL and r.spelling.startswith("operator") and not self.where.is_user(r.location.file):
             op = r.spelling[len("operator"):]
@@ -1197,7 +1293,12 @@ class Lowering:
         if _in_namespace(r, "cooperative_groups") and not self.where.is_user(r.location.file):
             return self.group_function(r.spelling, c, co)
         if not self.where.is_user(r.location.file) and re.match(r"(tex|surf)\w*$", r.spelling):
-            raise self.unsupported(f"纹理 texture<>（{r.spelling}，读写主机绑定的纹理与表面内存）", c)
+            for a in args:
+                ad = a.type.get_canonical().get_declaration()
+                if ad is not None and ad.spelling in ("texture", "surface") and not self.where.is_user(ad.location.file):
+                    raise texture_reference_error(self.where, c, ad.spelling)
+            raise self.unsupported(f"纹理对象 cudaTextureObject_t 的读写 {r.spelling}（nvcc 接受；读的是主机绑定的纹理"
+                                   f"与表面内存，模拟器不支持）/ texture or surface object access {r.spelling}", c)
         if not self.where.is_user(r.location.file):
             sp = self.spec_call(r.spelling, args, c, co)
             if sp is not None:
@@ -1213,7 +1314,7 @@ class Lowering:
         builtin = name in BUILTIN_FUNCS or (name.startswith("make_") and name[5:] in T.VECS)
         if self.where.is_user(r.location.file) and not name.startswith("__builtin") and \
                 (not builtin or r.semantic_parent.kind != K.TRANSLATION_UNIT):
-            raise self.unsupported(f"没有定义的函数 {qualified_name(r)}（只有声明）", c)
+            raise undefined_function_error(self.where, c, r)
         if name.startswith("operator"):
             raise self.unsupported(f"运算符 {name}", c)
         if not builtin:
@@ -1272,9 +1373,17 @@ class Lowering:
         if m and len(args) == 2:                       # 不溢出的加法：验证器假设不溢出，这里按 C 的加法
             return c_ast.BinaryOp("+", self.expr(args[0]), self.expr(args[1]), co)
         if name in GV_QUERY:
-            where = f"在 {self.in_spec} 里" if getattr(self, "in_spec", None) else "在注解之外"
-            raise self.unsupported(f"GPUVerify 的规约注解 {name}（另一个线程的值、访问集合或返回值只对验证器有意义，"
-                                   f"{where}无法逐线程求值）/ GPUVerify query {name} cannot be evaluated per thread", c)
+            # 只有验证器能回答：GPUVerify 的头文件只声明、不定义它们，nvcc 的头文件里没有它们
+            where = f"（在 {self.in_spec} 里）" if getattr(self, "in_spec", None) else ""
+            mangled = c.referenced.mangled_name if c.referenced is not None else name
+            raise self.rejected(
+                f"GPUVerify 的查询 {name}{where}只有验证器能回答（另一个线程的值、访问集合、返回值或旧值），"
+                f"模拟器无法逐线程求值；nvcc 13 也拒绝：CUDA 的头文件里没有它，按 GPUVerify 的头文件只声明、不定义时，"
+                f"不带 -rdc 的 ptxas 报 Unresolved extern function '{mangled}'",
+                f"GPUVerify query {name} has a value only inside the verifier (another thread's value, access sets, "
+                f"return or old values) and cannot be evaluated per thread; nvcc 13 rejects it too: CUDA's headers "
+                f"do not declare it, and with GPUVerify's declaration (no body) ptxas reports Unresolved extern "
+                f"function '{mangled}' without -rdc", c)
         return None
 
     # ------------------------------------------------------------ cooperative groups
@@ -1358,9 +1467,13 @@ class Lowering:
             raise self.unsupported("文件作用域的组对象", c)
         if t.get_canonical().kind == TK.RECORD and not self.where.is_user(t.get_canonical().get_declaration().location.file) \
                 and t.get_canonical().get_declaration().spelling in ("texture", "surface"):
-            raise self.unsupported("纹理 texture<>", c)
+            raise texture_reference_error(self.where, c, t.get_canonical().get_declaration().spelling)
         if c.storage_class == ci.StorageClass.EXTERN and K.CUDASHARED_ATTR not in attrs:
             raise self.unsupported(f"extern 文件作用域变量 {name} / extern file-scope variable", c)
+        readonly = K.CUDACONSTANT_ATTR in attrs or t.get_canonical().is_const_qualified() or \
+            (t.get_canonical().kind == TK.CONSTANTARRAY and t.get_canonical().element_type.is_const_qualified())
+        if not attrs & {K.CUDADEVICE_ATTR, K.CUDACONSTANT_ATTR, K.CUDASHARED_ATTR} and not readonly:
+            return          # 主机变量：设备代码用到它时 clang 已经报错（nvcc 同样报错）
         if t.get_canonical().kind == TK.POINTER:
             raise self.unsupported(f"文件作用域的指针变量 {name} / file-scope pointer variable", c)
         tn = self.tnode(t, name, c)
@@ -1373,10 +1486,6 @@ class Lowering:
             self.prog.shared_decls.append(d)
             self.file_var_names[key] = name
             return
-        readonly = K.CUDACONSTANT_ATTR in attrs or t.get_canonical().is_const_qualified() or \
-            (t.get_canonical().kind == TK.CONSTANTARRAY and t.get_canonical().element_type.is_const_qualified())
-        if K.CUDADEVICE_ATTR not in attrs and K.CUDACONSTANT_ATTR not in attrs and not readonly:
-            return          # 主机变量：设备代码用到它时 clang 已经报错
         qn = qualified_name(c)
         vname = name if name not in self.prog.file_vars else qn
         if vname in self.prog.file_vars:
@@ -1523,6 +1632,17 @@ def build(prog, text, filename, defines, instance):
         if "template parameter" in msg and "non-type" in msg:
             raise _err(UnsupportedError, f, loc.line, f"不支持的模板形参：{msg}", f"unsupported template parameter: {msg}",
                        header)
+    # nvcc 拒绝整个文件的写法（纹理引用、clang 只给警告的声明错误……）：在一切「不支持」之前报
+    sources = [full]
+    for inc in tu.get_includes():
+        if inc.include is not None and where.is_user(inc.include):
+            try:
+                sources.append(Path(inc.include.name).read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                pass
+    bad = nvcc_file_errors(tu, where, sources)
+    if bad is not None:
+        raise bad
     # 语义错误：记在所在的函数上（启动到达它的内核时才报）；函数之外的立即报
     extents = []
     stack = list(tu.cursor.get_children())

@@ -63,35 +63,32 @@ def probes() -> dict:
         assert torch.equal(y, x), "FastLaunch 的结果与输入不同"
         out["triton copy FastLaunch"] = per_call_us(lambda: fl((64,), y, x, x.numel(), BLOCK=1024))
         entry = next(iter(fl.cache.values()))
-        out["FastLaunch path"] = ("C launch function" if entry[4] is not None else "compiled.run") + \
-            f" ({type(entry[0]).__module__}.{type(entry[0]).__name__})"
+        out["FastLaunch path"] = {_launch._NEW: "C launch function (new Triton)", _launch._V36: "C launch function (Triton 3.6)",
+                                  _launch._RUN: "compiled.run"}[entry[0]] + f" ({type(entry[1]).__name__})"
     # 一次 rl.softmax 调用里的各段（Triton 默认 backend）：检查、计划、分配输出、启动
     from reduction_lab.triton_kernels import softmax as tsm
 
     out["rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x))
     out["softmax_checked(x)"] = per_call_us(lambda: tsm.softmax_checked(x))
-    out["_rows_plan"] = per_call_us(lambda: tsm._rows_plan(x.shape[0], x.shape[1], x.dtype))
-    out["torch.empty_like(contiguous_format)"] = per_call_us(
-        lambda: torch.empty_like(x, memory_format=torch.contiguous_format))
+    out["torch.empty_like"] = per_call_us(lambda: torch.empty_like(x))
     launcher, grid, kw, kw_key = tsm._rows_plan(x.shape[0], x.shape[1], x.dtype)
-    out["FastLaunch._key"] = per_call_us(lambda: launcher._key((y, x, 1024, 1024, 64, 1024), kw_key))
     args = (y, x, x.stride(0), y.stride(0), x.shape[0], x.shape[1])
-    launcher.launch(grid, args, kw, kw_key)
-    key, flat = launcher._key(args, kw_key)
+    flat = (y.data_ptr(), x.data_ptr(), *args[2:])
+    key = ("probe", kw_key)
+    launcher.launch_keyed(grid, key, 0, flat, args, kw)
+    out["FastLaunch.launch_keyed (precomputed key)"] = per_call_us(lambda: launcher.launch_keyed(grid, key, 0, flat, args, kw))
     entry = launcher.cache.get(key)
-    if entry is not None and entry[4] is not None:
-        run, function, packed, tail, (launch, coop, pdl, ann, sig) = entry
-        stream = torch._C._cuda_getCurrentRawStream(0)
-        full = (*flat, *tail)
-        out["Triton C launch only (all args precomputed)"] = per_call_us(
-            lambda: launch(grid[0], 1, 1, stream, function, coop, pdl, packed, None, None, None, None, None,
-                           ann, sig, full))
+    stream = torch._C._cuda_getCurrentRawStream(0)
+    if entry is not None:
+        out["Triton launch only (_call, all args precomputed)"] = per_call_us(lambda: _launch._call(entry, grid, stream, flat))
+        out.update(driver_probe(entry, grid, kw, stream, flat))
     out["torch._C._cuda_getCurrentRawStream(0)"] = per_call_us(lambda: torch._C._cuda_getCurrentRawStream(0))
-    out["knobs.runtime.launch_enter_hook"] = per_call_us(lambda: _launch._hooked(launcher._hooks.launch_enter_hook))
+    out["FastLaunch._hooks_on"] = per_call_us(launcher._hooks_on)
     out["x.data_ptr()"] = per_call_us(lambda: x.data_ptr())
     out["rl.api._check_args"] = per_call_us(lambda: rl.api._check_args(x, -1, "triton", None, "softmax"))
     out["rl.reduce_sum(x) triton"] = per_call_us(lambda: rl.reduce_sum(x))
     out["rl.softmax(x) cuda"] = per_call_us(lambda: rl.softmax(x, backend="cuda"))
+    out["rl.reduce_sum(x) cuda"] = per_call_us(lambda: rl.reduce_sum(x, backend="cuda"))
     out["rl.softmax(x) tilelang"] = per_call_us(lambda: rl.softmax(x, backend="tilelang"))
     out["torch.cuda.current_stream().cuda_stream"] = per_call_us(lambda: torch.cuda.current_stream().cuda_stream)
     out["rl checks (_check_args)"] = per_call_us(lambda: rl.api._check_args(x, -1, "triton", None, "softmax"))
@@ -105,6 +102,39 @@ def probes() -> dict:
         out["cupy ExternalStream wrap"] = per_call_us(lambda: cupy.cuda.ExternalStream(ptr))
     except Exception as exc:  # noqa: BLE001 - 报告而不中断
         out["cupy"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def driver_probe(entry, grid, kw, stream, flat) -> dict:
+    """同一个已编译的 Triton 内核，绕过 Triton 的启动器，经 ctypes 直接调用驱动的 cuLaunchKernel：
+    量驱动这一步本身要多久（与 Triton 的 C 启动函数所用的 cuLaunchKernelEx 比较）。"""
+    import ctypes
+
+    how, fn, function, extra = entry
+    packed = extra[2] if how != _launch._RUN else extra[0]
+    num_warps, num_ctas, shared = packed
+    cuda = ctypes.CDLL("libcuda.so.1")
+    f = cuda.cuLaunchKernel
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    store = [ctypes.c_uint64(flat[0]), ctypes.c_uint64(flat[1])] + [ctypes.c_int32(v) for v in flat[2:]] \
+        + [ctypes.c_uint64(0), ctypes.c_uint64(0)]          # Triton 3.6 的内核末尾有 global / profile scratch 两个指针
+    params = (ctypes.c_void_p * len(store))(*[ctypes.addressof(v) for v in store])
+    res = f(function, grid[0], 1, 1, 32 * num_warps, 1, 1, shared, stream, params, None)
+    torch.cuda.synchronize()
+    out = {"ctypes cuLaunchKernel status": res}
+    if res == 0:
+        out["ctypes cuLaunchKernel (same kernel)"] = per_call_us(
+            lambda: f(function, grid[0], 1, 1, 32 * num_warps, 1, 1, shared, stream, params, None))
+    try:
+        import cupy
+
+        launch = cupy.cuda.driver.launchKernel
+        addr = ctypes.addressof(params)
+        out["cupy.cuda.driver.launchKernel (same kernel)"] = per_call_us(
+            lambda: launch(function, grid[0], 1, 1, 32 * num_warps, 1, 1, shared, stream, addr, 0))
+    except Exception as exc:  # noqa: BLE001 - 报告而不中断
+        out["cupy.cuda.driver.launchKernel"] = f"{type(exc).__name__}: {exc}"
     return out
 
 

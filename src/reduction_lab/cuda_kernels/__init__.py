@@ -27,6 +27,7 @@ from ..checks import check_matrix, check_vector
 from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_source, source_path
 
 __all__ = [
+    "reduce_sum_checked",
     "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
     "reduce_sum", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward", "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report",
     "NOMINAL_SM_COUNT", "DTYPES",
@@ -159,6 +160,43 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         if acc is not out:
             out.copy_(acc)
     return _finish(out, rep, return_report)
+
+
+#: api 检查过输入之后的默认配置（kernel="auto"、block_size=256）：(M, N, dtype, 设备) -> 启动计划
+_SUM_PLANS: dict = {}
+
+
+def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """默认参数的 :func:`reduce_sum`，输入（与 ``out``）已经由 :mod:`reduction_lab.api` 检查过：
+    启动计划按形状缓存，每次调用不再重复检查与选择内核。sim 模式下就是 :func:`reduce_sum`（留下报告）。"""
+    if runtime.MODE != "gpu":
+        return reduce_sum(x, out=out)
+    M, N = x.shape
+    key = (M, N, x.dtype, x.get_device())
+    plan = _SUM_PLANS.get(key)
+    if plan is None:
+        B = 256
+        defines = _defines(B, x.dtype)
+        if N <= _WARP_MAX_COLS:
+            plan = ("reduce_sum_rows_warp", _cdiv(M, B // 32), B, defines, None)
+        else:
+            cols, chunks = _split_plan(M, N, B, _sm_count(x, _mode(None)))
+            plan = ("reduce_sum_rows_split", (chunks, min(M, 65535)), B, defines, (cols, chunks))
+        _SUM_PLANS[key] = plan
+    name, grid, block, defines, split = plan
+    if out is None:
+        out = torch.empty((M,), dtype=x.dtype, device=x.device)
+    if split is None:
+        launch("reduce_sum.cu", name, grid, block, (x, out, x.stride(0), M, N), defines=defines)
+        return out
+    cols, chunks = split
+    acc = out if x.dtype == torch.float32 else torch.empty((M,), dtype=torch.float32, device=x.device)
+    if chunks > 1:
+        acc.zero_()
+    launch("reduce_sum.cu", name, grid, block, (x, acc, x.stride(0), M, N, cols), defines=defines)
+    if acc is not out:
+        out.copy_(acc)
+    return out
 
 
 def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:

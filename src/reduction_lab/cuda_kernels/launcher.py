@@ -372,6 +372,130 @@ def _flat_span(a):
     return a
 
 
+# ------------------------------------------------------------------ gpu 模式的快速路径
+# 同一个 (文件, 内核, defines, grid, block, 共享内存) 第二次启动时不再重复解析与检查：第一次经完整的路径
+# 启动成功后记下一个 _Plan（CUfunction、每个形参的检查与 ctypes 存储）；之后每次调用只检查每个实参的
+# 类型、dtype、设备与整数范围，写进预先分配好的参数数组，直接调用驱动的 cuLaunchKernel
+# （cupy.cuda.driver.launchKernel）。任何一项不符合都退回完整的路径，由它给出同样的错误信息。
+_PLANS: dict = {}
+
+
+def _int_dims(v):
+    """可以作缓存键的 grid / block：int 或由 int 组成的元组（bool、numpy 整数、列表走完整的路径）。"""
+    if type(v) is int:
+        return v
+    if type(v) is tuple and all(type(d) is int for d in v):
+        return v
+    return None
+
+
+def _plan_key(source, name, grid, block, shared_bytes, defines, max_dyn):
+    if type(shared_bytes) is not int or (max_dyn is not None and type(max_dyn) is not int):
+        return None
+    g, b = _int_dims(grid), _int_dims(block)
+    if g is None or b is None:
+        return None
+    if defines:
+        if type(defines) is not dict:
+            return None
+        items = tuple(defines.items())
+        for _, v in items:
+            if type(v) is bool:
+                return None
+    else:
+        items = None
+    return source, name, items, g, b, shared_bytes, max_dyn
+
+
+class _Plan:
+    """一个已经成功启动过的 (内核, 配置)：见上面的说明。"""
+
+    def __init__(self, function, grid, block, shared_bytes, sig, args, version_of):
+        import ctypes
+        import threading
+
+        import cupy
+
+        self.launch_kernel = cupy.cuda.driver.launchKernel
+        self.fptr = int(function.ptr)
+        self.grid, self.block, self.shared = grid, block, int(shared_bytes)
+        self.device = torch.cuda.current_device()
+        self.version_of = version_of                 # (路径, 版本)：学员的 .cu 文件改过之后不再沿用
+        self.lock = threading.Lock()
+        slots, checks = [], []
+        for (pname, ctype, is_ptr), a in zip(sig, args):
+            if is_ptr:
+                slots.append(ctypes.c_uint64())
+                checks.append((True, a.dtype, None, None))
+                continue
+            dtype = _SCALAR_DTYPES[_base_type(ctype)]
+            kind, lo, hi = _scalar_kind(dtype)
+            ct = {np.int8: ctypes.c_int8, np.uint8: ctypes.c_uint8, np.int16: ctypes.c_int16,
+                  np.uint16: ctypes.c_uint16, np.int32: ctypes.c_int32, np.uint32: ctypes.c_uint32,
+                  np.int64: ctypes.c_int64, np.uint64: ctypes.c_uint64, np.float32: ctypes.c_float,
+                  np.float64: ctypes.c_double, np.bool_: ctypes.c_bool}[dtype]
+            slots.append(ct())
+            checks.append((False, kind, lo, hi))
+        self.slots = slots
+        self.checks = tuple(checks)
+        self.params = (ctypes.c_void_p * max(1, len(slots)))(*[ctypes.addressof(v) for v in slots])
+        self.params_addr = ctypes.addressof(self.params)
+
+    def __call__(self, args) -> bool:
+        """检查并启动；不符合快速路径的条件时返回 False（什么都没有启动）。"""
+        checks = self.checks
+        if type(args) not in (tuple, list) or len(args) != len(checks):
+            return False
+        dev = self.device
+        if torch._C._cuda_getDevice() != dev:
+            return False
+        if self.version_of is not None and _version(self.version_of[0]) != self.version_of[1]:
+            return False
+        values = []
+        for (is_ptr, a_kind, lo, hi), a in zip(checks, args):
+            if is_ptr:
+                if type(a) is not torch.Tensor or a.dtype is not a_kind or not a.is_cuda or a.get_device() != dev \
+                        or a.numel() == 0:
+                    return False
+                values.append(a.data_ptr())
+            elif a_kind in "iu":
+                if type(a) is not int or not lo <= a <= hi:
+                    return False
+                values.append(a)
+            elif a_kind == "f":
+                if type(a) is not float and type(a) is not int:
+                    return False
+                values.append(a)
+            else:
+                return False
+        stream = torch._C._cuda_getCurrentRawStream(dev)
+        g, b = self.grid, self.block
+        with self.lock:                              # 参数数组是共用的：写入与启动之间不让别的线程插进来
+            for slot, v in zip(self.slots, values):
+                slot.value = v
+            self.launch_kernel(self.fptr, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream,
+                               self.params_addr, 0)
+        return True
+
+
+def _make_plan(key, path, name, grid, block, shared_bytes, dkey, sig, cxx, version, args):
+    """完整的路径成功启动之后调用：只为常见情形（参数都是 CUDA 张量与 Python 数）建快速路径。"""
+    if not all((type(a) is torch.Tensor) if is_ptr else type(a) in (int, float) for (_, _, is_ptr), a in zip(sig, args)):
+        return
+    try:
+        if cxx:
+            function = _raw_module(str(path), dkey, name, version).get_function(name)
+        else:
+            function = _raw_kernel(str(path), name, dkey, version).kernel
+        plan = _Plan(function, grid, block, shared_bytes, sig, args,
+                     None if version is None else (path, version))
+    except (AttributeError, ImportError, KeyError):  # CuPy 的内部接口不是预期的样子：只用完整的路径
+        return
+    if len(_PLANS) > 1024:
+        _PLANS.clear()
+    _PLANS[key] = plan
+
+
 def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=None, mode: str | None = None,
            max_dynamic_shared_bytes: int | None = None, symbols=None):
     """启动一个 CUDA C 内核：gpu 模式在 GPU 上，sim 模式在模拟器里。见模块说明。
@@ -383,6 +507,12 @@ def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=
     ``shared_bytes`` 超过 48 KiB 时必须给出 ``max_dynamic_shared_bytes``（两种模式规则相同）：
     gpu 模式下据此设置内核的 cudaFuncAttributeMaxDynamicSharedMemorySize，上限是当前 GPU 架构
     每个线程块的最大共享内存；sim 模式按 sm_90。"""
+    key = None
+    if mode is None and symbols is None and runtime.MODE == "gpu":
+        key = _plan_key(source, name, grid, block, shared_bytes, defines, max_dynamic_shared_bytes)
+        plan = _PLANS.get(key) if key is not None else None
+        if plan is not None and plan(args):
+            return None
     mode = runtime.MODE if mode is None else mode
     if mode not in ("gpu", "sim"):
         raise ValueError(f"mode 只能是 None、'gpu' 或 'sim'，得到 {mode!r}")
@@ -426,8 +556,11 @@ def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=
                 raise ValueError(f"{name} 的张量不在同一块 GPU 上：{device} 与 {a.device} (tensors on different GPUs)")
         packed.append(np.uint64(_pointer_value(a)))     # 指针按 64 位地址传入
     if mode == "gpu":
-        return _gpu_launch(path, name, grid, block, packed, device, shared_bytes, dkey, max_dynamic_shared_bytes,
-                           symbols, cxx, version)
+        _gpu_launch(path, name, grid, block, packed, device, shared_bytes, dkey, max_dynamic_shared_bytes,
+                    symbols, cxx, version)
+        if key is not None and key not in _PLANS and (device is None or device.index == torch.cuda.current_device()):
+            _make_plan(key, path, name, grid, block, shared_bytes, dkey, sig, cxx, version, args)
+        return None
 
     from .. import simt
 

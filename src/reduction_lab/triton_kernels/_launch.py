@@ -114,43 +114,74 @@ class FastLaunch:
     def __call__(self, grid, *args, **kwargs):
         return self.launch(grid, args, kwargs, tuple(kwargs.items()))
 
+    def _hooks_on(self) -> bool:
+        return _hooked(self._hooks.launch_enter_hook) or _hooked(self._hooks.launch_exit_hook)
+
+    def _compile_and_store(self, grid, args, kwargs, key):
+        compiled = self.kernel[grid](*args, **kwargs)
+        if key is not None and hasattr(compiled, "packed_metadata") and callable(getattr(compiled, "run", None)):
+            tail = tuple(kwargs.get(name, default) for name, default in self.constexprs)
+            # 已编译内核的这几个属性每次访问都要经过 Python（旧版 Triton 重载了 __getattribute__）：取一次存起来
+            self.cache[key] = _entry(compiled.run, compiled.function, compiled.packed_metadata, tail)
+
     def launch(self, grid, args, kwargs: dict, kw_key):
         """``kw_key`` 是 ``kwargs`` 的可哈希形式（调用者可以预先算好，每次调用不再重建）。"""
-        if not self.enabled or len(args) != self.n_runtime or _hooked(self._hooks.launch_enter_hook) \
-                or _hooked(self._hooks.launch_exit_hook):
+        if not self.enabled or len(args) != self.n_runtime or self._hooks_on():
             return self.kernel[grid](*args, **kwargs)
         key, flat = self._key(args, kw_key)
         hit = self.cache.get(key) if key is not None else None
         if hit is None:
-            compiled = self.kernel[grid](*args, **kwargs)
-            if key is not None and hasattr(compiled, "packed_metadata") and callable(getattr(compiled, "run", None)):
-                tail = tuple(kwargs.get(name, default) for name, default in self.constexprs)
-                # 已编译内核的这几个属性每次访问都要经过 Python（旧版 Triton 重载了 __getattribute__）：取一次存起来
-                run = compiled.run
-                self.cache[key] = (run, compiled.function, compiled.packed_metadata, tail, _direct(run))
+            self._compile_and_store(grid, args, kwargs, key)
             return None
-        run, function, packed, tail, direct = hit
-        g1 = grid[1] if len(grid) > 1 else 1
-        g2 = grid[2] if len(grid) > 2 else 1
-        if direct is not None:
-            launch, coop, pdl, annotations, signature = direct
-            launch(grid[0], g1, g2, self._stream(key[0]), function, coop, pdl, packed, None, None, None,
-                   None, None, annotations, signature, (*flat, *tail))
-        else:
-            run(grid[0], g1, g2, self._stream(key[0]), function, packed, None, None, None, *flat, *tail)
+        _call(hit, grid, self._stream(key[0]), flat)
+        return None
+
+    def launch_keyed(self, grid, key, device: int, flat, args, kwargs: dict):
+        """热路径：调用者自己给出特化键 ``key``（必须至少与 Triton 的特化一样细，见 :meth:`_key`；
+        同一个启动计划里 dtype、constexpr 与大部分整数参数已经固定，键只需要含会变的部分）和启动器参数
+        ``flat``（指针已换成地址）。``args`` 是原始参数（张量），只在第一次编译时用到。"""
+        hit = self.cache.get(key)
+        if hit is None or not self.enabled or self._hooks_on():
+            if not self.enabled or self._hooks_on():
+                return self.kernel[grid](*args, **kwargs)
+            self._compile_and_store(grid, args, kwargs, key)
+            return None
+        _call(hit, grid, self._stream(device), flat)
         return None
 
 
-_DIRECT_ATTRS = ("launch", "launch_cooperative_grid", "launch_pdl", "arg_annotations", "kernel_signature",
-                 "global_scratch_size", "profile_scratch_size")
+# 启动方式：新版 Triton 的 C 函数、Triton 3.6 的 C 函数、或已编译内核的 run（通用）
+_NEW, _V36, _RUN = 0, 1, 2
 
 
-def _direct(run):
-    """新版 Triton 的 ``CudaLauncher``：Python 层每次调用都要建几个闭包、查 scratch 分配器，再调用通用的 C 启动函数。
-    内核不需要 scratch 内存（global / profile scratch 都是 0 字节）、没有开 gsan 时，直接调用那个 C 函数，
-    参数与 ``CudaLauncher.__call__`` 传的相同。其他情况返回 None（照常调用 ``run``）。"""
-    if not all(hasattr(run, a) for a in _DIRECT_ATTRS) or getattr(run, "gsan_enabled", False):
-        return None
-    if run.global_scratch_size or run.profile_scratch_size or not callable(run.launch):
-        return None
-    return run.launch, run.launch_cooperative_grid, run.launch_pdl, run.arg_annotations, run.kernel_signature
+def _entry(run, function, packed, tail):
+    """缓存项：(方式, 启动函数, CUfunction, 额外参数)。内核不需要 scratch 内存（global / profile scratch
+    都是 0 字节）、没有开 gsan 时，跳过 ``CudaLauncher.__call__`` 这一层 Python（它每次调用都要建几个闭包、
+    查 scratch 分配器），直接调用它包着的 C 启动函数，参数与它传的相同。"""
+    if getattr(run, "gsan_enabled", False) or not callable(getattr(run, "launch", None)) \
+            or getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1) \
+            or not hasattr(run, "launch_cooperative_grid") or not hasattr(run, "launch_pdl"):
+        return _RUN, run, function, (packed, tail)
+    if hasattr(run, "arg_annotations") and hasattr(run, "kernel_signature"):
+        # 新版：launch(gx, gy, gz, stream, fn, coop, pdl, packed, launch_metadata, 两个钩子, 两个 scratch,
+        #             arg_annotations, kernel_signature, 参数元组)
+        return _NEW, run.launch, function, (run.launch_cooperative_grid, run.launch_pdl, packed,
+                                            run.arg_annotations, run.kernel_signature, tail)
+    # Triton 3.6：launch(gx, gy, gz, stream, fn, coop, pdl, 两个 scratch, packed, launch_metadata, 两个钩子, *参数)
+    return _V36, run.launch, function, (run.launch_cooperative_grid, run.launch_pdl, packed, tail)
+
+
+def _call(entry, grid, stream, flat):
+    how, fn, function, extra = entry
+    g1 = grid[1] if len(grid) > 1 else 1
+    g2 = grid[2] if len(grid) > 2 else 1
+    if how == _V36:
+        coop, pdl, packed, tail = extra
+        fn(grid[0], g1, g2, stream, function, coop, pdl, None, None, packed, None, None, None, *flat, *tail)
+    elif how == _NEW:
+        coop, pdl, packed, ann, sig, tail = extra
+        fn(grid[0], g1, g2, stream, function, coop, pdl, packed, None, None, None, None, None, ann, sig,
+           (*flat, *tail))
+    else:
+        packed, tail = extra
+        fn(grid[0], g1, g2, stream, function, packed, None, None, None, *flat, *tail)

@@ -200,19 +200,31 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype):
     return False, (cdiv(n_rows, bm), ns), cols_per_split, kw, tuple(kw.items()), (acc_torch if ns > 1 else dtype)
 
 
+_PLANS: dict = {}
+
+
 def row_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """默认参数的 :func:`row_sum`，输入已经检查过（:mod:`reduction_lab.api` 调用它）：启动计划按形状缓存，
-    内核经 :class:`FastLaunch` 启动。``out`` 是调用者检查过的 (M,) 连续输出。"""
+    内核经 :meth:`FastLaunch.launch_keyed` 启动。``out`` 是调用者检查过的 (M,) 连续输出。"""
     n_rows, n_cols = x.shape
-    persistent, grid, extra, kw, kw_key, res_dtype = _plan(n_rows, n_cols, x.dtype)
+    dtype = x.dtype
+    plan = _PLANS.get((n_rows, n_cols, dtype))
+    if plan is None:
+        plan = _PLANS[(n_rows, n_cols, dtype)] = _plan(n_rows, n_cols, dtype)
+    persistent, grid, extra, kw, kw_key, res_dtype = plan
     launcher = _persistent_launch if persistent else _tiled_launch
     if not persistent and kw["ATOMIC"]:
         res = torch.zeros(n_rows, device=x.device, dtype=res_dtype)
+    elif out is not None and res_dtype == dtype:
+        res = out
     else:
-        res = out if out is not None else torch.empty(n_rows, device=x.device, dtype=res_dtype)
-    launcher.launch(grid, (res, x, x.stride(0), n_rows, n_cols, extra), kw, kw_key)
-    if res.dtype != x.dtype:
-        res = res.to(x.dtype)
+        res = torch.empty(n_rows, device=x.device, dtype=res_dtype)
+    pr, px, sx = res.data_ptr(), x.data_ptr(), x.stride(0)
+    dev = x.get_device()
+    key = (kw_key, dtype, res_dtype, dev, pr & 15 == 0, px & 15 == 0, sx, n_rows, n_cols, extra)
+    launcher.launch_keyed(grid, key, dev, (pr, px, sx, n_rows, n_cols, extra), (res, x, sx, n_rows, n_cols, extra), kw)
+    if res.dtype != dtype:
+        res = res.to(dtype)
     if out is not None and res is not out:
         out.copy_(res)
         return out

@@ -199,9 +199,12 @@ _rows_launch = FastLaunch(softmax_rows_kernel)
 _persistent_launch = FastLaunch(softmax_persistent_kernel)
 
 
+_PLANS: dict = {}
+
+
 def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """默认参数的 :func:`softmax`，输入已经检查过（:mod:`reduction_lab.api` 调用它）：
-    启动计划按形状缓存，内核经 :class:`FastLaunch` 启动，一次调用的主机开销只剩分配输出与启动。"""
+    启动计划按形状缓存，内核经 :meth:`FastLaunch.launch_keyed` 启动，一次调用的主机开销只剩分配输出与启动。"""
     n_rows, n_cols = x.shape
     if n_cols > SPLIT_THRESHOLD:
         if x.dtype == torch.float64:
@@ -209,8 +212,18 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
                             f"(float64 is supported only for N <= {SPLIT_THRESHOLD})")
         res = split_softmax(x)
         return res if out is None else out.copy_(res)
-    launcher, grid, kw, kw_key = _rows_plan(n_rows, n_cols, x.dtype)
+    dtype = x.dtype
+    plan = _PLANS.get((n_rows, n_cols, dtype))
+    if plan is None:
+        plan = _PLANS[(n_rows, n_cols, dtype)] = _rows_plan(n_rows, n_cols, dtype)
+    launcher, grid, kw, kw_key = plan
     if out is None:
-        out = torch.empty_like(x, memory_format=torch.contiguous_format)   # 总是连续的，不沿用 x 的步长
-    launcher.launch(grid, (out, x, x.stride(0), out.stride(0), n_rows, n_cols), kw, kw_key)
+        # 最后一维连续的二维张量：empty_like 给出的总是连续张量（不沿用行距）
+        out = torch.empty_like(x)
+    po, px, sx, so = out.data_ptr(), x.data_ptr(), x.stride(0), out.stride(0)
+    dev = x.get_device()
+    # 计划固定了 dtype、constexpr 与 n_rows、n_cols；会变的只有两个地址是否16字节对齐和两个行距
+    key = (kw_key, dtype, dev, po & 15 == 0, px & 15 == 0, sx, so, n_rows, n_cols)
+    launcher.launch_keyed(grid, key, dev, (po, px, sx, so, n_rows, n_cols),
+                          (out, x, sx, so, n_rows, n_cols), kw)
     return out

@@ -1,0 +1,116 @@
+"""一次调用的快速路径：按形状缓存的启动计划，第二次起不再重复检查与解析。
+
+快速路径只省主机端的工作，不能改变结果，也不能放过坏输入：这里在同一个计划上反复调用，
+换对齐、换行距、换 out=，结果都要与参考一致；计划已经建好之后再传坏参数，错误与第一次相同。
+CUDA C 启动器的计划（直接调用 cuLaunchKernel）只在 gpu 模式下存在；sim 模式下检查它不会被建立。
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import reduction_lab as rl
+from reduction_lab.cuda_kernels import launcher
+
+GPU = rl.MODE == "gpu"
+
+
+def _ref_softmax(x):
+    return torch.softmax(x.double(), dim=-1).to(x.dtype)
+
+
+@pytest.mark.parametrize("impl", ["triton", "cuda"])
+def test_repeated_softmax_calls_across_alignment_and_strides(impl):
+    g = torch.Generator().manual_seed(0)
+    big = (torch.randn(6, 80, generator=g) * 4).to(rl.DEVICE)
+    cases = [big[:, :40], big[:, 1:41], big[:, 3:43], big[:, :40].contiguous(), big[::2, :40]]
+    for _ in range(2):                                   # 第二轮全部命中已经建好的计划
+        for x in cases:
+            y = rl.softmax(x, backend=impl)
+            assert y.is_contiguous() and y.shape == x.shape
+            torch.testing.assert_close(y, _ref_softmax(x), atol=1e-6, rtol=1e-5)
+            out = torch.empty_like(y)
+            assert rl.softmax(x, backend=impl, out=out) is out
+            torch.testing.assert_close(out, y, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("impl", ["triton", "cuda"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_repeated_row_sums(impl, dtype):
+    g = torch.Generator().manual_seed(1)
+    for shape in [(5, 33), (3, 3000)]:                   # cuda：warp 内核与分段（split）内核
+        x = torch.randn(*shape, generator=g).to(dtype).to(rl.DEVICE)
+        ref = x.double().sum(1)
+        for _ in range(3):
+            got = rl.reduce_sum(x, backend=impl)
+            assert got.dtype == dtype
+            torch.testing.assert_close(got.double(), ref, atol=2e-2 if dtype != torch.float32 else 1e-4,
+                                       rtol=1e-2 if dtype != torch.float32 else 1e-5)
+        out = torch.full((shape[0],), float("nan"), dtype=dtype, device=rl.DEVICE)
+        assert rl.reduce_sum(x, backend=impl, out=out) is out
+        torch.testing.assert_close(out, rl.reduce_sum(x, backend=impl), atol=0, rtol=0)
+
+
+def test_bad_input_after_the_plan_exists_still_raises():
+    x = torch.randn(4, 64, device=rl.DEVICE)
+    rl.softmax(x)                                        # 建好 (4, 64, float32) 的计划
+    rl.reduce_sum(x, backend="cuda")
+    with pytest.raises(TypeError, match="dtype"):
+        rl.softmax(x.to(torch.int32))
+    with pytest.raises(ValueError, match="stride"):
+        rl.softmax(x.t().contiguous().t())
+    with pytest.raises(ValueError, match="dim"):
+        rl.softmax(x, dim=0)
+    with pytest.raises(ValueError, match="backend"):
+        rl.softmax(x, backend="cudnn")
+    with pytest.raises(ValueError, match="backend"):
+        rl.softmax(x, backend=["triton"])
+    with pytest.raises(ValueError, match="dim"):
+        rl.reduce_sum(x, dim=True, backend="cuda")
+
+
+def _launch_sum(x, out, defines=None):
+    return launcher.launch("reduce_sum.cu", "reduce_sum_rows_warp", grid=1, block=256,
+                           args=(x, out, x.stride(0), x.shape[0], x.shape[1]), defines=defines or {"BLOCK_SIZE": 256})
+
+
+@pytest.mark.skipif(GPU, reason="检查 sim 模式不建 GPU 启动计划；gpu 模式由下面的测试检查")
+def test_sim_mode_builds_no_gpu_plan():
+    before = len(launcher._PLANS)
+    x = torch.ones(2, 40)
+    out = torch.empty(2)
+    _launch_sum(x, out)
+    _launch_sum(x, out)
+    assert out.tolist() == [40.0, 40.0]
+    assert len(launcher._PLANS) == before
+
+
+@pytest.mark.skipif(not GPU, reason="CUDA C 启动计划（直接调用 cuLaunchKernel）只在 gpu 模式下存在")
+def test_cuda_plan_is_built_used_and_checks_arguments():
+    x = torch.arange(80, dtype=torch.float32, device="cuda").reshape(2, 40)
+    out = torch.empty(2, device="cuda")
+    _launch_sum(x, out)
+    key = launcher._plan_key("reduce_sum.cu", "reduce_sum_rows_warp", 1, 256, 0, {"BLOCK_SIZE": 256}, None)
+    assert key in launcher._PLANS
+    for k in range(3):                                   # 走快速路径：每次新的输入与输出
+        x2 = x + k
+        out2 = torch.full((2,), float("nan"), device="cuda")
+        assert launcher._PLANS[key](  # 计划自己判断参数都符合，启动并返回 True
+            (x2, out2, x2.stride(0), 2, 40))
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out2, x2.sum(1))
+    # 计划在，但参数不符合：退回完整的路径，错误与第一次启动时相同
+    with pytest.raises(TypeError, match="dtype"):
+        _launch_sum(x.double(), out)
+    with pytest.raises(OverflowError):
+        launcher.launch("reduce_sum.cu", "reduce_sum_rows_warp", grid=1, block=256,
+                        args=(x, out, x.stride(0), 2**40, 40), defines={"BLOCK_SIZE": 256})
+    with pytest.raises(ValueError, match="CUDA"):
+        _launch_sum(x.cpu(), out)
+    with pytest.raises(TypeError, match="参数"):
+        launcher.launch("reduce_sum.cu", "reduce_sum_rows_warp", grid=1, block=256,
+                        args=(x, out, x.stride(0), 2), defines={"BLOCK_SIZE": 256})
+    with pytest.raises(TypeError, match="grid"):
+        launcher.launch("reduce_sum.cu", "reduce_sum_rows_warp", grid=True, block=256,
+                        args=(x, out, x.stride(0), 2, 40), defines={"BLOCK_SIZE": 256})

@@ -45,8 +45,8 @@ _IMPLS = {
     ("triton", "softmax"): ("reduction_lab.triton_kernels.softmax", "softmax_checked"),
     ("cuda", "reduce_sum"): ("reduction_lab.cuda_kernels", "reduce_sum_checked"),
     ("cuda", "softmax"): ("reduction_lab.cuda_kernels", "softmax"),
-    ("tilelang", "reduce_sum"): ("reduction_lab.tilelang_kernels", "reduce_sum"),
-    ("tilelang", "softmax"): ("reduction_lab.tilelang_kernels", "softmax"),
+    ("tilelang", "reduce_sum"): ("reduction_lab.tilelang_kernels", "reduce_sum_checked"),
+    ("tilelang", "softmax"): ("reduction_lab.tilelang_kernels", "softmax_checked"),
 }
 _RESOLVED: dict = {}
 
@@ -196,6 +196,6 @@ def softmax(x: torch.Tensor, dim: int = -1, backend: str = "triton", *,
         return autograd.softmax(x, backend)
     if out is None:
         return (_RESOLVED.get((backend, "softmax")) or _impl(backend, "softmax"))(x)
-    if backend in ("triton", "cuda"):
+    if backend in ("triton", "cuda", "tilelang"):
         return _impl(backend, "softmax")(x, out=out)
     return _into(out, _impl(backend, "softmax")(x))

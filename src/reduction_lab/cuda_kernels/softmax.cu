@@ -156,15 +156,16 @@ __device__ int head_before_16(const floatX *p, int n)
 // --8<-- [start:ms_merge]
 // (m, s)合并：s = s * exp(m - m') + s2 * exp(m2 - m')，m' = max(m, m2)。
 // 两边都是空的（m = m2 = -inf）时保持(-inf, 0)，不算 -inf - (-inf) = nan。
+// __fmul_rn：乘积单独舍入，不与加法合成FMA，于是交换两边得到逐位相同的结果。
 __device__ void ms_merge(float &m, float &s, float m2, float s2)
 {
     float mn = fmaxf(m, m2);
     if (mn != -INFINITY)
-        s = s * expf(m - mn) + s2 * expf(m2 - mn);
+        s = __fmul_rn(s, expf(m - mn)) + __fmul_rn(s2, expf(m2 - mn));
     m = mn;
 }
 
-// 蝶形归约(m, s)：浮点加法、乘法可交换，每对lane得到逐位相同的结果
+// 蝶形归约(m, s)：交换的两个lane算同一个式子（加法可交换），32个lane得到逐位相同的结果
 __device__ void warp_allreduce_ms(float &m, float &s)
 {
     for (int offset = 16; offset > 0; offset >>= 1) {

@@ -536,7 +536,15 @@ class Lowering:
                 return getattr(T, half)
             raise self.unsupported(f"类型 {name}", c)
         if decl.kind == K.UNION_DECL:
-            raise self.unsupported(f"联合 union {name}", decl)
+            # 联合：所有成员从第 0 个字节开始，大小与对齐取 clang 给出的（与 nvcc 相同）
+            ms = [(f.spelling, self.member_type(f.type.get_canonical(), f, name)) for f in t.get_fields()]
+            if not ms:
+                raise self.unsupported(f"没有成员的联合 union {name}", decl)
+            v = T.union_of(name, ms, size=t.get_size(), align=t.get_align())
+            v.why = None
+            self.struct_cache[key] = v
+            self.prog.typedefs[name] = v
+            return v
         self.check_class(decl)
         fields = list(t.get_fields())
         leaves, names, members = [], [], {}
@@ -572,8 +580,6 @@ class Lowering:
         # 成员大小不同、有填充或含指针的结构体只能放在寄存器里（放进内存时报告不支持）
         storable = bool(leaves) and all(x.is_scalar and x.size == leaves[0].size for x in leaves) and \
             t.get_size() == len(leaves) * leaves[0].size
-        if not storable and any(m[1].is_array for m in members.values()):
-            raise self.unsupported(self.layout_reason(name, leaves, t) + "，又有数组成员", decl)
         if not names:
             v = T.Vec(name, T.UCHAR, 0, (), wide=False)     # 空结构体：只有成员函数（如 SharedMemory<T>），不占存储
             self.struct_cache[key] = v
@@ -586,7 +592,7 @@ class Lowering:
         wide = len(names) > 1 and len(set(leaves)) == 1 and all(m[1].is_scalar for m in members.values()) and (
             (size <= 16 and align == size and size in (2, 4, 8, 16)) or (size > 16 and align >= 16 and size % 16 == 0))
         v = T.Vec(name, elem, len(names), names, wide=wide, align=align if wide else elem.size, elems=leaves,
-                  members=members, storable=storable)
+                  members=members, storable=storable, size=size)
         v.why = None if v.storable else self.layout_reason(name, leaves, t)
         self.struct_cache[key] = v
         self.prog.typedefs[name] = v
@@ -1447,8 +1453,6 @@ class Lowering:
                     defs.append(c)
             elif k in (K.STRUCT_DECL, K.CLASS_DECL, K.UNION_DECL):
                 if c.is_definition():
-                    if k == K.UNION_DECL:
-                        raise self.unsupported(f"联合 union {c.spelling}", c)
                     self.record(c.type, c)
             elif k == K.CLASS_TEMPLATE:
                 self.check_class(c)
@@ -1474,8 +1478,6 @@ class Lowering:
             (t.get_canonical().kind == TK.CONSTANTARRAY and t.get_canonical().element_type.is_const_qualified())
         if not attrs & {K.CUDADEVICE_ATTR, K.CUDACONSTANT_ATTR, K.CUDASHARED_ATTR} and not readonly:
             return          # 主机变量：设备代码用到它时 clang 已经报错（nvcc 同样报错）
-        if t.get_canonical().kind == TK.POINTER:
-            raise self.unsupported(f"文件作用域的指针变量 {name} / file-scope pointer variable", c)
         tn = self.tnode(t, name, c)
         init = self.var_init(c)
         ini = self.init_expr(init) if init is not None else None

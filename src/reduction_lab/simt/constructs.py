@@ -865,6 +865,32 @@ __global__ void pick_rows(const int* x, int* out, int which) {
 }
 """
 
+_UNION = r"""
+// 联合：几个成员共用同样的字节（这里用来看 float 的位模式）
+union Bits { float f; unsigned int u; unsigned char b[4]; };
+__global__ void float_bits(const float* x, unsigned int* out, unsigned int* top) {
+    __shared__ Bits s[32];
+    int t = threadIdx.x;
+    Bits v;
+    v.f = x[t];
+    s[t] = v;
+    __syncthreads();
+    out[t] = s[31 - t].u;
+    top[t] = v.b[3];                   // 小端：第 3 个字节是符号位与指数的高 7 位
+}
+"""
+
+_FILE_PTR = r"""
+// 文件作用域的指针变量：一个线程写进去，屏障之后别的线程经它访问
+__device__ int* g_dst;
+__global__ void via_global_pointer(int* out, const int* x) {
+    int t = threadIdx.x;
+    if (t == 0) g_dst = out;
+    __syncthreads();
+    g_dst[t] = x[t] + t;
+}
+"""
+
 
 # ---------------------------------------------------------------- 登记表
 
@@ -1049,6 +1075,15 @@ REGISTRY: tuple[Construct, ...] = (
        "pick_rows", 1, 32,
        lambda rng: Case([_ints(rng, 96), _zeros(32, np.int32), np.int32(2)]),
        lambda c: {1: c.args[0][64:96] + c.args[0][:32] + 1}),
+    _c("union", "按字节寻址", "联合union：放在寄存器里与共享内存里，读另一个成员看到同样的字节", _UNION,
+       "float_bits", 1, 32,
+       lambda rng: Case([(rng.standard_normal(32) * 100).astype(np.float32), _zeros(32, np.uint32),
+                         _zeros(32, np.uint32)]),
+       lambda c: {1: c.args[0].view(np.uint32)[::-1], 2: c.args[0].view(np.uint32) >> 24}),
+    _c("file_scope_pointer", "按字节寻址", "文件作用域的__device__指针变量（一个线程写入，其他线程经它访问）",
+       _FILE_PTR, "via_global_pointer", 1, 32,
+       lambda rng: Case([_zeros(32, np.int32), _ints(rng, 32)]),
+       lambda c: {0: c.args[1] + np.arange(32, dtype=np.int32)}),
     # 有意拒绝的写法
     _refused("texture", "纹理对象cudaTextureObject_t与tex1Dfetch<T>", _TEXTURE, "from_texture", 5,
              lambda: [0, _zeros(32)]),

@@ -28,6 +28,7 @@
 typedef __SIZE_TYPE__ size_t;
 typedef __PTRDIFF_TYPE__ ptrdiff_t;
 typedef long ssize_t;
+typedef long clock_t;                 /* 与 nvcc 的 <time.h>（经 cuda_runtime.h）相同 */
 typedef signed char int8_t;
 typedef unsigned char uint8_t;
 typedef short int16_t;

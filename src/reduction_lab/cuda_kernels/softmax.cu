@@ -315,8 +315,10 @@ extern "C" __global__ void softmax_rows_block(const floatX *__restrict__ x, floa
 // part：n_rows * chunks个(m, s)。
 // 线程块的逻辑编号取自sync[0]的原子发号，而不是blockIdx.x：号小的块一定已经开始运行，
 // 一个块只等同一行的段，所以只要GPU能同时驻留chunks个线程块，就不会死锁（不依赖硬件分派的顺序）。
-// SPLIT_MIN_BLOCKS：寄存器不超过128个，每个SM至少驻留512个线程，包装函数据此限制chunks。
-#define SPLIT_MIN_BLOCKS (BLOCK_SIZE >= 512 ? 1 : 512 / BLOCK_SIZE)
+// SPLIT_MIN_BLOCKS：每个SM至少驻留SPLIT_MIN_THREADS个线程（每个线程至多64或128个寄存器），
+// 包装函数按512个线程限制chunks。
+#define SPLIT_MIN_THREADS (ELEMS > 32 ? 512 : 1024)
+#define SPLIT_MIN_BLOCKS (BLOCK_SIZE >= SPLIT_MIN_THREADS ? 1 : SPLIT_MIN_THREADS / BLOCK_SIZE)
 extern "C" __global__ __launch_bounds__(BLOCK_SIZE, SPLIT_MIN_BLOCKS) void
 softmax_rows_split(const floatX *__restrict__ x, floatX *__restrict__ y, int *sync, float *part,
                    long long x_row_stride, long long y_row_stride, int n_cols, int chunks);

@@ -237,7 +237,11 @@ def test_gpu_long_rows_every_path(dtype):
         _check(ck.softmax(x), x, f"auto {M}x{N}", rel)
         _check(ck.softmax(x[:, 1:]), x[:, 1:], f"auto 切片 {M}x{N - 1}", rel)
         for block, packs in ((256, 8 if dtype == torch.float32 else 4), (1024, 2)):
-            if ck.softmax_plan(M, N, dtype, "split", block, packs)["chunks"] > 1:
+            try:
+                chunks = ck.softmax_plan(M, N, dtype, "split", block, packs)["chunks"]
+            except ValueError:                              # 段数超过能保证同时驻留的上限：包装函数拒绝
+                continue
+            if chunks > 1:
                 _check(ck.softmax(x, kernel="split", block_size=block, packs=packs), x, f"split {block} {packs}", rel)
 
 

@@ -123,6 +123,16 @@ def test_one_read_one_write_in_the_simulator():
         assert rep.global_store_bytes == M * N * 4 + extra_store, kernel
 
 
+def test_kernel_list_matches_the_source():
+    """包装函数的内核表、softmax.cu 里的内核与文件开头的说明一致。"""
+    names = ck.kernel_names("softmax.cu")
+    assert sorted(ck._SOFTMAX_NAMES.values()) == sorted(names)
+    assert set(ck.SOFTMAX_KERNELS) == {"auto", *ck._SOFTMAX_NAMES}
+    header = ck.read_source("softmax.cu").split("#ifndef")[0]
+    for name in names:
+        assert f"//   {name} " in header, name
+
+
 def test_auto_plan_follows_the_table():
     for itemsize, dtype in ((4, torch.float32), (2, torch.bfloat16)):
         table = ck.SOFTMAX_CONFIGS[itemsize]

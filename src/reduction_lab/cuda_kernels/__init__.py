@@ -5,7 +5,7 @@
 
 * :func:`reduce_sum` ——按行求和（reduce_sum.cu）。课程页面：docs/cuda/tree-reduction.md；
 * :func:`softmax` ——按行 softmax（softmax.cu）：课程版一行一个线程块读三遍，生产版整行放在寄存器里只读一遍，
-  按 N 查 :data:`SOFTMAX_CONFIGS` 选内核（调参：scripts/tune_cuda_softmax.py）；
+  按 N 查 :data:`SOFTMAX_CONFIGS` 选内核（调参：scripts/tune_cuda_softmax.py）。课程页面：docs/occupancy.md；
 * :func:`softmax_backward` ——softmax 的反向 dx = y * (dy - sum(y * dy))（softmax_backward.cu）；
 * :func:`full_sum` ——整个数组求和的 8 个版本（full_sum.cu），版本表 :data:`FULL_SUM_VERSIONS`
   从 full_sum.cu 的 ``@version`` 注释解析。课程页面：docs/cuda/seven-versions.md；
@@ -29,8 +29,8 @@ from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_s
 __all__ = [
     "reduce_sum_checked",
     "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
-    "reduce_sum", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward", "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report",
-    "NOMINAL_SM_COUNT", "DTYPES",
+    "reduce_sum", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward",
+    "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report", "NOMINAL_SM_COUNT", "DTYPES",
 ]
 
 #: sim 模式下假定的 SM 个数（H200 有 132 个），让模拟的启动配置与 H200 上的一致

@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from reduction_lab.bench.percall import wall_us
+from reduction_lab.triton_kernels import _launch
 
 def per_call_us(fn, k: int = 2000, warmup: int = 50) -> float:
     for _ in range(warmup):
@@ -52,8 +53,6 @@ def probes() -> dict:
     out["torch.sum(1)"] = per_call_us(lambda: x.sum(1))
     out["triton empty kernel[grid]"] = per_call_us(lambda: _empty_kernel[(1,)](x, 1))
     out["triton copy kernel[grid]"] = per_call_us(lambda: _copy_kernel[(64,)](y, x, x.numel(), BLOCK=1024))
-    from reduction_lab.triton_kernels import _launch
-
     if hasattr(_launch, "FastLaunch"):
         fl = _launch.FastLaunch(_copy_kernel)
         y.zero_()

@@ -85,12 +85,12 @@ def _row_sum_case(kernel, shape, seed, **kw):
     return run, bound
 
 
-def _softmax_case(shape, seed):
+def _softmax_case(shape, seed, **kw):
     def run(mode):
         from reduction_lab.cuda_kernels import softmax
 
         x = (3 * _x(shape, seed)).to(_dev(mode))
-        return {"y": _np(softmax(x, mode=mode))}
+        return {"y": _np(softmax(x, mode=mode, **kw))}
 
     def bound():
         torch = _torch()
@@ -176,7 +176,14 @@ def course_cases():
         _row_sum_case("warp", (37, 1000), 2))
     add("reduce_sum_rows_split", "reduce_sum.cu", "reduce_sum_rows_split", "按行求和（切段 + atomicAdd），(3, 9000)，3段",
         _row_sum_case("split", (3, 9000), 3, chunks=3))
-    add("softmax_rows", "softmax.cu", "softmax_rows", "按行softmax，(6, 1000)", _softmax_case((6, 1000), 4))
+    add("softmax_rows", "softmax.cu", "softmax_rows", "按行softmax（课程版，读三遍），(6, 1000)",
+        _softmax_case((6, 1000), 4, kernel="rows"))
+    add("softmax_rows_warp", "softmax.cu", "softmax_rows_warp", "按行softmax，一个warp一行，(37, 1000)",
+        _softmax_case((37, 1000), 11, kernel="warp", packs=8))
+    add("softmax_rows_block", "softmax.cu", "softmax_rows_block", "按行softmax，一个线程块一行，(6, 4097)",
+        _softmax_case((6, 4097), 12, kernel="block", block_size=256, packs=4))
+    add("softmax_rows_split", "softmax.cu", "softmax_rows_split", "按行softmax，一行分5段，(3, 9000)",
+        _softmax_case((3, 9000), 13, kernel="split", block_size=128, packs=4))
     add("softmax_backward_rows", "softmax_backward.cu", "softmax_backward_rows", "softmax的反向，(6, 1000)",
         _softmax_bwd_case((6, 1000), 5))
     for v in range(1, 9):

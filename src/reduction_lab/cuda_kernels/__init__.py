@@ -222,20 +222,22 @@ _SOFTMAX_NAMES = {"rows": "softmax_rows", "warp": "softmax_rows_warp", "block": 
 #: 16 字节包数（一包 4 个 float32 或 8 个 16 位元素）。scripts/tune_cuda_softmax.py 在 H200 上验证并计时全部候选，
 #: 它写出的 JSON 里 ``best`` 一栏就是这张表的一项，抄过来即可。
 SOFTMAX_CONFIGS = {
+    # H200，scripts/tune_cuda_softmax.py 的一次运行（docs/data/h200_cuda_softmax.json）：每个 N 最快的候选
     4: ((512, "warp", 128, 4),
-        (1024, "warp", 128, 8),
-        (2048, "block", 128, 4),
-        (4096, "block", 256, 4),
-        (8192, "block", 512, 4),
+        (1024, "block", 64, 4),
+        (2048, "warp", 128, 16),
+        (4096, "block", 64, 16),
+        (8192, "block", 128, 16),
         (16384, "block", 512, 8),
-        (32768, "split", 512, 4),
+        (32768, "block", 512, 16),
         (None, "split", 256, 8)),
-    2: ((1024, "warp", 128, 4),
+    2: ((512, "warp", 256, 2),
+        (1024, "warp", 128, 4),
         (2048, "warp", 128, 8),
-        (4096, "block", 256, 2),
-        (8192, "block", 256, 4),
-        (16384, "block", 512, 4),
-        (32768, "split", 512, 4),
+        (4096, "block", 64, 8),
+        (8192, "block", 128, 8),
+        (16384, "block", 256, 8),
+        (32768, "block", 512, 8),
         (None, "split", 256, 4)),
 }
 

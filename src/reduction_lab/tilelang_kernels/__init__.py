@@ -78,13 +78,14 @@ SOFTMAX_PATHS = ("row", "online", "cluster")
 #: 由 ``scripts/tune_tilelang.py --json`` 在 H200 上的扫描结果改写（它打印同样格式的一张表）；
 #: 表里没有的 N 用最近的较小一项（超过表尾的用 online）。
 SOFTMAX_TABLE = {
+    # float32：H200 上 scripts/tune_tilelang.py --kernel softmax 的一次运行（docs/data/h200_tilelang_softmax.json）
     (4, 512): dict(path="row", threads=128, elems=4096),
     (4, 1024): dict(path="row", threads=128, elems=4096),
-    (4, 2048): dict(path="row", threads=256, elems=4096),
-    (4, 4096): dict(path="row", threads=256, elems=4096),
+    (4, 2048): dict(path="row", threads=256, elems=8192),
+    (4, 4096): dict(path="row", threads=512, elems=4096),
     (4, 8192): dict(path="row", threads=512, elems=8192),
-    (4, 16384): dict(path="row", threads=512, elems=16384),
-    (4, 32768): dict(path="row", threads=1024, elems=32768),
+    (4, 16384): dict(path="row", threads=512, elems=32768),
+    (4, 32768): dict(path="row", threads=512, elems=32768),
     (4, 65536): dict(path="cluster", threads=512, block_n=4096, n_seg=4),
     (4, 131072): dict(path="cluster", threads=512, block_n=4096, n_seg=8),
     (4, 262144): dict(path="cluster", threads=1024, block_n=8192, n_seg=8),

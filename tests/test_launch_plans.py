@@ -114,3 +114,17 @@ def test_cuda_plan_is_built_used_and_checks_arguments():
     with pytest.raises(TypeError, match="grid"):
         launcher.launch("reduce_sum.cu", "reduce_sum_rows_warp", grid=True, block=256,
                         args=(x, out, x.stride(0), 2, 40), defines={"BLOCK_SIZE": 256})
+
+
+@pytest.mark.skipif(not GPU, reason="cuda 后端的缓存计划只在 gpu 模式下与完整路径不同（sim 模式下它就调用完整路径）")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_softmax_plan_matches_the_full_path(dtype):
+    from reduction_lab import cuda_kernels as ck
+
+    g = torch.Generator().manual_seed(3)
+    for M, N in ((7, 100), (5, 3000), (3, 40000), (2, 70000), (4, 262147)):   # warp、block、split 各种
+        x = (torch.randn(M, N, generator=g) * 3).to(dtype).cuda()
+        kind = ck.softmax_plan(M, N, dtype, sm_count=torch.cuda.get_device_properties(0).multi_processor_count)
+        for _ in range(2):
+            torch.testing.assert_close(rl.softmax(x, backend="cuda"), ck.softmax(x), atol=0, rtol=0,
+                                       msg=lambda m: f"{kind['kernel']} {M}x{N}: {m}")

@@ -44,7 +44,7 @@ _IMPLS = {
     ("triton", "reduce_sum"): ("reduction_lab.triton_kernels.row_sum", "row_sum_checked"),
     ("triton", "softmax"): ("reduction_lab.triton_kernels.softmax", "softmax_checked"),
     ("cuda", "reduce_sum"): ("reduction_lab.cuda_kernels", "reduce_sum_checked"),
-    ("cuda", "softmax"): ("reduction_lab.cuda_kernels", "softmax"),
+    ("cuda", "softmax"): ("reduction_lab.cuda_kernels", "softmax_checked"),
     ("tilelang", "reduce_sum"): ("reduction_lab.tilelang_kernels", "reduce_sum_checked"),
     ("tilelang", "softmax"): ("reduction_lab.tilelang_kernels", "softmax_checked"),
 }

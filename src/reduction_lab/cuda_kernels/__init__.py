@@ -27,7 +27,7 @@ from ..checks import check_matrix, check_vector
 from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_source, source_path
 
 __all__ = [
-    "reduce_sum_checked",
+    "reduce_sum_checked", "softmax_checked",
     "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
     "reduce_sum", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward",
     "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report", "NOMINAL_SM_COUNT", "DTYPES",
@@ -376,6 +376,41 @@ def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
         args = (x, y, sync, part, xs, ys, N, chunks)
     rep = launch("softmax.cu", kname, grid=plan["grid"], block=B, args=args, defines=defines, mode=m)
     return _finish(y, rep, return_report)
+
+
+#: api 检查过输入之后的默认配置（kernel="auto"）：(M, N, dtype, 设备) -> (内核名, grid, 线程数, defines, 种类, 段数)
+_SOFTMAX_PLANS: dict = {}
+
+
+def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """默认参数的 :func:`softmax`，``x`` 与 ``out`` 已经由 :mod:`reduction_lab.api` 检查过：
+    启动计划按形状缓存，每次调用不再重复检查与查表。sim 模式下就是 :func:`softmax`（留下报告）。"""
+    if runtime.MODE != "gpu":
+        return softmax(x, out=out)
+    M, N = x.shape
+    key = (M, N, x.dtype, x.get_device())
+    plan = _SOFTMAX_PLANS.get(key)
+    if plan is None:
+        p = softmax_plan(M, N, x.dtype, "auto", None, None, _sm_count(x, "gpu"))
+        B = p["block_size"]
+        defines = _defines(B, x.dtype)
+        if p["packs"] is not None:
+            defines["PACKS"] = p["packs"]
+        plan = _SOFTMAX_PLANS[key] = (_SOFTMAX_NAMES[p["kernel"]], p["grid"], B, defines, p["kernel"],
+                                      p.get("chunks"))
+    kname, grid, B, defines, kind, chunks = plan
+    y = torch.empty_like(x) if out is None else out       # 最后一维连续的二维张量：empty_like 是连续的
+    xs, ys = x.stride(0), y.stride(0)
+    if kind == "warp":
+        args = (x, y, xs, ys, M, N)
+    elif kind == "split":
+        sync = torch.zeros(1 + M, dtype=torch.int32, device=x.device)       # 发号器 + 每行的到达计数
+        part = torch.empty(2 * M * chunks, dtype=torch.float32, device=x.device)
+        args = (x, y, sync, part, xs, ys, N, chunks)
+    else:                                                 # rows、block
+        args = (x, y, xs, ys, N)
+    launch("softmax.cu", kname, grid, B, args, defines=defines)
+    return y
 
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, block_size: int | None = None,

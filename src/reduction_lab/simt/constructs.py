@@ -366,11 +366,17 @@ __global__ void scaled(const int* x, int* y, int n) {
 """
 
 _ATOMIC_MORE = r"""
-// atomicInc 的环形计数、atomicCAS 只让第一个线程写入、atomicOr 拼出位图
+// atomicInc 的环形计数、atomicCAS 循环（x > 0 的最大下标：结果与线程的先后无关）、atomicOr 拼出位图
 __global__ void ring(const int* x, unsigned* ctr, int* owner, unsigned* bits) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     atomicInc(&ctr[0], 6u);
-    if (x[i] > 0) atomicCAS(owner, -1, i);
+    if (x[i] > 0) {
+        int old = -1, assumed;         // 先猜 owner 的初值；猜错时 atomicCAS 返回真实值（不用普通读，免得与原子写竞争）
+        do {
+            assumed = old;
+            old = atomicCAS(owner, assumed, max(assumed, i));
+        } while (old != assumed);
+    }
     atomicOr(&bits[i / 32], (x[i] > 0 ? 1u : 0u) << (i % 32));
 }
 """
@@ -959,10 +965,10 @@ REGISTRY: tuple[Construct, ...] = (
        "scaled", 2, 32,
        lambda rng: Case([_ints(rng, 64, 0, 20), _zeros(64, np.int32), np.int32(64)]),
        lambda c: {1: 3 * c.args[0]}, files={"gv.h": _GV_H}),
-    _c("atomics_more", "内置函数", "atomicInc、atomicCAS与atomicOr", _ATOMIC_MORE, "ring", 2, 32,
+    _c("atomics_more", "内置函数", "atomicInc、atomicCAS循环与atomicOr", _ATOMIC_MORE, "ring", 2, 32,
        lambda rng: Case([_ints(rng, 64), _zeros(1, np.uint32), np.full(1, -1, np.int32), _zeros(2, np.uint32)]),
        lambda c: {1: np.array([64 % 7], np.uint32),
-                  2: np.array([int(np.flatnonzero(c.args[0] > 0)[0]) if (c.args[0] > 0).any() else -1], np.int32),
+                  2: np.array([int(np.flatnonzero(c.args[0] > 0)[-1]) if (c.args[0] > 0).any() else -1], np.int32),
                   3: np.array([sum(1 << j for j in range(32) if c.args[0][32 * w + j] > 0) for w in range(2)],
                               np.uint32)}),
     _c("struct_pointer_members", "结构体", "指针成员与继承的结构体（放在寄存器里，按值传给__device__函数）",

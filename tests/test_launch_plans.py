@@ -126,5 +126,7 @@ def test_cuda_softmax_plan_matches_the_full_path(dtype):
         x = (torch.randn(M, N, generator=g) * 3).to(dtype).cuda()
         kind = ck.softmax_plan(M, N, dtype, sm_count=torch.cuda.get_device_properties(0).multi_processor_count)
         for _ in range(2):
-            torch.testing.assert_close(rl.softmax(x, backend="cuda"), ck.softmax(x), atol=0, rtol=0,
+            # 同一个内核、同样的配置：只允许舍入到输出 dtype 时的一个单位之差（split 的段合并顺序固定，通常逐位相同）
+            tol = 2.0**-7 if dtype == torch.bfloat16 else 1e-6
+            torch.testing.assert_close(rl.softmax(x, backend="cuda"), ck.softmax(x), atol=1e-9, rtol=tol,
                                        msg=lambda m: f"{kind['kernel']} {M}x{N}: {m}")

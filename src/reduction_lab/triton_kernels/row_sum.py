@@ -92,16 +92,20 @@ def row_sum_persistent_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, n_
         acc = tl.where(last, 0.0, acc)
 
 
-def _tiled_config(n_rows: int, n_cols: int):
-    """(BLOCK_M, BLOCK_N, n_split, num_warps, persistent)，在 H200 上扫描得到（scripts/tune_triton.py）：
+def _tiled_config(n_rows: int, n_cols: int, elem_size: int = 4):
+    """(BLOCK_M, BLOCK_N, n_split, num_warps, persistent)，在 H200 上扫描 float32 得到（scripts/tune_triton.py）：
 
-    * N < 4096：常驻内核，每次读 BLOCK_M x BLOCK_N = 4096 个元素；
-    * N >= 4096：一行一个 program，按 4096 列循环，16 个 warp；
+    * 一块 16 KiB（float32 是 4096 个元素，16 位是 8192 个）：每个 program 一次读的字节数相同，
+      16 位输入不会因为元素小而少读一半（H200 上 bf16 按 float32 的元素数分块只有拷贝带宽的 70%–79%）；
+    * N 小于一块：常驻内核，每次读 BLOCK_M x BLOCK_N 个元素；
+    * N 不小于一块：一行一个 program，按一块的列数循环，16 个 warp；
     * 行数少于 SM 数时把一行切成几段（原子加合并），让所有 SM 都有活干。"""
-    block_n = min(next_pow2(n_cols), 4096)
-    block_m = max(1, min(4096 // block_n, next_pow2(n_rows)))
-    if n_cols < 4096:
-        return block_m, block_n, 1, (8 if block_n <= 1024 else 4), True
+    tile = 4096 * 4 // elem_size if elem_size in (2, 4) else 4096
+    block_n = min(next_pow2(n_cols), tile)
+    block_m = max(1, min(tile // block_n, next_pow2(n_rows)))
+    if n_cols < tile:
+        # 每个线程的元素数与 float32 时相同（16 位时 warp 数加倍）：寄存器用量不变
+        return block_m, block_n, 1, (8 if block_n <= 1024 * 4 // elem_size else 4) * (tile // 4096), True
     n_split = 1
     while n_rows * n_split < sm_count() and cdiv(n_cols, n_split * 2) >= 4 * block_n:
         n_split *= 2
@@ -141,7 +145,7 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
         row_sum_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BLOCK_SIZE=block_size,
                                   num_warps=warps_for(block_size))
         return out.to(x.dtype)
-    bm, bn, ns, nw, persistent = _tiled_config(n_rows, n_cols)
+    bm, bn, ns, nw, persistent = _tiled_config(n_rows, n_cols, x.element_size())
     if block_m or block_n or num_warps or n_split:
         persistent = n_split == 1
     bm, bn, ns, nw = block_m or bm, block_n or bn, n_split or ns, num_warps or nw
@@ -188,7 +192,7 @@ _tiled_launch = FastLaunch(row_sum_tiled_kernel)
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype):
     """默认参数下的启动计划，按形状与 dtype 缓存：(常驻?, grid, 额外的整数参数, constexpr 与 num_warps,
     输出 dtype)。不用原子加时内核直接写出 x 的 dtype；分段（原子加）时先在 float32 里累加。"""
-    bm, bn, ns, nw, persistent = _tiled_config(n_rows, n_cols)
+    bm, bn, ns, nw, persistent = _tiled_config(n_rows, n_cols, dtype.itemsize)
     acc_t, acc_torch = (tl.float64, torch.float64) if dtype == torch.float64 else (tl.float32, torch.float32)
     if persistent:
         grid = (min(cdiv(n_rows, bm), 2 * sm_count() if sm_count() > 1 else 8),)

@@ -86,6 +86,17 @@ def probes() -> dict:
     out["x.data_ptr()"] = per_call_us(lambda: x.data_ptr())
     out["rl.api._check_args"] = per_call_us(lambda: rl.api._check_args(x, -1, "triton", None, "softmax"))
     out["rl.reduce_sum(x) triton"] = per_call_us(lambda: rl.reduce_sum(x))
+    # bf16：同一个计划第二次起应当命中 FastLaunch 的缓存（缓存项的个数不再增长）
+    from reduction_lab.triton_kernels import row_sum as trs
+
+    xb = x.to(torch.bfloat16)
+    out["rl.softmax(x bf16) triton"] = per_call_us(lambda: rl.softmax(xb))
+    before = (len(trs._persistent_launch.cache), len(trs._tiled_launch.cache))
+    out["rl.reduce_sum(x bf16) triton"] = per_call_us(lambda: rl.reduce_sum(xb))
+    out["row-sum FastLaunch cache entries before/after bf16 calls"] = \
+        f"{before} -> {(len(trs._persistent_launch.cache), len(trs._tiled_launch.cache))}"
+    out["row_sum_checked(x bf16)"] = per_call_us(lambda: trs.row_sum_checked(xb))
+    out["torch.empty(64, bf16)"] = per_call_us(lambda: torch.empty(64, device=xb.device, dtype=torch.bfloat16))
     out["rl.softmax(x) cuda"] = per_call_us(lambda: rl.softmax(x, backend="cuda"))
     out["rl.reduce_sum(x) cuda"] = per_call_us(lambda: rl.reduce_sum(x, backend="cuda"))
     out["rl.softmax(x) tilelang"] = per_call_us(lambda: rl.softmax(x, backend="tilelang"))

@@ -52,34 +52,4 @@ __simt_gv_noovfl(char, char) __simt_gv_noovfl(short, short) __simt_gv_noovfl(int
 #define __axiom(e) static_assert(true, "")
 
 // 只有验证器能回答的查询：没有函数体
-__device__ int __return_val_int();
-__device__ bool __return_val_bool();
-__device__ void* __return_val_ptr();
-#define __return_val_funptr(T) ((T)__return_val_ptr())
-__device__ int __old_int(int);
-__device__ bool __old_bool(bool);
-__device__ int __other_int(int);
-__device__ bool __other_bool(bool);
-template <class T> __device__ bool __read(const volatile T*);
-template <class T> __device__ bool __write(const volatile T*);
-template <class T> __device__ size_t __read_offset(const volatile T*);
-template <class T> __device__ size_t __write_offset(const volatile T*);
-template <class T> __device__ size_t __read_offset_bytes(const volatile T*);
-template <class T> __device__ size_t __write_offset_bytes(const volatile T*);
-template <class T> __device__ int __ptr_base(const volatile T*);
-template <class T> __device__ size_t __ptr_offset(const volatile T*);
-template <class T> __device__ size_t __ptr_offset_bytes(const volatile T*);
-template <class T> __device__ size_t __not_accessed(const volatile T*);
-__device__ bool __atomic_has_taken_value(unsigned int*, unsigned int, unsigned int);
-#define __uniform_int(X) ((X) == __other_int(X))
-#define __uniform_bool(X) ((X) == __other_bool(X))
-#define __uniform_ptr_base(X) ((X) == __other_int(__ptr_base(X)))
-#define __distinct_int(X) ((X) != __other_int(X))
-#define __distinct_bool(X) ((X) != __other_bool(X))
-#define __no_read(p) !__read(p)
-#define __no_write(p) !__write(p)
-#define __read_implies(p, e) __implies(__read(p), e)
-#define __write_implies(p, e) __implies(__write(p), e)
-#define __accessed(p, e) (__not_accessed(p) != e)
-#define __same_group (blockIdx.x == __other_int(blockIdx.x) & blockIdx.y == __other_int(blockIdx.y) & \
-    blockIdx.z == __other_int(blockIdx.z))
+#include "../src/reduction_lab/simt/prelude/gpuverify_queries.h"

@@ -38,7 +38,7 @@ GPUVerify 的规约注解由强制包含的 ``gpuverify_nvcc.h`` 按模拟器对
 * 被拒绝的比例给两个：占全部内核（``refused_share``），占 nvcc 能编译的内核（``refused_share_nvcc_compiles``）。
 
 nvcc 的结论缓存在语料目录下的 ``nvcc_verdicts.json``，键是文件内容的 sha256（另记 nvcc 的版本、命令与
-gpuverify_nvcc.h 的 sha256，它们变了缓存作废）；最多 2 个进程并行。``--nvcc-verdicts FILE`` 直接给出结论
+gpuverify_nvcc.h 与它包含的 gpuverify_queries.h 的 sha256，它们变了缓存作废）；最多 2 个进程并行。``--nvcc-verdicts FILE`` 直接给出结论
 （``{"owner/name:相对路径": "ok" | "error: ..."}``，测试用），不运行 nvcc。
 
 按路径的稳定哈希（sha256 的首字节的奇偶）把语料分成「开发」与「留出」两半，两半分别统计。
@@ -89,6 +89,8 @@ _SANITIZER = ("OutOfBoundsError", "BarrierDivergenceError", "SharedMemoryRaceErr
 
 
 NVCC_HEADER = Path(__file__).resolve().with_name("gpuverify_nvcc.h")
+#: 它包含的、与模拟器的序言共用的验证器查询声明（两个文件一起决定 nvcc 的结论缓存是否作废）
+NVCC_QUERIES = Path(__file__).resolve().parents[1] / "src" / "reduction_lab" / "simt" / "prelude" / "gpuverify_queries.h"
 NVCC_ARGS = ("-arch=sm_90", "-cubin", "-o", os.devnull)
 NVCC_WORKERS = 2
 NVCC_SECONDS = 300
@@ -245,7 +247,7 @@ def nvcc_setup(nvcc):
     """决定缓存是否有效的东西：nvcc 的版本、参数与强制包含的头文件。"""
     ver = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     return {"nvcc": ver[-1] if ver else "?", "args": list(NVCC_ARGS) + ["-include", NVCC_HEADER.name],
-            "header_sha256": hashlib.sha256(NVCC_HEADER.read_bytes()).hexdigest()}
+            "header_sha256": hashlib.sha256(NVCC_HEADER.read_bytes() + NVCC_QUERIES.read_bytes()).hexdigest()}
 
 
 def nvcc_verdicts(files, cache_path: Path, nvcc, verbose=False):

@@ -215,14 +215,7 @@ def nvcc_file_errors(tu, where, sources):
                             f"{en} (nvcc 13 rejects it; clang only warns: {d.spelling})",
                             header=f if f != where.main_display else None)
     tex = any(re.search(r"\b(?:texture|surface)\s*<", t) for t in sources)
-    stack = list(tu.cursor.get_children())
-    while stack:
-        c = stack.pop(0)
-        if not where.is_user(c.location.file):
-            continue
-        if c.kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
-            stack[0:0] = list(c.get_children())
-            continue
+    for c in user_decls(tu.cursor.get_children(), where):
         if c.kind == K.VAR_DECL and _zero_sized(c.type) and any(
                 ch.kind in (K.CUDADEVICE_ATTR, K.CUDASHARED_ATTR, K.CUDACONSTANT_ATTR) for ch in c.get_children()):
             return zero_sized_error(where, c)
@@ -1440,15 +1433,9 @@ class Lowering:
     def top(self, cursors):
         """收集文件作用域的声明：函数定义、结构体（检查）、__shared__/__constant__/__device__/const 变量。"""
         defs, file_vars = [], []
-        stack = list(cursors)
-        while stack:
-            c = stack.pop(0)
-            if not self.where.is_user(c.location.file):
-                continue
+        for c in user_decls(cursors, self.where):
             k = c.kind
-            if k in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
-                stack[0:0] = list(c.get_children())
-            elif k == K.FUNCTION_DECL:
+            if k == K.FUNCTION_DECL:
                 if c.is_definition():
                     defs.append(c)
             elif k in (K.STRUCT_DECL, K.CLASS_DECL, K.UNION_DECL):
@@ -1498,9 +1485,8 @@ class Lowering:
         self.file_var_names[key] = vname
 
 
-def function_templates(cursors, where):
-    """源码里的函数模板：限定名 -> [(形参名, 是否有默认值), ...], 是否有定义, 光标。"""
-    out = {}
+def user_decls(cursors, where):
+    """源码（不含模拟器的序言）里的顶层声明，按出现的顺序；命名空间与 extern "C" 块展开成其中的声明。"""
     stack = list(cursors)
     while stack:
         c = stack.pop(0)
@@ -1508,7 +1494,15 @@ def function_templates(cursors, where):
             continue
         if c.kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
             stack[0:0] = list(c.get_children())
-        elif c.kind == K.FUNCTION_TEMPLATE:
+            continue
+        yield c
+
+
+def function_templates(cursors, where):
+    """源码里的函数模板：限定名 -> [(形参名, 是否有默认值), ...], 是否有定义, 光标。"""
+    out = {}
+    for c in user_decls(cursors, where):
+        if c.kind == K.FUNCTION_TEMPLATE:
             params = []
             for ch in c.get_children():
                 if ch.kind in (K.TEMPLATE_TYPE_PARAMETER, K.TEMPLATE_NON_TYPE_PARAMETER, K.TEMPLATE_TEMPLATE_PARAMETER):

@@ -1521,13 +1521,17 @@ class Machine:
         self._account(p, lanes, node, True)
         self._store(p, val, lanes, node)
 
-    def _store(self, p, val, lanes, node):
-        buf = p.buf
+    def _check_writable(self, p, buf, lanes, node):
+        """写入之前：不能写 const / __constant__，也不能写调用者传入的只读数组。"""
         if p.t.const or buf.constant:
             raise self.const_write(buf, node)
         if not buf.data.flags.writeable:
             raise self.fail(SimtRuntimeError, f"写入只读数组 {buf.name}（传入的数组不可写）",
                             f"write to read-only array {buf.name}", node, lane=self.ids(lanes)[0])
+
+    def _store(self, p, val, lanes, node):
+        buf = p.buf
+        self._check_writable(p, buf, lanes, node)
         flat = self._flat(buf, p.v, lanes)
         el = p.t.base
         if el.is_scalar and el.dtype != buf.elem.dtype and el.dtype.itemsize == buf.elem.dtype.itemsize:
@@ -1618,11 +1622,7 @@ class Machine:
     def _bwrite(self, p, val, lanes, node):
         """把 val 按 p 的类型编码成字节写进去（已经检查过边界与对齐）。"""
         buf = p.buf
-        if p.t.const or buf.constant:
-            raise self.const_write(buf, node)
-        if not buf.data.flags.writeable:
-            raise self.fail(SimtRuntimeError, f"写入只读数组 {buf.name}（传入的数组不可写）",
-                            f"write to read-only array {buf.name}", node, lane=self.ids(lanes)[0])
+        self._check_writable(p, buf, lanes, node)
         el = p.t.base
         s = el.size
         if el.is_ptr:

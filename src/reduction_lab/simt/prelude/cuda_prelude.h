@@ -281,28 +281,10 @@ __device__ void __non_temporal_loads_begin();
 __device__ void __non_temporal_loads_end();
 __device__ bool __enabled();
 __device__ bool __implies(bool, bool);
-__device__ int __return_val_int();
-__device__ bool __return_val_bool();
-__device__ void* __return_val_ptr();
-#define __return_val_funptr(T) ((T)__return_val_ptr())
-__device__ int __old_int(int);
-__device__ bool __old_bool(bool);
-__device__ int __other_int(int);
-__device__ bool __other_bool(bool);
+#include "gpuverify_queries.h"
 template <class _Tp> __device__ void __requires_fresh_array(const volatile _Tp*);
-template <class _Tp> __device__ bool __read(const volatile _Tp*);
-template <class _Tp> __device__ bool __write(const volatile _Tp*);
-template <class _Tp> __device__ size_t __read_offset(const volatile _Tp*);
-template <class _Tp> __device__ size_t __write_offset(const volatile _Tp*);
-template <class _Tp> __device__ size_t __read_offset_bytes(const volatile _Tp*);
-template <class _Tp> __device__ size_t __write_offset_bytes(const volatile _Tp*);
-template <class _Tp> __device__ int __ptr_base(const volatile _Tp*);
-template <class _Tp> __device__ size_t __ptr_offset(const volatile _Tp*);
-template <class _Tp> __device__ size_t __ptr_offset_bytes(const volatile _Tp*);
-template <class _Tp> __device__ size_t __not_accessed(const volatile _Tp*);
 template <class _Tp> __device__ void __reads_from(const volatile _Tp*);
 template <class _Tp> __device__ void __writes_to(const volatile _Tp*);
-__device__ bool __atomic_has_taken_value(unsigned int*, unsigned int, unsigned int);
 __device__ void __array_snapshot(void*, void*);
 template <class... _Ap> __device__ void __barrier_invariant_1(_Ap...);
 template <class... _Ap> __device__ void __barrier_invariant_2(_Ap...);
@@ -310,18 +292,6 @@ template <class... _Ap> __device__ void __barrier_invariant_3(_Ap...);
 template <class... _Ap> __device__ void __barrier_invariant_4(_Ap...);
 template <class... _Ap> __device__ void __barrier_invariant_binary_1(_Ap...);
 template <class... _Ap> __device__ void __barrier_invariant_binary_2(_Ap...);
-#define __uniform_int(X) ((X) == __other_int(X))
-#define __uniform_bool(X) ((X) == __other_bool(X))
-#define __uniform_ptr_base(X) ((X) == __other_int(__ptr_base(X)))
-#define __distinct_int(X) ((X) != __other_int(X))
-#define __distinct_bool(X) ((X) != __other_bool(X))
-#define __no_read(p) !__read(p)
-#define __no_write(p) !__write(p)
-#define __read_implies(p, e) __implies(__read(p), e)
-#define __write_implies(p, e) __implies(__write(p), e)
-#define __accessed(p, e) (__not_accessed(p) != e)
-#define __same_group (blockIdx.x == __other_int(blockIdx.x) & blockIdx.y == __other_int(blockIdx.y) & \
-    blockIdx.z == __other_int(blockIdx.z))
 #define __is_pow2(x) ((((x) & (x - 1)) == 0))
 #define __mod_pow2(x, y) ((y - 1) & (x))
 #define __axiom(e) static_assert(true, "")

@@ -93,19 +93,21 @@ def row_sum_persistent_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, n_
 
 
 def _tiled_config(n_rows: int, n_cols: int, elem_size: int = 4):
-    """(BLOCK_M, BLOCK_N, n_split, num_warps, persistent)，在 H200 上扫描 float32 得到（scripts/tune_triton.py）：
+    """(BLOCK_M, BLOCK_N, n_split, num_warps, persistent)，在 H200 上扫描得到（scripts/tune_triton.py）：
 
-    * 一块 16 KiB（float32 是 4096 个元素，16 位是 8192 个）：每个 program 一次读的字节数相同，
-      16 位输入不会因为元素小而少读一半（H200 上 bf16 按 float32 的元素数分块只有拷贝带宽的 70%–79%）；
-    * N 小于一块：常驻内核，每次读 BLOCK_M x BLOCK_N 个元素；
-    * N 不小于一块：一行一个 program，按一块的列数循环，16 个 warp；
+    * 短行（一行不到 16 KiB：float32 的 N < 4096，16 位的 N < 8192）：常驻内核，每次读 BLOCK_M x BLOCK_N
+      个元素、共 16 KiB。16 位输入按字节而不是按元素分块：按 float32 的 4096 个元素分块时，bf16 在
+      N = 512 … 4096 只有拷贝带宽的 70%–79%，按 8192 个元素是 87%–90%（docs/data/h200_followup.json）；
+    * 长行：一行一个 program，按 4096 列循环，16 个 warp（16 位输入也是 4096 列：每次 8192 列时
+      bf16 在 N = 8192 从 96% 降到 80%，N = 262144 从 85% 降到 78%）；
     * 行数少于 SM 数时把一行切成几段（原子加合并），让所有 SM 都有活干。"""
     tile = 4096 * 4 // elem_size if elem_size in (2, 4) else 4096
-    block_n = min(next_pow2(n_cols), tile)
-    block_m = max(1, min(tile // block_n, next_pow2(n_rows)))
     if n_cols < tile:
+        block_n = next_pow2(n_cols)
+        block_m = max(1, min(tile // block_n, next_pow2(n_rows)))
         # 每个线程的元素数与 float32 时相同（16 位时 warp 数加倍）：寄存器用量不变
         return block_m, block_n, 1, (8 if block_n <= 1024 * 4 // elem_size else 4) * (tile // 4096), True
+    block_n = 4096
     n_split = 1
     while n_rows * n_split < sm_count() and cdiv(n_cols, n_split * 2) >= 4 * block_n:
         n_split *= 2

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import collections
-import importlib.util
 import json
 from pathlib import Path
 
@@ -16,11 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("simt_coverage", ROOT / "scripts" / "simt_coverage.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def script(coverage_script):
+    return coverage_script
 
 
 FILES = {

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import collections
 import json
-from pathlib import Path
 
 import pytest
 
 import reduction_lab as rl
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@
 #   DATA_DIR       基准结果写到哪里（默认 docs/data；试运行时改到别处，免得覆盖提交的数据）
 #   SKIP_WHEELS=1  不安装 .whl/（环境里已经有这些包时）
 #   PEER_SUITES    peers 测哪些套件（逗号分隔，默认 softmax,layer-norm,rms-norm,layer-norm-bwd,rms-norm-bwd,percall）
-#   PEER_DTYPES    softmax、row-sum 的 dtype（默认 float32,bfloat16,float16；percall 总是 float32,bfloat16）
+#   PEER_DTYPES    softmax、row-sum 与 percall 的 dtype（默认 float32,bfloat16,float16；percall 也按它测，三种 dtype
+#                  比两种多用一半时间，时限紧时设 PEER_DTYPES=float32,bfloat16）
 #   PEER_IMPLS     peers 测哪些实现，逗号分隔（默认全部：triton,cuda,tilelang,torch,compile,cupy,quack,liger）
 #   PEER_TIME      peers 整次运行的时限（秒，默认 540）：按进程分配，到时收缩，保证写出结果
 #   PEER_ARGS      传给 peers 那次 reduction-lab bench 的其他参数

@@ -58,6 +58,7 @@ def test_shapes_and_parsing():
     with pytest.raises(harness.BenchError, match="无法解析"):
         harness.parse_int_list("abc")
     assert harness.DEFAULT_NS[0] == 512 and harness.DEFAULT_NS[-1] == 262144
+    assert harness.SOFTMAX_LONG_NS == (2**20,)                # softmax 另测 N = 2^20（M = 64）
     assert harness.DEFAULT_TOTAL == 2**26
 
 

@@ -315,6 +315,21 @@ def test_target_verdicts():
     assert "低于92%、低于对照" in report.render_targets(doc)
 
 
+def test_softmax_long_row_target_is_85_percent():
+    rec = _fake_rec("triton", 100.0, 86.0)
+    e = rec["shapes"][0]
+    e["N"] = 2**20
+    e["results"]["torch"] = {"status": "ok", "gbps": 50.0, "frac_copy": 0.50}
+    rec["impls"] += [{"name": "torch", "label": "torch", "kind": "peer"}]
+    doc = {"suites": {"softmax": rec, "row-sum": rec}}
+    (row,) = report.target_verdicts(doc, "softmax", "float32")
+    assert row["goal"] == 0.85 and row["ok_frac"] and row["ok_peer"]
+    assert report.target_verdicts(doc, "row-sum", "float32") == []          # 按行求和不判定 N = 2^20
+    assert f"| {2**20} | 86%（triton） | 50（torch） | 达标 |" in report.render_targets(doc)
+    e["results"]["triton"]["frac_copy"] = 0.84
+    assert f"| {2**20} | 84%（triton） | 50（torch） | 低于85% |" in report.render_targets(doc)
+
+
 # ---------------------------------------------------------------- GPU：quack与Liger在各自的进程里
 
 def _peers_missing() -> str | None:

@@ -52,6 +52,8 @@ SIM_BANNER = ("注意：sim模式——在CPU上用time.perf_counter计时（Tri
 DEFAULT_TOTAL = 2 ** 26
 DEFAULT_NS = tuple(2 ** k for k in range(9, 19))
 QUICK_NS = (512, 4096, 32768, 262144)
+#: softmax 的默认扫描另加一行很长的形状：N = 2^20（M = 64），它的目标是拷贝带宽的 85%
+SOFTMAX_LONG_NS = (2 ** 20,)
 FULL_SUM_NS = (2 ** 22, 2 ** 28)
 
 # sim模式：小形状（Triton解释器每个program约1 ms）
@@ -377,6 +379,8 @@ def _defaults(suite: str, ns, total, quick, iters, warmup, log, elem: int = 4, c
             total = SIM_MAX_TOTAL
         if ns is None:
             ns = SIM_NS if sim else (QUICK_NS if quick else DEFAULT_NS)
+            if suite == "softmax" and not sim and not quick:
+                ns = tuple(ns) + SOFTMAX_LONG_NS
         kept = [n for n in ns if n <= total]
         if len(kept) < len(ns):
             log(f"N > 元素总数{total}的形状被跳过：{[n for n in ns if n > total]}")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,23 @@ def pytest_generate_tests(metafunc):
             marks = [pytest.mark.skip(reason=reason)] if reason else []
             params.append(pytest.param(name, id=name, marks=marks))
         metafunc.parametrize("backend", params)
+
+
+_SCRIPTS: dict = {}
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """把 scripts/NAME.py 作为模块导入（它们不在包里）；同一个脚本只导入一次。"""
+    root = Path(__file__).resolve().parents[1]
+
+    def load(name: str):
+        if name not in _SCRIPTS:
+            spec = importlib.util.spec_from_file_location(name, root / "scripts" / f"{name}.py")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            _SCRIPTS[name] = mod
+        return _SCRIPTS[name]
+
+    return load
+

@@ -4,7 +4,6 @@
 并检查页面所说的结论：存储体冲突的各个例子上，11 个指标与 ncu 全部一致。
 """
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -14,11 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "docs" / "data" / "ncu_vs_simt.json"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("ncu_vs_simt", ROOT / "scripts" / "ncu_vs_simt.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+@pytest.fixture(scope="module")
+def script(load_script):
+    return load_script("ncu_vs_simt")
 
 
 @pytest.fixture(scope="module")
@@ -26,10 +23,10 @@ def committed():
     return json.loads(DATA.read_text(encoding="utf-8"))
 
 
-def test_simulator_side_is_current(committed):
+def test_simulator_side_is_current(committed, script):
     # 提交的每个例子都还在脚本里、顺序不变，模拟器一侧的数字不变；
     # 脚本里新加、还没有在 GPU 上量过的例子可以不在 JSON 里
-    rows = {r["case"]: r for r in _script().simulate()}
+    rows = {r["case"]: r for r in script.simulate()}
     names = [c["case"] for c in committed["cases"]]
     assert names == [n for n in rows if n in names]
     for case in committed["cases"]:
@@ -42,8 +39,8 @@ H200_WIDE_STRIDE1 = {"shared_stride_wide(double, stride=1)": (2, 0),
                      "shared_stride_wide(float4, stride=1)": (4, 0)}
 
 
-def test_wide_accesses_count_conflicts_beyond_the_ideal_wavefronts():
-    rows = {r["case"]: r for r in _script().simulate()}
+def test_wide_accesses_count_conflicts_beyond_the_ideal_wavefronts(script):
+    rows = {r["case"]: r for r in script.simulate()}
     for name, (waves, conflicts) in H200_WIDE_STRIDE1.items():
         r = rows[name]
         assert (r["shared_load_wavefronts"], r["shared_load_bank_conflicts"]) == (waves, conflicts), name
@@ -61,8 +58,8 @@ def test_bank_conflict_cases_agree_with_ncu(committed):
             assert not diff, (case["case"], diff)
 
 
-def test_csv_reproduces_json(committed):
-    mod = _script()
+def test_csv_reproduces_json(committed, script):
+    mod = script
     measured = mod.read_ncu(str(ROOT / "docs" / "data" / "ncu_vs_simt.csv"))
     for gpu, case in zip(measured, committed["cases"]):
         for m in case["metrics"].values():

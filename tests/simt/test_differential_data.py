@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -21,11 +20,8 @@ COMMAND = "python3 scripts/simt_differential.py --out docs/data/h200_simt_differ
 
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("simt_differential", ROOT / "scripts" / "simt_differential.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def script(load_script):
+    return load_script("simt_differential")
 
 
 @pytest.fixture(scope="module")

@@ -7,23 +7,13 @@ nvcc 在 PATH 上时，同样的源码再交给 nvcc（scripts/simt_coverage.py 
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from reduction_lab import simt
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("simt_coverage", ROOT / "scripts" / "simt_coverage.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 TEXTURE = ("// 纹理引用\ntexture<float, 1, cudaReadModeElementType> tref;\n"
@@ -135,8 +125,8 @@ AGREE = [
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc 不在 PATH 上：无法对照 nvcc 的结论 (nvcc not on PATH)")
 @pytest.mark.parametrize("what, src, kernel, nvcc_ok", AGREE, ids=[a[0] for a in AGREE])
-def test_nvcc_gives_the_same_verdict(what, src, kernel, nvcc_ok, tmp_path):
-    script = _script()
+def test_nvcc_gives_the_same_verdict(what, src, kernel, nvcc_ok, tmp_path, coverage_script):
+    script = coverage_script
     f = tmp_path / "k.cu"
     f.write_text(src, encoding="utf-8")
     verdict = script.nvcc_verdict(shutil.which("nvcc"), f)

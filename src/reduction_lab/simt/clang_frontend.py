@@ -38,23 +38,21 @@ K = ci.CursorKind
 TK = ci.TypeKind
 
 _lib = ci.conf.lib
-_lib.clang_getCursorBinaryOperatorKind.argtypes = [ci.Cursor]
-_lib.clang_getCursorBinaryOperatorKind.restype = ctypes.c_int
-_lib.clang_getCursorUnaryOperatorKind.argtypes = [ci.Cursor]
-_lib.clang_getCursorUnaryOperatorKind.restype = ctypes.c_int
-_lib.clang_Cursor_Evaluate.argtypes = [ci.Cursor]
-_lib.clang_Cursor_Evaluate.restype = ctypes.c_void_p
-_lib.clang_EvalResult_getKind.argtypes = [ctypes.c_void_p]
-_lib.clang_EvalResult_getKind.restype = ctypes.c_int
-_lib.clang_EvalResult_isUnsignedInt.argtypes = [ctypes.c_void_p]
-_lib.clang_EvalResult_isUnsignedInt.restype = ctypes.c_uint
-_lib.clang_EvalResult_getAsUnsigned.argtypes = [ctypes.c_void_p]
-_lib.clang_EvalResult_getAsUnsigned.restype = ctypes.c_ulonglong
-_lib.clang_EvalResult_getAsLongLong.argtypes = [ctypes.c_void_p]
-_lib.clang_EvalResult_getAsLongLong.restype = ctypes.c_longlong
-_lib.clang_EvalResult_getAsDouble.argtypes = [ctypes.c_void_p]
-_lib.clang_EvalResult_getAsDouble.restype = ctypes.c_double
-_lib.clang_EvalResult_dispose.argtypes = [ctypes.c_void_p]
+# clang.cindex 没有包装的几个 libclang 函数：(名字, 参数类型, 返回类型)
+for _name, _args, _res in (
+        ("clang_getCursorBinaryOperatorKind", [ci.Cursor], ctypes.c_int),
+        ("clang_getCursorUnaryOperatorKind", [ci.Cursor], ctypes.c_int),
+        ("clang_Cursor_Evaluate", [ci.Cursor], ctypes.c_void_p),
+        ("clang_EvalResult_getKind", [ctypes.c_void_p], ctypes.c_int),
+        ("clang_EvalResult_isUnsignedInt", [ctypes.c_void_p], ctypes.c_uint),
+        ("clang_EvalResult_getAsUnsigned", [ctypes.c_void_p], ctypes.c_ulonglong),
+        ("clang_EvalResult_getAsLongLong", [ctypes.c_void_p], ctypes.c_longlong),
+        ("clang_EvalResult_getAsDouble", [ctypes.c_void_p], ctypes.c_double),
+        ("clang_EvalResult_dispose", [ctypes.c_void_p], None)):
+    _fn = getattr(_lib, _name)
+    _fn.argtypes = _args
+    if _res is not None:
+        _fn.restype = _res
 
 # CXBinaryOperatorKind / CXUnaryOperatorKind（clang-c/Index.h）
 BINARY_OPS = {3: "*", 4: "/", 5: "%", 6: "+", 7: "-", 8: "<<", 9: ">>", 11: "<", 12: ">", 13: "<=", 14: ">=",

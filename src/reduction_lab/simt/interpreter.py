@@ -2255,6 +2255,12 @@ class Machine:
         t = T.ULLONG if wide else T.UINT
         return np.asarray(T.cast(v.v, t)).astype(np.uint64), 64 if wide else 32
 
+    def _bit_count_op(self, name, count, node, args, lanes, fr):
+        """__popc / __clz / __ffs 及其 64 位版本：按位计数，结果是 int。"""
+        x, n = self._bits(name, args, node, lanes, fr)
+        r = count(x, n)
+        return Val(T.INT, r[()] if r.ndim == 0 else r)
+
     def _bitcount(self, x, nbits):
         c = np.zeros(x.shape, np.int32)
         for k in range(nbits):
@@ -2262,14 +2268,10 @@ class Machine:
         return c
 
     def b___popc(self, node, args, lanes, fr):
-        x, n = self._bits("__popc", args, node, lanes, fr)
-        r = self._bitcount(x, n)
-        return Val(T.INT, r[()] if r.ndim == 0 else r)
+        return self._bit_count_op("__popc", self._bitcount, node, args, lanes, fr)
 
     def b___popcll(self, node, args, lanes, fr):
-        x, n = self._bits("__popcll", args, node, lanes, fr)
-        r = self._bitcount(x, n)
-        return Val(T.INT, r[()] if r.ndim == 0 else r)
+        return self._bit_count_op("__popcll", self._bitcount, node, args, lanes, fr)
 
     def _clz(self, x, n):
         r = np.full(x.shape, n, np.int32)
@@ -2278,14 +2280,10 @@ class Machine:
         return r
 
     def b___clz(self, node, args, lanes, fr):
-        x, n = self._bits("__clz", args, node, lanes, fr)
-        r = self._clz(x, n)
-        return Val(T.INT, r[()] if r.ndim == 0 else r)
+        return self._bit_count_op("__clz", self._clz, node, args, lanes, fr)
 
     def b___clzll(self, node, args, lanes, fr):
-        x, n = self._bits("__clzll", args, node, lanes, fr)
-        r = self._clz(x, n)
-        return Val(T.INT, r[()] if r.ndim == 0 else r)
+        return self._bit_count_op("__clzll", self._clz, node, args, lanes, fr)
 
     def _ffs(self, x, n):
         r = np.zeros(x.shape, np.int32)
@@ -2294,14 +2292,10 @@ class Machine:
         return r
 
     def b___ffs(self, node, args, lanes, fr):
-        x, n = self._bits("__ffs", args, node, lanes, fr)
-        r = self._ffs(x, n)
-        return Val(T.INT, r[()] if r.ndim == 0 else r)
+        return self._bit_count_op("__ffs", self._ffs, node, args, lanes, fr)
 
     def b___ffsll(self, node, args, lanes, fr):
-        x, n = self._bits("__ffsll", args, node, lanes, fr)
-        r = self._ffs(x, n)
-        return Val(T.INT, r[()] if r.ndim == 0 else r)
+        return self._bit_count_op("__ffsll", self._ffs, node, args, lanes, fr)
 
     def b___brev(self, node, args, lanes, fr):
         x, n = self._bits("__brev", args, node, lanes, fr)

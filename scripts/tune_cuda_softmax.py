@@ -9,7 +9,9 @@
   rows   课程版，一行一个线程块，读三遍（只作对照）；
   warp   一个 warp 一行，整行放在寄存器里：32 x PACKS 包放得下一行；
   block  一个线程块一行：线程数 x PACKS 包放得下一行；
-  split  一行切成几段（每段 线程数 x PACKS 包），一段一个线程块，各段交换 (m, s)。
+  split  一行切成几段（每段 线程数 x PACKS 包），一段一个线程块，各段经全局内存交换 (m, s)；
+  cluster 一行交给一个线程块簇（softmax_cluster.cu 的 softmax_cluster_regs），各段经分布式共享内存交换 (m, s)
+         （只在 gpu 模式、计算能力 9.0 以上的 GPU 上，N >= 16384）。
 以及 auto（包装函数按 cuda_kernels.SOFTMAX_CONFIGS 的选择）。
 
 每个 (dtype, N)：M = total // N 行（默认 total = 2**26：float32 256 MB），输入 randn * 3 加每行不同的偏移，
@@ -45,15 +47,21 @@ CHUNKS = (4096, 8192, 16384, 32768)
 SPLIT_BLOCKS = (128, 256, 512, 1024)
 
 
-def candidates(n: int, dtype: torch.dtype, quick: bool = False) -> list[tuple[str, int, int | None]]:
-    """(内核, 线程数, PACKS) 的列表：每个都是 softmax_plan 接受、不改内核的配置。"""
+def candidates(n: int, dtype: torch.dtype, quick: bool = False, clusters: bool = False,
+               kernels=None) -> list[tuple[str, int, int | None]]:
+    """(内核, 线程数, PACKS) 的列表：每个都是 softmax_plan 接受、不改内核的配置。``kernels``：只要这几种。"""
+    out = _candidates(n, dtype, quick, clusters)
+    return [c for c in out if kernels is None or c[0] in kernels]
+
+
+def _candidates(n: int, dtype: torch.dtype, quick: bool, clusters: bool):
     vec = 16 // dtype.itemsize
     out = [("rows", ck.softmax_plan(1, n, dtype, "rows")["block_size"], None)]
     packs_ok = [p for p in (1, 2, 4, 8, 16) if p * vec <= 64]
 
     def ok(kernel, b, p):
         try:
-            return ck.softmax_plan(1, n, dtype, kernel, b, p)["kernel"] == kernel
+            return ck.softmax_plan(1, n, dtype, kernel, b, p, clusters=clusters)["kernel"] == kernel
         except ValueError:
             return False
 
@@ -75,6 +83,15 @@ def candidates(n: int, dtype: torch.dtype, quick: bool = False) -> list[tuple[st
                 if p in packs_ok and b * p * vec == chunk and ok("split", b, p):
                     if not quick or b in (256, 512):
                         out.append(("split", b, p))
+    if clusters and n >= 16384:
+        # 簇内核：每个线程 8 到 64 个元素；簇大小是盖住整行的最小的 2 的幂，空位不超过一半
+        for b in (128, 256, 512, 1024):
+            for p in packs_ok:
+                if p * vec < 8 or not ok("cluster", b, p):
+                    continue
+                c = ck.softmax_plan(1, n, dtype, "cluster", b, p, clusters=True)["cluster_size"]
+                if c * b * p < 2 * need and (c > 1 or b * p < 2 * need):
+                    out.append(("cluster", b, p))
     return out
 
 
@@ -125,8 +142,12 @@ def main() -> int:
     ap.add_argument("--ptxas", action="store_true", help="只用 nvcc 编译候选，列出寄存器（不要 GPU）")
     ap.add_argument("--smoke", action="store_true", help="sim 模式：小形状走一遍验证与输出（计时无意义）")
     ap.add_argument("--budget", type=float, default=230.0, help="总时长预算（秒）：超出后其余候选只验证、不计时")
+    ap.add_argument("--kernels", default=None, help="只试这几种内核（逗号分隔，例如 cluster,block）；默认全部")
     args = ap.parse_args()
     dtypes = args.dtypes.split(",")
+    kernels = None if args.kernels is None else set(args.kernels.split(","))
+    if kernels is not None and not kernels <= set(ck.SOFTMAX_KERNELS):
+        ap.error(f"未知的内核 {sorted(kernels - set(ck.SOFTMAX_KERNELS))}（可选 {', '.join(ck.SOFTMAX_KERNELS)}）")
     for d in dtypes:
         if d not in DTYPES:
             ap.error(f"未知的 dtype {d!r}（可选 {', '.join(DTYPES)}）")
@@ -139,8 +160,10 @@ def main() -> int:
 
         props = torch.cuda.get_device_properties(0)
         device_name, sm_count = props.name, props.multi_processor_count
+        clusters = props.major >= 9
     else:
         device_name, sm_count = "simulator", ck.NOMINAL_SM_COUNT
+        clusters = False
         if args.total_elems == 1 << 26:
             args.total_elems = 8192
     ns = [int(v) for v in args.ns.split(",")] if args.ns else ([512, 8192] if args.smoke else
@@ -177,8 +200,8 @@ def main() -> int:
             y = torch.empty_like(x)
             ref = torch.softmax(x.double(), dim=-1)
             nbytes = 2 * x.numel() * x.element_size()
-            auto = ck.softmax_plan(m, n, dtype, sm_count=sm_count)
-            cands = candidates(n, dtype, args.quick)
+            auto = ck.softmax_plan(m, n, dtype, sm_count=sm_count, clusters=clusters)
+            cands = candidates(n, dtype, args.quick, clusters, kernels)
             # 1. 验证全部候选
             valid = []
             for kernel, b, p in cands:
@@ -208,7 +231,7 @@ def main() -> int:
                     entry.setdefault("skipped", []).append(f"{kernel}:{b}:{p}")
                     continue
                 t = bench(lambda: ck.softmax(x, out=y, **kw))
-                plan = ck.softmax_plan(m, n, dtype, kernel, b, p, sm_count)
+                plan = ck.softmax_plan(m, n, dtype, kernel, b, p, sm_count, clusters=clusters)
                 entry["candidates"].append({"kernel": kernel, "block_size": b, "packs": p, "chunks": plan["chunks"],
                                             "gbps": nbytes / t / 1e9, "frac_copy": t_copy / t, "violation": v})
             t_auto = bench(lambda: ck.softmax(x, out=y))
@@ -234,8 +257,8 @@ def main() -> int:
             if gpu:
                 torch.cuda.empty_cache()
         if best_rows:
-            if best_rows[-1][1] == "split":
-                best_rows[-1][0] = None                   # 最后一项不限列数：必须是 split
+            if best_rows[-1][1] in ("split", "cluster"):
+                best_rows[-1][0] = None                   # 最后一项不限列数：split 或 cluster（放不下时 auto 改用 split）
             elif last_split is not None:
                 best_rows.append(last_split)
             key = str(DTYPES[dname].itemsize)

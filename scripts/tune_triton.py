@@ -38,8 +38,12 @@ def main():
     ap.add_argument("--only", default="softmax,row_sum", help="逗号分隔：softmax、row_sum")
     ap.add_argument("--kinds", default="rows,split,packed,online,persistent",
                     help="softmax 候选的种类，逗号分隔：rows、split、packed、online、persistent")
+    ap.add_argument("--warps", default="4,8,16,32", help="softmax 候选的 num_warps（逗号分隔）")
+    ap.add_argument("--chunks", default="4096,8192,16384,32768", help="split / packed 候选的每段列数（逗号分隔）")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
+    warps_list = [int(v) for v in args.warps.split(",")]
+    chunks = [int(v) for v in args.chunks.split(",")]
     only = set(args.only.split(","))
     kinds = set(args.kinds.split(","))
     rl.runtime.require_gpu("tune_triton")
@@ -60,18 +64,18 @@ def main():
         if "softmax" not in only:
             pass
         elif n <= 65536:
-            for elems, warps in itertools.product([2048, 4096, 8192, 16384, 32768, 65536], [4, 8, 16, 32]):
+            for elems, warps in itertools.product([2048, 4096, 8192, 16384, 32768, 65536], warps_list):
                 bm = elems // n
                 if bm < 1 or not (4 <= elems // (32 * warps) <= 64):
                     continue
                 cands.append(("rows", dict(block_m=bm, num_warps=warps)))
         if n <= 32768 and "softmax" in only and "persistent" in kinds:
-            for warps, pps, stages in itertools.product([8, 16, 32], [1, 2, 4], [2, 3]):
+            for warps, pps, stages in itertools.product([w for w in warps_list if w >= 8], [1, 2, 4], [2, 3]):
                 if n // (32 * warps) > 64 or n // (32 * warps) < 4:
                     continue
                 cands.append(("persistent", dict(block_m=1, num_warps=warps, programs_per_sm=pps, num_stages=stages)))
         if n >= 8192 and "softmax" in only:
-            for chunk, warps in itertools.product([4096, 8192, 16384, 32768], [4, 8, 16, 32]):
+            for chunk, warps in itertools.product(chunks, warps_list):
                 if chunk > n or not (8 <= chunk // (32 * warps) <= 64):
                     continue
                 cands.append(("split", dict(chunk=chunk, num_warps=warps)))

@@ -18,8 +18,11 @@ import torch
 import reduction_lab as rl
 from reduction_lab import runtime, simt
 from reduction_lab.cuda_kernels import KERNEL_DIR, read_source
-from reduction_lab.cuda_kernels.cluster import (CLUSTER_SIZES, SHARED_OPTIN_SM90, STATIC_SHARED_BOUND,
-                                                cluster_plan, softmax_cluster)
+from reduction_lab.cuda_kernels import softmax as cuda_softmax
+from reduction_lab.cuda_kernels import softmax_plan
+from reduction_lab.cuda_kernels.cluster import (CLUSTER_SIZES, REGS_MAX_BLOCK_ELEMS, REGS_MAX_THREAD_ELEMS,
+                                                SHARED_OPTIN_SM90, STATIC_SHARED_BOUND, cluster_plan, regs_plan,
+                                                softmax_cluster, softmax_cluster_regs)
 
 GPU = rl.MODE == "gpu"
 HOPPER = GPU and torch.cuda.get_device_capability()[0] >= 9
@@ -88,6 +91,15 @@ def test_sim_mode_refuses_clearly():
     assert "distributed shared memory" in str(e.value)
 
 
+@needs_sim
+def test_sim_mode_refuses_regs_kernel_clearly():
+    x = torch.randn(2, 4096)
+    with pytest.raises(runtime.ModeError, match="softmax_cluster_regs"):
+        softmax_cluster_regs(x)
+    with pytest.raises(runtime.ModeError, match="线程块簇"):
+        cuda_softmax(x, kernel="cluster")
+
+
 def test_simulator_cannot_parse_the_source():
     """sim 模式报错的依据：模拟器的 C 子集不含这份源码的写法（它会说出第一处）。"""
     with pytest.raises(simt.UnsupportedError):
@@ -125,11 +137,97 @@ def test_cluster_dims_and_vector_access_in_ptx(c, bf16, tmp_path):
 def test_fits_1024_threads_without_spills(bf16, tmp_path):
     r, _ = _nvcc(["-cubin", "--resource-usage"], {"CLUSTER_SIZE": 16, "USE_BF16": bf16}, tmp_path, ".cubin")
     assert r.returncode == 0, r.stderr
-    regs = int(re.search(r"Used (\d+) registers", r.stdout + r.stderr).group(1))
-    assert regs <= 64                                   # 1024 个线程 x 64 个寄存器 = 整个寄存器文件
-    assert "0 bytes spill stores, 0 bytes spill loads" in r.stdout + r.stderr
-    smem = int(re.search(r"(\d+) bytes smem", r.stdout + r.stderr).group(1))
-    assert smem <= STATIC_SHARED_BOUND
+    res = _resources(r.stdout + r.stderr, "softmax_cluster_rows")
+    assert res["regs"] <= 64                            # 1024 个线程 x 64 个寄存器 = 整个寄存器文件
+    assert res["spills"] == 0
+    assert res["smem"] <= STATIC_SHARED_BOUND
+
+
+def _resources(text, kernel):
+    """nvcc --resource-usage 的输出里某个内核的寄存器数、溢出字节与静态共享内存。"""
+    block = text.split(f"Function properties for {kernel}", 1)[1].split("Function properties for", 1)[0]
+    regs = int(re.search(r"Used (\d+) registers", block).group(1))
+    spills = sum(int(v) for v in re.findall(r"(\d+) bytes spill (?:stores|loads)", block))
+    smem = re.search(r"(\d+) bytes smem", block)
+    return {"regs": regs, "spills": spills, "smem": int(smem.group(1)) if smem else 0}
+
+
+# 寄存器版的每一种「每线程元素数 x 线程数」上限组合：在 __launch_bounds__ 之下都不溢出
+_REGS_EXTREMES = [(1024, 8, 0, 0), (512, 16, 0, 0), (1024, 4, 1, 0), (512, 8, 1, 0), (512, 8, 0, 1), (32, 16, 0, 0)]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("block,packs,bf16,fp16", _REGS_EXTREMES)
+def test_regs_kernel_fits_without_spills(block, packs, bf16, fp16, tmp_path):
+    vec = 4 if not (bf16 or fp16) else 8
+    assert packs * vec <= REGS_MAX_THREAD_ELEMS and block * packs * vec <= REGS_MAX_BLOCK_ELEMS
+    d = {"CLUSTER_SIZE": 16, "USE_BF16": bf16, "USE_FP16": fp16, "BLOCK_SIZE": block, "PACKS": packs}
+    r, _ = _nvcc(["-cubin", "--resource-usage"], d, tmp_path, ".cubin")
+    assert r.returncode == 0, r.stderr
+    res = _resources(r.stdout + r.stderr, "softmax_cluster_regs")
+    assert res["spills"] == 0, res
+    assert res["regs"] * block <= 65536, res             # 一块放得进一个 SM 的寄存器文件
+    assert res["smem"] <= 16 * (block // 32) * 8 + 64    # 只有簇里每个 warp 的 (m, s)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("c", [1, 16])
+def test_regs_kernel_ptx(c, tmp_path):
+    r, out = _nvcc(["-ptx"], {"CLUSTER_SIZE": c, "USE_BF16": 1, "BLOCK_SIZE": 256, "PACKS": 4}, tmp_path, ".ptx")
+    assert r.returncode == 0, r.stderr
+    ptx = out.read_text()
+    body = ptx.split(".entry softmax_cluster_regs", 1)[1].split(".entry", 1)[0]
+    assert ".maxntid 256, 1, 1" in body
+    assert "ex2.approx.ftz.f32" in body                  # exp 用一条 MUFU.EX2
+    assert body.count("ld.global.nc.v4.u32") + body.count("ld.global.v4.u32") >= 4    # 4 个 16 字节的读一起发出
+    if c > 1:
+        assert ".reqnctapercluster 16, 1, 1" in body and "mapa" in body
+        assert "barrier.cluster.arrive" in body and "barrier.cluster.wait" in body
+    else:
+        assert "barrier.cluster" not in body and "bar.sync" in body
+
+
+# ---------------------------------------------------------------- 寄存器版的配置（任何模式）
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("n", [1, 7, 16384, 100003, 131072, 262144, 524288])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_regs_plan_covers_the_row(n, dtype, aligned):
+    vec = 4 if dtype == torch.float32 else 8
+    if n == 524288 and not aligned:
+        with pytest.raises(ValueError, match="放不进 16 块的寄存器"):
+            regs_plan(n, dtype, aligned=aligned)
+        return
+    p = regs_plan(n, dtype, aligned=aligned)
+    need = -(-(n if aligned else n + vec - 1) // vec)
+    assert p.cluster_size * p.block_size * p.packs >= need           # 盖住整行
+    assert p.cluster_size == 1 or (p.cluster_size // 2) * p.block_size * p.packs < need   # 最小的簇
+    assert p.packs * vec <= REGS_MAX_THREAD_ELEMS and p.block_size * p.packs * vec <= REGS_MAX_BLOCK_ELEMS
+
+
+def test_regs_plan_bad_arguments():
+    with pytest.raises(ValueError, match="cluster_size 只能是"):
+        regs_plan(4096, cluster_size=3)
+    with pytest.raises(ValueError, match="寄存器会溢出"):
+        regs_plan(4096, packs=16, block_size=1024)
+    with pytest.raises(ValueError, match="只盖住"):
+        regs_plan(65536, cluster_size=2, block_size=256, packs=8)
+    with pytest.raises(TypeError, match="float64 不受支持"):
+        regs_plan(4096, torch.float64)
+    with pytest.raises(TypeError, match="aligned"):
+        regs_plan(4096, aligned=1)
+
+
+def test_cuda_softmax_plan_uses_clusters_only_when_available():
+    # 表里 N = 2^20 之前的长行：有簇时可以用 cluster，没有簇（sim 模式）时 auto 改用 split
+    for n in (65536, 262144):
+        for dtype in (torch.float32, torch.bfloat16):
+            sim = softmax_plan(64, n, dtype, clusters=False)
+            assert sim["kernel"] != "cluster"
+    p = softmax_plan(64, 65536, torch.float32, "cluster", 256, 8, clusters=True)
+    assert (p["kernel"], p["cluster_size"], p["grid"]) == ("cluster", 8, 64 * 8)
+    with pytest.raises(runtime.ModeError, match="线程块簇"):
+        softmax_plan(64, 65536, torch.float32, "cluster", 256, 8, clusters=False)
 
 
 @needs_nvcc
@@ -234,3 +332,72 @@ def test_bad_input_on_gpu():
         softmax_cluster(x, out=x)
     with pytest.raises(TypeError, match="dtype"):
         softmax_cluster(x, out=torch.empty(2, 64, device="cuda", dtype=torch.bfloat16))
+
+
+# ---------------------------------------------------------------- gpu 模式：寄存器版
+
+REGS_SHAPES = [(1, 1), (4, 1000), (3, 8191), (5, 16384), (3, 100003), (2, 131072), (2, 262144), (2, 524288)]
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("shape", REGS_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_regs_matches_float64(shape, dtype):
+    x = _input(*shape, dtype)
+    if dtype == torch.float16:
+        x = x - x.amax(dim=-1, keepdim=True).float().to(dtype)      # float16 放不下 ±100 的偏移加 20 之后的和
+    _check(softmax_cluster_regs(x), x)
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("c", CLUSTER_SIZES)
+def test_regs_every_cluster_size(c, dtype):
+    vec = 4 if dtype == torch.float32 else 8
+    n = c * 128 * 2 * vec - 3 * vec - 1                  # 最后一块只有一部分在行内
+    x = _input(5, n, dtype, seed=c)
+    _check(softmax_cluster_regs(x, cluster_size=c, block_size=128, packs=2), x)
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_regs_misaligned_rows_and_out(dtype):
+    n = 30011
+    base = _input(6, n + 3, dtype, seed=7)
+    x = base[:, 1:n + 1]
+    out = torch.full((6, n), float("nan"), dtype=dtype, device="cuda")
+    y = softmax_cluster_regs(x, out=out)
+    assert y.data_ptr() == out.data_ptr()
+    _check(y, x)
+    # 同一形状再调用一次（缓存的启动计划）：结果逐位相同
+    assert torch.equal(softmax_cluster_regs(x, out=torch.empty_like(out)), y)
+
+
+@needs_hopper
+def test_regs_masked_entries_and_constant_rows():
+    x = torch.zeros(3, 40000, device="cuda")
+    x[1, ::2] = float("-inf")
+    x[2, :] = 1e4
+    x[0, :20000] = float("-inf")                     # 前一半的块整块都是 -inf
+    y = softmax_cluster_regs(x, cluster_size=8, block_size=256, packs=4)
+    assert torch.all(y[1, ::2] == 0) and torch.all(y[0, :20000] == 0)
+    _check(y, x)
+
+
+@needs_hopper
+def test_regs_through_the_cuda_backend():
+    x = _input(64, 65536, torch.bfloat16)
+    y = cuda_softmax(x, kernel="cluster", block_size=256, packs=4)
+    _check(y, x)
+    assert torch.equal(rl.softmax(x, backend="cuda"), cuda_softmax(x))    # auto 与 api 的快速路径一致
+
+
+@needs_hopper
+def test_regs_bad_input_on_gpu():
+    with pytest.raises(TypeError, match="float64"):
+        softmax_cluster_regs(torch.zeros(2, 64, device="cuda", dtype=torch.float64))
+    x = torch.zeros(2, 64, device="cuda")
+    with pytest.raises(ValueError, match="重叠"):
+        softmax_cluster_regs(x, out=x)
+    with pytest.raises(ValueError, match="只盖住"):
+        softmax_cluster_regs(torch.zeros(2, 65536, device="cuda"), cluster_size=2, block_size=256, packs=8)

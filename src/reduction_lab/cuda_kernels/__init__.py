@@ -24,7 +24,7 @@ import torch
 
 from .. import runtime
 from ..checks import check_matrix, check_vector
-from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_source, source_path
+from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_source, rows_aligned, source_path
 
 __all__ = [
     "reduce_sum_checked", "softmax_checked",
@@ -63,6 +63,15 @@ def _sm_count(x: torch.Tensor, mode: str) -> int:
     if mode == "gpu":
         return _gpu_sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device())
     return NOMINAL_SM_COUNT
+
+
+def _clusters(x: torch.Tensor, mode: str) -> bool:
+    """能否用线程块簇：gpu 模式、计算能力 9.0 以上。"""
+    if mode != "gpu":
+        return False
+    from .cluster import regs_available
+
+    return regs_available(x.device.index if x.device.index is not None else torch.cuda.current_device())
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -212,8 +221,10 @@ def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:
 # ---------------------------------------------------------------- softmax
 
 #: softmax 的内核：``rows`` 课程版（一行一个线程块，读三遍）；``warp`` 一个 warp 一行；``block`` 一个线程块一行；
-#: ``split`` 一行切成几段、一段一个线程块。后三个整行（或整段）放在寄存器里，只读一遍（softmax.cu 的开头有说明）。
-SOFTMAX_KERNELS = ("auto", "rows", "warp", "block", "split")
+#: ``split`` 一行切成几段、一段一个线程块，各段经全局内存交换 (m, s)（softmax.cu 的开头有说明）；
+#: ``cluster`` 一行交给一个线程块簇，各段经分布式共享内存交换 (m, s)（softmax_cluster.cu 的 softmax_cluster_regs，
+#: 只有 gpu 模式、计算能力 9.0 以上）。后四个整行（或整段）放在寄存器里，只读一遍。
+SOFTMAX_KERNELS = ("auto", "rows", "warp", "block", "split", "cluster")
 _SOFTMAX_NAMES = {"rows": "softmax_rows", "warp": "softmax_rows_warp", "block": "softmax_rows_block",
                   "split": "softmax_rows_split"}
 
@@ -277,12 +288,16 @@ def _table_config(N: int, dtype):
 
 
 def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", block_size: int | None = None,
-                 packs: int | None = None, sm_count: int = NOMINAL_SM_COUNT) -> dict:
-    """:func:`softmax` 的启动计划（不启动内核）：``{"kernel", "block_size", "packs", "chunks", "grid"}``。
+                 packs: int | None = None, sm_count: int = NOMINAL_SM_COUNT, clusters: bool = False,
+                 aligned: bool = True) -> dict:
+    """:func:`softmax` 的启动计划（不启动内核）：``{"kernel", "block_size", "packs", "chunks", "grid"}``，
+    cluster 内核另有 ``"cluster_size"``（这时 ``chunks`` 就是簇大小）。
 
     ``kernel="auto"`` 从 :data:`SOFTMAX_CONFIGS` 取配置，给出的 ``block_size`` / ``packs`` 覆盖表里的值；
-    整行放不进 warp 时改用 block，放不进线程块时改用 split；split 的段数超出同时驻留的上限时改用 rows。
-    显式给出的 ``kernel`` 不会被改掉，放不下就报错。``packs`` 不用于 rows。"""
+    整行放不进 warp 时改用 block，放不进线程块时改用 split；表里是 cluster 而 ``clusters=False``
+    （sim 模式，或 GPU 没有线程块簇）、或 16 块的簇放不下一行时也改用 split；split 的段数超出同时驻留的上限时改用 rows。
+    显式给出的 ``kernel`` 不会被改掉，放不下就报错。``packs`` 不用于 rows。
+    ``aligned``：每行都从 16 字节边界开始（只影响 cluster 的簇大小）。"""
     if kernel not in SOFTMAX_KERNELS:
         raise ValueError(f"kernel 只能是 {', '.join(SOFTMAX_KERNELS)} 之一，得到 {kernel!r} "
                          f"(kernel must be one of {SOFTMAX_KERNELS})")
@@ -307,6 +322,23 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
     B = _check_block(block_size, 32)
     if kernel == "rows":
         return {"kernel": "rows", "block_size": B, "packs": None, "chunks": 1, "grid": M}
+    if kernel == "cluster":
+        from .cluster import regs_plan
+
+        if not clusters and not auto:
+            raise runtime.ModeError(
+                "kernel='cluster' 需要 gpu 模式与计算能力 9.0 以上的 GPU（线程块簇）；模拟器不模拟线程块簇 "
+                "(kernel='cluster' needs gpu mode and a GPU with thread block clusters, compute capability 9.0+)")
+        try:
+            rp = regs_plan(N, dtype, None, B, packs, aligned)
+        except ValueError:
+            if not auto:
+                raise
+            rp = None
+        if rp is not None and clusters:
+            return {"kernel": "cluster", "block_size": B, "packs": packs, "chunks": rp.cluster_size,
+                    "cluster_size": rp.cluster_size, "grid": M * rp.cluster_size}
+        kernel = "split"                           # auto：没有簇（或放不下）时用全局内存交换 (m, s) 的 split
     elems = packs * vec
     if elems > _MAX_THREAD_ELEMS or B * elems > _MAX_BLOCK_ELEMS:
         raise ValueError(f"每个线程 {elems} 个元素、每块 {B * elems} 个：超过上限 {_MAX_THREAD_ELEMS} / "
@@ -345,7 +377,7 @@ def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
     结果与 x 同 dtype（计算用 float32）。``out``：调用者提供的连续输出。
 
     ``kernel``：``"auto"``（默认，按 N 查 :data:`SOFTMAX_CONFIGS`）、``"rows"``（课程版，读三遍）、
-    ``"warp"``、``"block"``、``"split"``（整行或整段放在寄存器里，只读一遍）；``block_size`` 是每块的线程数，
+    ``"warp"``、``"block"``、``"split"``、``"cluster"``（整行或整段放在寄存器里，只读一遍；cluster 只有 gpu 模式）；``block_size`` 是每块的线程数，
     ``packs`` 是每个线程的 16 字节包数。选择规则见 :func:`softmax_plan`。"""
     m = _mode(mode)
     _check_flags(return_report)
@@ -356,8 +388,15 @@ def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
     if N > 2**31 - 1 - 1024 or M > 2**31 - 1:
         raise ValueError(f"每行最多 2**31 - 1025 个元素、最多 2**31 - 1 行，得到 {tuple(x.shape)} "
                          f"(too many rows or columns for int indices)")
-    plan = softmax_plan(M, N, x.dtype, kernel, block_size, packs, _sm_count(x, m))
+    plan = softmax_plan(M, N, x.dtype, kernel, block_size, packs, _sm_count(x, m), _clusters(x, m),
+                        rows_aligned(x))
     y = _check_out(out, (M, N), x)
+    if plan["kernel"] == "cluster":
+        from .cluster import softmax_cluster_regs
+
+        softmax_cluster_regs(x, cluster_size=plan["cluster_size"], block_size=plan["block_size"],
+                             packs=plan["packs"], out=y)
+        return _finish(y, None, return_report)
     B, kname = plan["block_size"], _SOFTMAX_NAMES[plan["kernel"]]
     defines = _defines(B, x.dtype)
     if plan["packs"] is not None:
@@ -388,18 +427,30 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
     if runtime.MODE != "gpu":
         return softmax(x, out=out)
     M, N = x.shape
-    key = (M, N, x.dtype, x.get_device())
+    aligned = rows_aligned(x)
+    key = (M, N, x.dtype, x.get_device(), aligned)
     plan = _SOFTMAX_PLANS.get(key)
     if plan is None:
-        p = softmax_plan(M, N, x.dtype, "auto", None, None, _sm_count(x, "gpu"))
+        p = softmax_plan(M, N, x.dtype, "auto", None, None, _sm_count(x, "gpu"), _clusters(x, "gpu"), aligned)
         B = p["block_size"]
         defines = _defines(B, x.dtype)
         if p["packs"] is not None:
             defines["PACKS"] = p["packs"]
-        plan = _SOFTMAX_PLANS[key] = (_SOFTMAX_NAMES[p["kernel"]], p["grid"], B, defines, p["kernel"],
-                                      p.get("chunks"))
+        if p["kernel"] == "cluster":
+            from .cluster import RegsPlan
+
+            extra = RegsPlan(n_cols=N, dtype=str(x.dtype)[6:], cluster_size=p["cluster_size"], block_size=B,
+                             packs=p["packs"], vec=_vec(x.dtype))
+        else:
+            extra = p.get("chunks")
+        plan = _SOFTMAX_PLANS[key] = (_SOFTMAX_NAMES.get(p["kernel"]), p["grid"], B, defines, p["kernel"], extra)
     kname, grid, B, defines, kind, chunks = plan
     y = torch.empty_like(x) if out is None else out       # 最后一维连续的二维张量：empty_like 是连续的
+    if kind == "cluster":
+        from .cluster import regs_launch_cached
+
+        regs_launch_cached(x, y, chunks)
+        return y
     xs, ys = x.stride(0), y.stride(0)
     if kind == "warp":
         args = (x, y, xs, ys, M, N)

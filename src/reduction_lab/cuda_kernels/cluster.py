@@ -32,10 +32,12 @@ import torch
 
 from .. import runtime
 from ..checks import check_int, check_matrix, check_no_overlap, check_out
-from .launcher import nvrtc_source, read_source
+from .launcher import nvrtc_source, read_source, rows_aligned
 
 __all__ = ["softmax_cluster", "cluster_plan", "ClusterPlan", "CLUSTER_SIZES", "SHARED_OPTIN_SM90",
-           "KERNEL_SOURCE", "KERNEL_NAME", "DTYPES", "summary_table"]
+           "KERNEL_SOURCE", "KERNEL_NAME", "DTYPES", "summary_table",
+           "softmax_cluster_regs", "regs_launch_cached", "regs_plan", "RegsPlan", "REGS_KERNEL",
+           "REGS_DTYPES", "regs_available", "rows_aligned"]
 
 KERNEL_SOURCE = "softmax_cluster.cu"
 KERNEL_NAME = "softmax_cluster_rows"
@@ -230,6 +232,187 @@ def softmax_cluster(x: torch.Tensor, *, cluster_size: int | None = None, block_s
                                f"{plan.shared_bytes} 字节共享内存）：{e} "
                                f"(launch of {KERNEL_NAME} failed for {plan.to_dict()})") from e
     return out
+
+
+# ---------------------------------------------------------------- 段放在寄存器里：softmax_cluster_regs
+
+REGS_KERNEL = "softmax_cluster_regs"
+REGS_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+#: 每个线程至多放这么多个元素（PACKS * VEC）：再多寄存器就会溢出（nvcc -Xptxas -v，见测试）
+REGS_MAX_THREAD_ELEMS = 64
+#: 一块的寄存器里至多放这么多个元素（BLOCK_SIZE * PACKS * VEC）：每个 SM 65536 个 32 位寄存器
+REGS_MAX_BLOCK_ELEMS = 32768
+
+@dataclass(frozen=True)
+class RegsPlan:
+    """softmax_cluster_regs 的一次启动：每块 ``block_size`` 个线程，每个线程 ``packs`` 个 16 字节向量。"""
+
+    n_cols: int
+    dtype: str
+    cluster_size: int
+    block_size: int
+    packs: int
+    vec: int
+
+    @property
+    def elems_per_thread(self) -> int:
+        return self.packs * self.vec
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _n_vec(n_cols: int, vec: int, aligned: bool) -> int:
+    # 行首不在 16 字节边界上时列号右移至多 vec - 1 个元素，最坏情况多占一个向量
+    return _cdiv(n_cols if aligned else n_cols + vec - 1, vec)
+
+
+def regs_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None, block_size: int | None = None,
+              packs: int | None = None, aligned: bool = True) -> RegsPlan:
+    """softmax_cluster_regs 的配置（纯 Python，任何模式都能调用）。``packs`` 默认每个线程 32 个元素，
+    ``block_size`` 默认取 16 块盖得住整行的最少线程数（至少 256），簇大小默认取盖住整行的最小的 2 的幂。
+    :func:`reduction_lab.cuda_kernels.softmax` 的 ``kernel="auto"`` 按 ``SOFTMAX_CONFIGS`` 给出线程数与 packs。``aligned``：每行都从 16 字节边界开始（见 :func:`rows_aligned`），
+    否则每行多留一个向量。整行放不进 16 块的寄存器时报错。"""
+    check_int(n_cols, "n_cols", lo=1, hi=2**31 - 2**21)
+    if dtype not in REGS_DTYPES:
+        raise TypeError(f"dtype {_dtype_name(dtype)} 不受支持，可用：float32, bfloat16, float16 "
+                        f"(unsupported dtype {_dtype_name(dtype)}; use float32, bfloat16 or float16)")
+    if cluster_size is not None:
+        check_int(cluster_size, "cluster_size", lo=1, hi=16)
+        if cluster_size not in CLUSTER_SIZES:
+            raise ValueError(f"cluster_size 只能是 {', '.join(map(str, CLUSTER_SIZES))} 之一，得到 {cluster_size} "
+                             f"(cluster_size must be one of {CLUSTER_SIZES})")
+    if block_size is not None:
+        check_int(block_size, "block_size", lo=32, hi=MAX_THREADS)
+        if block_size % 32:
+            raise ValueError(f"block_size 必须是 32 的倍数，得到 {block_size} (block_size must be a multiple of 32)")
+    if packs is not None:
+        check_int(packs, "packs", lo=1, hi=16)
+    esize = 4 if dtype == torch.float32 else 2
+    vec = 16 // esize
+    if not isinstance(aligned, bool):
+        raise TypeError(f"aligned 必须是 bool，得到 {aligned!r} (aligned must be a bool)")
+    n_vec = _n_vec(n_cols, vec, aligned)
+    if packs is None:
+        packs = 32 // vec                       # 每个线程 32 个元素：float32 8 个向量，16 位 4 个
+    if block_size is None:
+        # 16 块盖得住整行的最少线程数（至少 256）
+        block_size = next((b for b in (256, 512, 1024) if CLUSTER_SIZES[-1] * b * packs >= n_vec), MAX_THREADS)
+    if packs * vec > REGS_MAX_THREAD_ELEMS or block_size * packs * vec > REGS_MAX_BLOCK_ELEMS:
+        raise ValueError(f"每个线程 {packs * vec} 个元素、每块 {block_size * packs * vec} 个：超过上限 "
+                         f"{REGS_MAX_THREAD_ELEMS} / {REGS_MAX_BLOCK_ELEMS}（寄存器会溢出） "
+                         f"(too many elements in registers: {packs * vec} per thread, "
+                         f"{block_size * packs * vec} per block)")
+    per_cta = block_size * packs
+    if cluster_size is None:
+        need = _cdiv(n_vec, per_cta)
+        cluster_size = next((c for c in CLUSTER_SIZES if c >= need), None)
+        if cluster_size is None:
+            raise ValueError(
+                f"每行 {n_cols} 个 {_dtype_name(dtype)} 放不进 16 块的寄存器（每块 {block_size} 个线程 x "
+                f"{packs} 个 16 字节向量）；请加大 block_size / packs，或用 softmax_cluster（共享内存）"
+                f"或 reduction_lab.softmax(x, backend='triton') "
+                f"(a row of {n_cols} {_dtype_name(dtype)} does not fit the registers of a 16-block cluster)")
+    elif cluster_size * per_cta < n_vec:
+        raise ValueError(
+            f"cluster_size={cluster_size}、每块 {block_size} 个线程 x {packs} 个向量只盖住 "
+            f"{cluster_size * per_cta * vec - vec + 1} 列，得到 N={n_cols} "
+            f"(cluster_size={cluster_size} with {block_size} threads x {packs} vectors covers fewer than "
+            f"{n_cols} columns)")
+    return RegsPlan(n_cols=n_cols, dtype=_dtype_name(dtype), cluster_size=cluster_size, block_size=block_size,
+                    packs=packs, vec=vec)
+
+
+@functools.lru_cache(maxsize=None)
+def regs_available(index: int) -> bool:
+    """这块 GPU 能否运行簇内核（计算能力 9.0 以上）。"""
+    return torch.cuda.get_device_capability(index)[0] >= 9
+
+
+_REGS_DEFINES = {torch.float32: (0, 0), torch.bfloat16: (1, 0), torch.float16: (0, 1)}
+
+
+@functools.lru_cache(maxsize=None)
+def _regs_kernel(cluster_size: int, block_size: int, packs: int, dtype, index: int):
+    """编译好的 softmax_cluster_regs（每种配置一份）与它的 CUfunction；16 块的簇打开非可移植的簇大小。"""
+    import cupy
+
+    bf16, fp16 = _REGS_DEFINES[dtype]
+    code = (f"#define CLUSTER_SIZE {cluster_size}\n#define USE_BF16 {bf16}\n#define USE_FP16 {fp16}\n"
+            f"#define BLOCK_SIZE {block_size}\n#define PACKS {packs}\n"
+            f'#line 1 "{KERNEL_SOURCE}"\n' + nvrtc_source(read_source(KERNEL_SOURCE)))
+    kern = cupy.RawKernel(code, REGS_KERNEL)
+    with cupy.cuda.Device(index):
+        func = kern.kernel
+        if cluster_size > PORTABLE_CLUSTER_MAX:
+            cupy.cuda.driver.funcSetAttribute(func.ptr, _ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+    return kern, func
+
+
+#: 形参表（launcher._Plan 的格式）：与 softmax_cluster.cu 里 softmax_cluster_regs 的声明一致
+_REGS_SIG = (("x", "const floatX *", True), ("y", "floatX *", True), ("x_row_stride", "long long", False),
+             ("y_row_stride", "long long", False), ("n_cols", "int", False))
+
+#: (M, N, dtype, 设备) -> launcher._Plan：同一形状的调用直接经 cuLaunchKernel 启动
+_REGS_PLANS: dict = {}
+
+
+def _regs_launch(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan, index: int) -> None:
+    from .launcher import _Plan
+
+    M, N = x.shape
+    args = (x, y, x.stride(0), y.stride(0), N)
+    kern, func = _regs_kernel(plan.cluster_size, plan.block_size, plan.packs, x.dtype, index)
+    launcher = _Plan(func, (M * plan.cluster_size, 1, 1), (plan.block_size, 1, 1), 0, _REGS_SIG, args, None)
+    if not launcher(args):
+        raise RuntimeError(f"{REGS_KERNEL} 的参数不符合启动计划 (arguments do not match the launch plan)")
+    return launcher
+
+
+def softmax_cluster_regs(x: torch.Tensor, *, cluster_size: int | None = None, block_size: int | None = None,
+                         packs: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """按行 softmax：(M, N) float32 / bfloat16 / float16 -> 同 dtype 的 (M, N)，一个线程块簇处理一行，
+    每块那一段放在寄存器里（softmax_cluster.cu 的 ``softmax_cluster_regs``）。参数见 :func:`regs_plan`；
+    ``out``：调用者提供的 (M, N) 连续输出，dtype 与 x 相同、与 x 不重叠。只有 gpu 模式（计算能力 9.0 以上）。"""
+    if runtime.MODE != "gpu":
+        raise runtime.ModeError(SIM_MESSAGE.replace("softmax_cluster ", "softmax_cluster_regs ", 1))
+    check_matrix(x, "x", dtypes=REGS_DTYPES, device="cuda")
+    M, N = x.shape
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    if not regs_available(index):
+        raise RuntimeError(f"线程块簇需要计算能力 9.0 以上（Hopper），这块 GPU 是 "
+                           f"{torch.cuda.get_device_capability(index)[0]}.x "
+                           f"(thread block clusters need compute capability 9.0 or newer)")
+    plan = regs_plan(N, x.dtype, cluster_size, block_size, packs, rows_aligned(x))
+    if M * plan.cluster_size > 2**31 - 1:
+        raise ValueError(f"M * cluster_size = {M * plan.cluster_size} 超过网格上限 2**31 - 1 (grid too large)")
+    if out is None:
+        out = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    else:
+        check_out(out, (M, N), x.dtype, x.device)
+        check_no_overlap(out, x)
+    import cupy
+
+    with cupy.cuda.Device(index):
+        try:
+            regs_launch_cached(x, out, plan)
+        except cupy.cuda.driver.CUDADriverError as e:
+            raise RuntimeError(f"{REGS_KERNEL} 启动失败（{plan.to_dict()}）：{e} "
+                               f"(launch of {REGS_KERNEL} failed)") from e
+    return out
+
+
+def regs_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan) -> None:
+    """按 ``plan`` 启动，``x`` / ``y`` 已经检查过、在当前设备上（:mod:`reduction_lab.cuda_kernels` 的
+    ``softmax_checked`` 调用它）：启动计划按 (形状, dtype, 设备, 配置) 缓存，之后直接经 cuLaunchKernel 启动。"""
+    M, N = x.shape
+    key = (M, N, x.dtype, x.get_device(), plan.cluster_size, plan.block_size, plan.packs)
+    launcher = _REGS_PLANS.get(key)
+    if launcher is not None and launcher((x, y, x.stride(0), y.stride(0), N)):
+        return
+    if len(_REGS_PLANS) > 1024:
+        _REGS_PLANS.clear()
+    _REGS_PLANS[key] = _regs_launch(x, y, plan, key[3])
 
 
 # ---------------------------------------------------------------- 实测结果的表格

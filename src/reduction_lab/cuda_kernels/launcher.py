@@ -293,6 +293,11 @@ def _symbol_arrays(path: Path, name: str, dkey: tuple, symbols):
     return {k: (a, bool(prog.file_vars[k][1])) for k, a in _symbols(prog, symbols).items()}
 
 
+def rows_aligned(x: torch.Tensor) -> bool:
+    """二维张量 x 的每一行是否都从 16 字节边界开始（首地址与行距都是 16 字节的倍数）。"""
+    return x.data_ptr() % 16 == 0 and (x.stride(0) * x.element_size()) % 16 == 0
+
+
 def _pointer_value(value):
     if isinstance(value, torch.Tensor):
         return value.data_ptr()

@@ -1,22 +1,30 @@
-// softmax_cluster.cu：一行大到一个SM的共享内存放不下时，用Hopper的线程块簇（thread block cluster）
-// 把整行留在片上。包装函数：reduction_lab.cuda_kernels.cluster.softmax_cluster。
+// softmax_cluster.cu：一行大到一个SM放不下时，用Hopper的线程块簇（thread block cluster）把整行留在片上。
+// 包装函数：reduction_lab.cuda_kernels.cluster（softmax_cluster、softmax_cluster_regs）。
 // 课程页面：docs/cuda/cluster-softmax.md。
 //
 //   softmax_cluster_rows  一个簇（CLUSTER_SIZE个线程块）处理一行：每块把自己那一段用16字节的向量
 //                         读进动态共享内存，同时算出本段的(最大值m, sum exp(x - m))；簇内各块经
 //                         分布式共享内存（cluster.map_shared_rank）交换这一对数，合并出整行的结果；
 //                         每块再从共享内存算出并写回自己那一段。全局内存：每个元素读一次、写一次。
+//   softmax_cluster_regs  同样一个簇一行，但每块那一段放在寄存器里（每个线程PACKS个16字节向量）：
+//                         exp只算一次；每个warp把自己的(m, s)直接写进簇里每一块的共享内存，
+//                         一次cluster.sync()之后各块只读本地的共享内存，合并出整行的(m, s)。
 //
 // 编译期常量：
 //   CLUSTER_SIZE  每簇的线程块数：1、2、4、8（可移植的上限）或16（启动前要设置内核属性
 //                 cudaFuncAttributeNonPortableClusterSizeAllowed = 1）
-//   USE_BF16      0：floatX = float；1：floatX = __nv_bfloat16。累加一律用float
-// 启动：grid = M * CLUSTER_SIZE（1维），block = 32的倍数（至多1024个线程），
+//   USE_BF16 / USE_FP16  0或1：floatX = __nv_bfloat16 / __half，都是0时floatX = float。累加一律用float
+//   BLOCK_SIZE、PACKS     只用于softmax_cluster_regs：每块的线程数（32的倍数，至多1024，启动时必须等于
+//                 blockDim.x）与每个线程的16字节向量数（1到16）
+// softmax_cluster_rows的启动：grid = M * CLUSTER_SIZE（1维），block = 32的倍数（至多1024个线程），
 //       动态共享内存 = vecs_per_cta * 16字节（超过48 KiB要先调大cudaFuncAttributeMaxDynamicSharedMemorySize）。
 //       vecs_per_cta >= ceil(ceil((n_cols + VEC - 1) / VEC) / CLUSTER_SIZE)，VEC = 16 / sizeof(floatX)。
+// softmax_cluster_regs的启动：grid = M * CLUSTER_SIZE，block = BLOCK_SIZE，没有动态共享内存；
+//       要求CLUSTER_SIZE * BLOCK_SIZE * PACKS >= ceil((n_cols + VEC - 1) / VEC)。
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 namespace cg = cooperative_groups;
 
@@ -32,9 +40,29 @@ namespace cg = cooperative_groups;
 #if USE_BF16 != 0 && USE_BF16 != 1
 #error "USE_BF16 must be 0 or 1"
 #endif
+#ifndef USE_FP16
+#define USE_FP16 0
+#endif
+#if (USE_FP16 != 0 && USE_FP16 != 1) || (USE_BF16 && USE_FP16)
+#error "USE_FP16 must be 0 or 1, and not together with USE_BF16"
+#endif
+#ifndef BLOCK_SIZE
+#define BLOCK_SIZE 256
+#endif
+#if BLOCK_SIZE < 32 || BLOCK_SIZE > 1024 || BLOCK_SIZE % 32 != 0
+#error "BLOCK_SIZE must be a multiple of 32 between 32 and 1024"
+#endif
+#ifndef PACKS
+#define PACKS 4
+#endif
+#if PACKS < 1 || PACKS > 16
+#error "PACKS must be between 1 and 16"
+#endif
 
 #if USE_BF16
 typedef __nv_bfloat16 floatX;
+#elif USE_FP16
+typedef __half floatX;
 #else
 typedef float floatX;
 #endif
@@ -61,6 +89,14 @@ __device__ __forceinline__ void unpack(uint4 u, float (&f)[VEC])
         f[2 * i] = __uint_as_float(w[i] << 16);             // 低16位是前一个元素
         f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u); // bf16就是float的高16位
     }
+#elif USE_FP16
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 p = __half22float2(*reinterpret_cast<const __half2 *>(&w[i]));
+        f[2 * i] = p.x;
+        f[2 * i + 1] = p.y;
+    }
 #else
     f[0] = __uint_as_float(u.x);
     f[1] = __uint_as_float(u.y);
@@ -74,9 +110,18 @@ __device__ __forceinline__ uint4 pack(const float (&f)[VEC])
 #if USE_BF16
     unsigned w[4];
 #pragma unroll
-    for (int i = 0; i < 4; i++)
-        w[i] = (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(f[2 * i]))
-             | ((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(f[2 * i + 1])) << 16);
+    for (int i = 0; i < 4; i++) {
+        const __nv_bfloat162 p = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);   // 一条指令转两个
+        w[i] = *reinterpret_cast<const unsigned *>(&p);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+#elif USE_FP16
+    unsigned w[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const __half2 p = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+        w[i] = *reinterpret_cast<const unsigned *>(&p);
+    }
     return make_uint4(w[0], w[1], w[2], w[3]);
 #else
     return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]), __float_as_uint(f[3]));
@@ -87,6 +132,8 @@ __device__ __forceinline__ float to_float(floatX v)
 {
 #if USE_BF16
     return __bfloat162float(v);
+#elif USE_FP16
+    return __half2float(v);
 #else
     return v;
 #endif
@@ -96,6 +143,8 @@ __device__ __forceinline__ floatX from_float(float v)
 {
 #if USE_BF16
     return __float2bfloat16_rn(v);
+#elif USE_FP16
+    return __float2half_rn(v);
 #else
     return v;
 #endif
@@ -272,3 +321,101 @@ extern "C" __global__ void softmax_cluster_rows(const floatX *__restrict__ x, fl
 #endif
 }
 // --8<-- [end:kernel]
+
+// ---------------------------------------------------------------- 段放在寄存器里
+
+// 2^v：一条MUFU.EX2指令（ex2.approx.ftz，相对误差约2^-22，结果小于2^-126时冲成0）。
+// exp(x - m) = 2^(x * log2(e) - m * log2(e))，指数用一条FFMA算出。
+__device__ __forceinline__ float fast_exp2(float v)
+{
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+constexpr int NWARPS = BLOCK_SIZE / 32;
+
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE)
+softmax_cluster_regs(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
+                     long long y_row_stride, int n_cols);
+
+// --8<-- [start:regs]
+extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, floatX *__restrict__ y,
+                                                long long x_row_stride, long long y_row_stride, int n_cols)
+{
+    // 簇里每个warp的(m, s)：第r块的第w个warp写进每一块的slots[r * NWARPS + w]
+    __shared__ float2 slots[CLUSTER_SIZE * NWARPS];
+#if CLUSTER_SIZE > 1
+    cg::cluster_group cluster = cg::this_cluster();
+    const int rank = (int)cluster.block_rank();
+#else
+    const int rank = 0;
+#endif
+    const long long row = blockIdx.x / CLUSTER_SIZE;
+    const floatX *xr = x + row * x_row_stride;
+    floatX *yr = y + row * y_row_stride;
+    const int head = (int)((reinterpret_cast<unsigned long long>(xr) / sizeof(floatX)) % VEC);
+    const bool vector_ok = head == (int)((reinterpret_cast<unsigned long long>(yr) / sizeof(floatX)) % VEC);
+    const int end = n_cols + head;
+    const int v0 = rank * (BLOCK_SIZE * PACKS) + threadIdx.x;   // 本线程的第一个向量；之后每隔BLOCK_SIZE个
+
+    // 1. 读：PACKS个互不依赖的16字节读一起发出，留在寄存器里
+    float f[PACKS][VEC];
+#pragma unroll
+    for (int p = 0; p < PACKS; p++) {
+        const int v = v0 + p * BLOCK_SIZE;
+        unpack(v * VEC < end ? load_vec(xr, v, head, end) : neg_inf_vec(), f[p]);
+    }
+    // 2. 本线程的最大值m；exp只算这一次：f = exp(x - m)，s = sum f
+    float m = NEG_INF;
+#pragma unroll
+    for (int p = 0; p < PACKS; p++)
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            m = fmaxf(m, f[p][e]);
+    const float mb = (m == NEG_INF) ? 0.0f : m * LOG2E;   // 本线程全是-inf时以0为基准：f = 0，s = 0
+    float s = 0.0f;
+#pragma unroll
+    for (int p = 0; p < PACKS; p++)
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            f[p][e] = fast_exp2(fmaf(f[p][e], LOG2E, -mb));
+            s += f[p][e];
+        }
+
+    // 3. 合并：warp内蝶形合并；lane r把本warp的(m, s)写进第r块的slots（分布式共享内存），
+    //    一次cluster.sync()（释放/获取语义）之后，每块的slots里是整个簇所有warp的结果
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float M = m, S = s;
+    warp_combine(M, S);
+#if CLUSTER_SIZE > 1
+    if (lane < CLUSTER_SIZE)
+        *cluster.map_shared_rank(&slots[rank * NWARPS + warp], lane) = make_float2(M, S);
+    cluster.sync();
+#else
+    if (lane == 0)
+        slots[warp] = make_float2(M, S);
+    __syncthreads();
+#endif
+    M = NEG_INF;
+    S = 0.0f;
+    for (int i = lane; i < CLUSTER_SIZE * NWARPS; i += 32) {   // 只读本块的共享内存
+        const float2 q = slots[i];
+        combine(M, S, q.x, q.y);
+    }
+    warp_combine(M, S);
+    // 屏障之后没有块再访问别的块的共享内存：各块可以直接退出，不必再等
+
+    // 4. 写：y = exp(x - M) / S = f * exp(m - M) / S，一个线程一个系数
+    const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - M) * LOG2E) / S;
+#pragma unroll
+    for (int p = 0; p < PACKS; p++) {
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            f[p][e] *= scale;
+        const int v = v0 + p * BLOCK_SIZE;
+        if (v * VEC < end)
+            store_vec(yr, v, head, end, f[p], vector_ok);
+    }
+}
+// --8<-- [end:regs]

@@ -108,7 +108,7 @@ def split_softmax_kernel(out_ptr, in_ptr, pmax_ptr, psum_ptr, count_ptr,
             ps = tl.load(psum_ptr + row * N_SPLIT + offs, mask=pmask, other=0.0)
         m_row = tl.max(pm, axis=0)
         d_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
-        y = tl.exp(x - m_row) / d_row
+        y = tl.exp(x - m_row) * (1.0 / d_row)
         tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -128,7 +128,9 @@ def split_softmax_packed_kernel(out_ptr, in_ptr, slot_ptr, in_row_stride, out_ro
     mask = cols < n_cols
     x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf")).to(tl.float32)
     m = tl.max(x, axis=0)
-    d = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)
+    # exp 只算这一次：e = exp(x - m)；整段都是 -inf 时以 0 为基准，e = 0、d = 0
+    e = tl.exp(x - tl.where(m == -float("inf"), 0.0, m))
+    d = tl.sum(e, axis=0)
     packed = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | \
         (d.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
     tl.atomic_xchg(slot_ptr + row * N_SPLIT + seg, packed, sem="release")
@@ -145,7 +147,8 @@ def split_softmax_packed_kernel(out_ptr, in_ptr, slot_ptr, in_row_stride, out_ro
     ps = tl.where(pmask, d_bits.to(tl.float32, bitcast=True), 0.0)
     m_row = tl.max(pm, axis=0)
     d_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
-    y = tl.exp(x - m_row) / d_row
+    # y = exp(x - m_row) / d_row = e * exp(m - m_row) / d_row：每段一个系数，逐元素只乘一次
+    y = e * (tl.exp(m - m_row) / d_row)
     tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

@@ -80,7 +80,8 @@ def softmax_rows_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, 
     x = tl.where(rows[:, None] < n_rows, x, 0.0)   # 越过末行的整行填 0，避免 -inf - (-inf)
     z = x - tl.max(x, axis=1)[:, None]
     num = tl.exp(z)
-    y = num / tl.sum(num, axis=1)[:, None]
+    # 每行求一次倒数再乘：逐元素的除法要多一条 MUFU.RCP，16 位输入时它与 exp 争同一个部件
+    y = num * (1.0 / tl.sum(num, axis=1))[:, None]
     tl.store(out_ptr + rows64[:, None] * out_row_stride + cols[None, :],
              y.to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -101,7 +102,7 @@ def softmax_persistent_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_
                     other=-float("inf")).to(tl.float32)
         x = tl.where(rows[:, None] < n_rows, x, 0.0)
         num = tl.exp(x - tl.max(x, axis=1)[:, None])
-        y = num / tl.sum(num, axis=1)[:, None]
+        y = num * (1.0 / tl.sum(num, axis=1))[:, None]
         tl.store(out_ptr + rows64[:, None] * out_row_stride + cols[None, :],
                  y.to(out_ptr.dtype.element_ty), mask=mask)
 

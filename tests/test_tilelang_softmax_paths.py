@@ -3,7 +3,8 @@
 同一个编译结果；坏参数的报错；gpu 默认表的选择；生成的 CUDA C（每条路径）能被 nvcc 编译。
 
 两种模式都能跑（张量建在 rl.DEVICE 上）。sim 模式下 cluster 路径分两次启动（C 目标没有簇），
-gpu 模式下一次启动、簇内同步。
+gpu 模式下一次启动、簇内同步。cluster 的段长是 block_n 与 vec*threads 的公倍数：这里用 threads=32，
+让小形状也分成几段（有的段伸到行尾之外，有的段完全是空的）。
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ PATHS = [
     ("row-1000", 1000, dict(path="row")),
     ("online-1000", 1000, dict(path="online", block_n=128, block_m=2)),
     ("online-1024", 1024, dict(path="online", block_n=256)),
-    ("cluster-1000", 1000, dict(path="cluster", block_n=64, n_seg=4)),
-    ("cluster-odd", 777, dict(path="cluster", block_n=128, n_seg=3)),
-    ("cluster-2048", 2048, dict(path="cluster", block_n=256, n_seg=8)),
+    ("cluster-1000", 1000, dict(path="cluster", block_n=64, n_seg=4, threads=32)),
+    ("cluster-odd", 777, dict(path="cluster", block_n=128, n_seg=3, threads=32)),    # fp16：第 3 段是空的
+    ("cluster-2048", 2048, dict(path="cluster", block_n=256, n_seg=8, threads=32)),  # 正好分完：不遮行尾
+    ("cluster-1", 1, dict(path="cluster", block_n=128, n_seg=2, threads=32)),
+    ("cluster-4100", 4100, dict(path="cluster", block_n=128, n_seg=4, threads=64)),
+    ("cluster-default-threads", 1000, dict(path="cluster", block_n=128, n_seg=2)),  # 一段 1024：第 2 段空
 ]
 
 
@@ -87,15 +91,49 @@ def test_large_offset_and_all_masked_row():
     x = _x(4, 600, seed=3)
     x[0] += 1e4                              # 很大的偏移：结果与平移前相同
     x[3] = float("-inf")                     # 整行被遮住：与 torch 一样是 NaN
-    for kw in (dict(path="row"), dict(path="online", block_n=128), dict(path="cluster", block_n=64, n_seg=4)):
+    for kw in (dict(path="row"), dict(path="online", block_n=128),
+               dict(path="cluster", block_n=64, n_seg=4, threads=32)):
         y = tk.softmax(x, **kw)
         torch.testing.assert_close(y[:3].double(), _ref(x[:3]), atol=1e-6, rtol=1e-5)
         assert torch.isnan(y[3]).all() and torch.isnan(_ref(x[3:])).all()
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+def test_cluster_segments_with_far_apart_maxima(dtype):
+    # 每行 4 段（threads=32、float32 一段 256 个元素）：各段的最大值相差 ±100，全行最大值落在不同的段里；
+    # 一段全是 -inf 而别的段有限；合并时要把每段的 e 换到全行的最大值下
+    N, kw = 1000, dict(path="cluster", block_n=128, n_seg=4, threads=32)
+    seg = tk.cluster_seg_len(N, 4, 128, 32, torch.empty(0, dtype=dtype).element_size())
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(6, N, generator=g)
+    x[0, :seg] += 100.0                         # 第 1 段高出 100：其余段的概率都下溢成 0
+    x[1, :seg] -= 100.0                         # 第 1 段低 100
+    x[2, 3 * seg:] += 100.0                     # 最大值在最后（不满的）一段
+    x[3, seg:2 * seg] = float("-inf")           # 一整段被遮住
+    x[4, :] = -100.0                            # 常数行：均匀分布
+    x[5, ::2] += 100.0                          # 每段里都有高出 100 的元素
+    x = x.to(dtype).to(DEV)
+    y = tk.softmax(x, **kw)
+    torch.testing.assert_close(y.double(), _ref(x), **_tol(dtype))
+    assert (y[3, seg:2 * seg] == 0).all()
+    torch.testing.assert_close(y.double().sum(1), torch.ones(6, dtype=torch.float64, device=DEV),
+                               atol=1e-5 if dtype == torch.float32 else 1e-2, rtol=0)
+
+
+def test_cluster_seg_len_is_a_common_multiple():
+    # 段长：不短于 ceil(N / n_seg)，是 block_n 与 vec*threads（一个线程一个 16 字节向量）的公倍数
+    for N, n_seg, block_n, threads, elem in ((1000, 4, 64, 32, 4), (777, 3, 128, 32, 2), (262144, 8, 4096, 1024, 4),
+                                             (262144, 8, 8192, 1024, 2), (70000, 8, 2048, 512, 4), (1, 2, 128, 64, 4)):
+        seg = tk.cluster_seg_len(N, n_seg, block_n, threads, elem)
+        vec = 16 // elem
+        assert seg * n_seg >= N and seg % block_n == 0 and seg % (vec * threads) == 0
+        assert seg - -(-N // n_seg) < max(block_n, vec * threads)     # 两个 2 的幂的公倍数就是较大的那个
+    assert tk.cluster_seg_len(262144, 8, 4096, 1024) == 32768
+
+
 def test_out_is_written_in_place():
     x = _x(6, 500, seed=4)
-    for kw in (dict(path="row"), dict(path="cluster", block_n=64, n_seg=2)):
+    for kw in (dict(path="row"), dict(path="cluster", block_n=64, n_seg=2, threads=32)):
         out = torch.full_like(x, 7.0)
         res = tk.softmax(x, out=out, **kw)
         assert res is out
@@ -125,11 +163,24 @@ def test_backward_still_matches_autograd():
     (dict(path="cluster", n_seg=2, block_m=2), "block_m"),
     (dict(block_n=96), "block_n"),
     (dict(threads=48), "threads"),
+    (dict(threads=96), "threads"),                  # 32 的倍数但不是 2 的幂：跨线程归约要 2 的幂
     (dict(n_seg=0), "n_seg"),
 ])
 def test_bad_softmax_tunables(kw, words):
     with pytest.raises((ValueError, TypeError), match=words):
         tk.softmax(torch.ones(2, 1000, device=DEV), **kw)
+
+
+def test_cluster_segment_must_fit_registers_on_gpu():
+    # gpu 模式下一段整个在寄存器里：每个线程至多 64 个、一段至多 32768 个元素
+    for N, threads in ((1 << 20, 1024), (1 << 19, 1024), (1 << 19, 512), (1 << 18, 256)):
+        with pytest.raises(ValueError, match="寄存器.*registers"):
+            tk._resolve("softmax", 64, N, True, dict(path="cluster", n_seg=8, block_n=4096, threads=threads))
+    for N, threads in ((1 << 18, 1024), (1 << 18, 512), (1 << 17, 256)):
+        cfg = tk._resolve("softmax", 64, N, True, dict(path="cluster", n_seg=8, block_n=4096, threads=threads))
+        assert cfg["n_seg"] == 8 and tk.cluster_seg_len(N, 8, 4096, threads) <= 32768
+    # sim 模式没有寄存器的限制（C 目标里是线程私有的数组）
+    assert tk._resolve("softmax", 64, 1 << 20, False, dict(path="cluster", n_seg=8, block_n=4096))["n_seg"] == 8
 
 
 def test_gpu_default_table():
@@ -143,10 +194,15 @@ def test_gpu_default_table():
                 assert cfg["block_n"] >= n
                 assert cfg["block_m"] * cfg["block_n"] // cfg["threads"] <= 64    # 每个线程的元素数
             if cfg["path"] == "cluster":
-                seg = -(-n // cfg["n_seg"])
-                assert seg * elem <= 128 * 1024 and 2 <= cfg["n_seg"] <= 8
+                seg = tk.cluster_seg_len(n, cfg["n_seg"], cfg["block_n"], cfg["threads"], elem)
+                assert seg // cfg["threads"] <= 64 and seg <= 32768 and 2 <= cfg["n_seg"] <= 8   # 放得进寄存器
+                assert seg * cfg["n_seg"] == n                                     # 2 的幂：正好分完
     assert tk.default_config("softmax", 8, 1000, gpu=True)["block_n"] == 1024       # 不是 2 的幂：向上取
     assert tk.default_config("softmax", 2, 1 << 21, gpu=True)["path"] == "online"   # 表尾之外
+    assert tk.default_config("softmax", 64, 1 << 20, gpu=True)["path"] == "online"  # 8 段也放不进寄存器
+    odd = tk.default_config("softmax", 64, 70000, gpu=True)                          # 不是 2 的幂：段长向上取
+    assert odd["path"] == "cluster"
+    assert tk.cluster_seg_len(70000, odd["n_seg"], odd["block_n"], odd["threads"]) // odd["threads"] <= 64
     assert tk.default_config("softmax", 3, 100, gpu=False)["path"] == "row"
     assert tk.default_config("softmax", 3, 5000, gpu=False)["path"] == "online"
 
@@ -158,12 +214,27 @@ def test_row_path_reduces_within_a_warp():
     assert "float4" in src
 
 
-def test_cluster_path_source():
-    src = tk.cuda_source("softmax", M=256, N=262144, path="cluster", block_n=8192, threads=1024, n_seg=8)
-    assert "cluster_sync" in src and "keep" in src
-    half = tk.cuda_source("softmax", M=256, N=262144, dtype="bfloat16", path="cluster", block_n=8192,
-                          threads=1024, n_seg=8)
-    assert "bfloat16_t" in half
+def _kernel_body(src):
+    return src[src.index("softmax_kernel_kernel(", src.index("__global__ void __launch_bounds__")):]
+
+
+@pytest.mark.parametrize("dtype,block_n", [("float32", 4096), ("bfloat16", 8192)])
+def test_cluster_path_source(dtype, block_n):
+    # 寄存器版本：一段 32768 个元素分给 1024 个线程（每个 32 个），一次簇内同步，不经共享内存保存整段；
+    # 每个元素一次 exp2（没有 expf），读写都是 128 位
+    src = _kernel_body(tk.cuda_source("softmax", M=256, N=262144, dtype=dtype, path="cluster", block_n=block_n,
+                                      threads=1024, n_seg=8))
+    assert src.count("cluster_sync") == 1
+    assert "expf(" not in src and "exp2f(" in src
+    assert "float e[32];" in src                                   # 整段留在寄存器里：每个线程 32 个 float32
+    assert "keep" not in src and "__shared__" in src              # 共享内存只有归约的工作区
+    vec = "float4" if dtype == "float32" else "uint4"
+    loads = [ln for ln in src.splitlines() if "= *(" in ln and "(x + " in ln]
+    stores = [ln for ln in src.splitlines() if "*(" in ln and "(y + " in ln]
+    assert loads and all(vec in ln for ln in loads), loads
+    assert stores and all(vec in ln for ln in stores), stores
+    if dtype == "bfloat16":
+        assert "bfloat16_t" in src
 
 
 _NO_NVCC = shutil.which("nvcc") is None
@@ -179,3 +250,19 @@ _NO_NVCC = shutil.which("nvcc") is None
 def test_softmax_paths_compile_with_nvcc(dtype, M, N, kw):
     ptx = tk.nvcc_check(tk.cuda_source("softmax", M=M, N=N, dtype=dtype, **kw))
     assert "softmax_kernel_kernel" in ptx
+
+
+_TABLE_CLUSTER = sorted((e, n) for (e, n), v in tk.SOFTMAX_TABLE.items() if v["path"] == "cluster")
+
+
+@pytest.mark.skipif(_NO_NVCC, reason="PATH 上没有 nvcc，无法数生成代码的寄存器")
+@pytest.mark.parametrize("elem,N", _TABLE_CLUSTER, ids=[f"{e}B-{n}" for e, n in _TABLE_CLUSTER])
+def test_default_cluster_configs_do_not_spill(elem, N):
+    # 默认表里每个 cluster 配置：整段留在寄存器里，ptxas 不溢出，寄存器数容得下一个线程块
+    dtype = "float32" if elem == 4 else "bfloat16"
+    M = (1 << 26) // N
+    cfg = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)
+    res = tk.nvcc_resources(tk.cuda_source("softmax", M=M, N=N, dtype=dtype, **cfg))
+    assert res.spill_stores == 0 and res.spill_loads == 0, res
+    assert res.registers * cfg["threads"] <= 65536, res
+

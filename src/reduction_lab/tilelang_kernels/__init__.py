@@ -6,6 +6,7 @@
 * :func:`softmax` —— (M, N) -> (M, N)，按行；
 * :func:`softmax_backward` —— softmax 的反向 dx = y * (dy - sum(y * dy))（:mod:`.backward`）；
 * :func:`cuda_source` —— 在任何机器上（不需要 GPU）把内核降级成 sm_90 的 CUDA C 源码；
+  :func:`nvcc_check` / :func:`nvcc_resources` 用 nvcc 编译它（PTX，或寄存器数与溢出字节数）；
 * :func:`default_config` —— 按 (M, N) 选出的默认参数（可调参数见各函数的关键字参数）。
 
 gpu 模式用 ``{"kind": "cuda", "arch": "sm_XY"}``（XY 取当前设备的计算能力）编译，
@@ -31,6 +32,7 @@ from ..checks import check_matrix
 from ..runtime import DEVICE, MODE
 
 __all__ = ["reduce_sum", "softmax", "reduce_sum_checked", "softmax_checked", "softmax_backward", "cuda_source", "default_config", "nvcc_check",
+           "nvcc_resources", "cluster_seg_len",
            "SM90_TARGET", "TUNABLES", "DTYPES", "BF16_C_TARGET", "SOFTMAX_PATHS", "SOFTMAX_TABLE"]
 
 #: 不依赖 GPU 的 CUDA 目标：lead 机器（H200）的架构。
@@ -69,12 +71,13 @@ _sources: dict = {}
 
 #: softmax 的三种路径（:mod:`.kernels` 的 ``softmax_kernel`` 的 ``path``）：
 #: ``row`` 整行装进一块（读一次）；``online`` 一块一块地走过整行，第 1 遍在线求 (m, s)、第 2 遍再读 x；
-#: ``cluster`` 一行分给一个簇里的 n_seg 个线程块，各段留在共享内存里（读一次，sm_90 起才有簇）。
+#: ``cluster`` 一行分给一个簇里的 n_seg 个线程块，每段读进寄存器、留在那里（读一次，sm_90 起才有簇）。
 SOFTMAX_PATHS = ("row", "online", "cluster")
 
 #: gpu 模式下 softmax 的默认参数：键是 (元素字节数, N 向上取到的 2 的幂)，值是
 #: path、threads，以及 row 路径的 ``elems``（每块的元素数，block_m = elems // block_n）、
-#: online / cluster 路径的 ``block_n`` 与 cluster 的 ``n_seg``。
+#: online / cluster 路径的 ``block_n`` 与 cluster 的 ``n_seg``（cluster 的段长取 block_n 与 vec*threads 的
+#: 公倍数，见 :func:`.kernels.cluster_unit`）。
 #: 由 ``scripts/tune_tilelang.py --json`` 在 H200 上的扫描结果改写（它打印同样格式的一张表）；
 #: 表里没有的 N 用最近的较小一项（超过表尾的用 online）。
 SOFTMAX_TABLE = {
@@ -86,9 +89,10 @@ SOFTMAX_TABLE = {
     (4, 8192): dict(path="row", threads=512, elems=8192),
     (4, 16384): dict(path="row", threads=512, elems=32768),
     (4, 32768): dict(path="row", threads=512, elems=32768),
-    (4, 65536): dict(path="cluster", threads=512, block_n=4096, n_seg=4),
-    (4, 131072): dict(path="cluster", threads=512, block_n=4096, n_seg=8),
-    (4, 262144): dict(path="cluster", threads=1024, block_n=8192, n_seg=8),
+    # N >= 65536 的 cluster 项是寄存器版本（每段读进寄存器）的预估，还没在 H200 上扫描过：每个线程 32 个 float32
+    (4, 65536): dict(path="cluster", threads=512, block_n=2048, n_seg=4),
+    (4, 131072): dict(path="cluster", threads=512, block_n=2048, n_seg=8),
+    (4, 262144): dict(path="cluster", threads=1024, block_n=4096, n_seg=8),
     (2, 512): dict(path="row", threads=128, elems=4096),
     (2, 1024): dict(path="row", threads=128, elems=4096),
     (2, 2048): dict(path="row", threads=128, elems=4096),
@@ -96,15 +100,30 @@ SOFTMAX_TABLE = {
     (2, 8192): dict(path="row", threads=256, elems=8192),
     (2, 16384): dict(path="row", threads=512, elems=16384),
     (2, 32768): dict(path="row", threads=1024, elems=32768),
-    (2, 65536): dict(path="cluster", threads=512, block_n=8192, n_seg=4),
-    (2, 131072): dict(path="cluster", threads=512, block_n=8192, n_seg=8),
+    (2, 65536): dict(path="cluster", threads=512, block_n=4096, n_seg=4),      # 同上，预估
+    (2, 131072): dict(path="cluster", threads=512, block_n=4096, n_seg=8),
     (2, 262144): dict(path="cluster", threads=1024, block_n=8192, n_seg=8),
 }
 #: 表尾之外（更长的行）：online 路径，每块 threads*16 个元素
 _SOFTMAX_LONG = dict(path="online", threads=256, block_n=4096)
-#: cluster 路径一段最多占多少共享内存（字节）；簇最多 8 个线程块（可移植的簇大小上限）
-_CLUSTER_SMEM = 128 * 1024
+#: cluster 路径的一段整个放在寄存器里：每个线程最多 64 个 float32，一个线程块最多 32768 个（128 KiB，
+#: 一个 SM 寄存器堆的一半）。sm_90 上用 nvcc -Xptxas -v 数过：每个线程 32 个时 53-56 个寄存器，64 个时
+#: 83-95 个，都不溢出；1024 个线程各 64 个（寄存器上限 64）溢出约 220 字节。簇最多 8 个线程块（可移植的上限）
+_CLUSTER_PER_THREAD = 64
+_CLUSTER_SEG_MAX = 32768
 _CLUSTER_MAX = 8
+
+
+def _cluster_fits(seg: int, threads: int) -> bool:
+    return seg // threads <= _CLUSTER_PER_THREAD and seg <= _CLUSTER_SEG_MAX
+
+
+def cluster_seg_len(N: int, n_seg: int, block_n: int, threads: int, elem_size: int = 4) -> int:
+    """cluster 路径一段的元素数：不小于 ceil(N / n_seg)，取 :func:`.kernels.cluster_unit` 的倍数（与内核相同）。"""
+    from .kernels import cluster_unit
+
+    unit = cluster_unit(block_n, threads, "float32" if elem_size == 4 else "float16")
+    return -(-(-(-N // n_seg)) // unit) * unit
 
 
 def _next_pow2(n: int) -> int:
@@ -220,9 +239,9 @@ def _softmax_default(M: int, N: int, gpu: bool, elem_size: int) -> dict:
     bn = min(entry["block_n"], block_n)
     if path == "cluster":
         n_seg = entry["n_seg"]
-        # 一段太长（放不进共享内存）或者一段不到一块时不用簇
-        seg = -(-(-(-N // n_seg)) // bn) * bn
-        if seg * size <= _CLUSTER_SMEM and n_seg <= _CLUSTER_MAX and N > bn:
+        # 一段太长（每个线程放不下）或者一行不到 n_seg 块时不用簇
+        seg = cluster_seg_len(N, n_seg, bn, threads, size)
+        if _cluster_fits(seg, threads) and n_seg <= _CLUSTER_MAX and N > bn:
             return {"path": "cluster", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
         path = "online"
     return {"path": "online", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": 1}
@@ -269,13 +288,14 @@ def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict, elem_size: in
 
 
 def _check_common(cfg: dict) -> None:
+    """softmax 的块形状与线程数。softmax 的每条路径都跨线程归约，TileLang 0.1.15 的 AllReduce（异或蝶形）
+    只接受 2 的幂个线程：threads=96 在 gpu 模式下降级时就失败，所以这里两种模式都只收 32..1024 的 2 的幂。"""
     for name in ("block_m", "block_n"):
         if not _is_pow2(cfg[name]):
             raise ValueError(f"{name} 必须是 2 的正整数次幂，得到 {cfg[name]!r} ({name} must be a power of two)")
-    if not (isinstance(cfg["threads"], int) and not isinstance(cfg["threads"], bool)
-            and cfg["threads"] % 32 == 0 and 32 <= cfg["threads"] <= 1024):
-        raise ValueError(f"threads 必须是 32 的倍数且在 32..1024 之间，得到 {cfg['threads']!r} "
-                         f"(threads must be a multiple of 32 in 32..1024)")
+    if not (_is_pow2(cfg["threads"]) and 32 <= cfg["threads"] <= 1024):
+        raise ValueError(f"softmax 的 threads 必须是 32..1024 之间的 2 的幂（跨线程归约的要求），得到 "
+                         f"{cfg['threads']!r} (softmax threads must be a power of two in 32..1024)")
 
 
 def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> dict:
@@ -315,10 +335,13 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
         if n_seg < 2 or n_seg > _CLUSTER_MAX:
             raise ValueError(f"path='cluster' 的 n_seg 必须在 2..{_CLUSTER_MAX} 之间（可移植的簇大小），得到 {n_seg} "
                              f"(cluster size must be in 2..{_CLUSTER_MAX})")
-        seg = -(-(-(-N // n_seg)) // cfg["block_n"]) * cfg["block_n"]
-        if gpu and seg * elem_size > _CLUSTER_SMEM:
-            raise ValueError(f"path='cluster'：每段 {seg} 个元素（{seg * elem_size} 字节）放不进 {_CLUSTER_SMEM} 字节"
-                             f"的共享内存；加大 n_seg 或用 path='online' (segment does not fit shared memory)")
+        seg = cluster_seg_len(N, n_seg, cfg["block_n"], cfg["threads"], elem_size)
+        if gpu and not _cluster_fits(seg, cfg["threads"]):
+            raise ValueError(f"path='cluster'：每段 {seg} 个元素、{cfg['threads']} 个线程每个持有 "
+                             f"{seg // cfg['threads']} 个，寄存器里放不下（每个线程至多 {_CLUSTER_PER_THREAD} 个、"
+                             f"每段至多 {_CLUSTER_SEG_MAX} 个）；加大 n_seg 或 threads，或用 path='online' "
+                             f"(segment too long for registers: {seg} values, {seg // cfg['threads']} per thread; "
+                             f"limits {_CLUSTER_SEG_MAX} and {_CLUSTER_PER_THREAD})")
     return cfg
 
 
@@ -402,7 +425,9 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
     """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。三种路径（``path``，见
     :data:`SOFTMAX_PATHS`，默认按 :func:`default_config`）：``row`` 整行装进一块，读一次 x；``online``
     一块一块地走过整行，第 1 遍每个车道在线维护 (m, s)、第 2 遍再读 x；``cluster`` 一行分给一个簇里的
-    ``n_seg`` 个线程块，各段留在共享内存里（sim 模式分两次启动，第二次重读 x）。
+    ``n_seg`` 个线程块，每段读进寄存器、只求一次 exp，簇内同步一次后写回（sim 模式分两次启动，第二次重读 x）。
+    cluster 路径的段长是 ``block_n`` 与 ``vec*threads``（vec 是 16 字节的元素数）的公倍数，gpu 模式下
+    一段至多 32768 个元素、每个线程至多 64 个。
 
     ``out``：调用者提供的输出（形状、dtype、设备与 x 相同的连续张量），内核直接写进去。
     同一个编译结果服务所有行数 M（M 是运行期变量）：每种 (N, dtype, 参数) 只编译一次。"""
@@ -568,19 +593,38 @@ def _tilelang_includes() -> list[str]:
 def nvcc_check(source: str, arch: str = "sm_90") -> str:
     """用 ``nvcc -ptx`` 编译生成的 CUDA C（只编译、不运行），返回 PTX；失败时抛出 RuntimeError
     并附上 nvcc 的报错。需要 PATH 上有 nvcc。"""
+    return _nvcc(source, arch, "ptx")[0]
+
+
+def nvcc_resources(source: str, arch: str = "sm_90"):
+    """用 ``nvcc -cubin -Xptxas -v`` 编译生成的 CUDA C（不需要 GPU），返回内核的寄存器数、溢出字节数与
+    共享内存（:class:`reduction_lab.occupancy.KernelResources`）。"""
+    from ..occupancy import parse_ptxas
+
+    found = parse_ptxas(_nvcc(source, arch, "cubin")[1])
+    if len(found) != 1:
+        raise RuntimeError(f"ptxas 的输出里应当恰好有一个内核，得到 {sorted(found)} (expected one kernel)")
+    return next(iter(found.values()))
+
+
+def _nvcc(source: str, arch: str, kind: str) -> tuple[str, str]:
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise RuntimeError("PATH 上没有 nvcc (nvcc not found on PATH)")
     with tempfile.TemporaryDirectory() as tmp:
         cu = os.path.join(tmp, "kernel.cu")
-        ptx = os.path.join(tmp, "kernel.ptx")
+        out = os.path.join(tmp, "kernel." + kind)
         with open(cu, "w") as f:
             f.write(source)
-        cmd = [nvcc, "-ptx", f"-arch={arch}", "-std=c++20", "-w", cu, "-o", ptx]
+        cmd = [nvcc, f"-{kind}", f"-arch={arch}", "-std=c++20", "-w", cu, "-o", out]
+        if kind == "cubin":
+            cmd[1:1] = ["-Xptxas", "-v"]
         for inc in _tilelang_includes():
             cmd.insert(1, f"-I{inc}")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc 编译失败 (nvcc failed):\n{proc.stderr[-4000:]}")
-        with open(ptx) as f:
-            return f.read()
+        if kind == "cubin":
+            return "", proc.stderr + proc.stdout
+        with open(out) as f:
+            return f.read(), proc.stderr

@@ -21,6 +21,8 @@
 
 from __future__ import annotations
 
+import math
+
 import tilelang
 import tilelang.language as T
 
@@ -76,6 +78,7 @@ def reduce_sum_kernel(x, block_m: int = 1, block_n: int = 1024, threads: int = 2
 
 # --8<-- [start:softmax]
 NEG_INF = -T.infinity(T.float32)
+LOG2E = 1.4426950408889634   # log2(e)：exp(x) = exp2(x * log2(e))
 
 
 def online_sum(m, s, v):
@@ -101,6 +104,13 @@ def row_layout(block_m: int, block_n: int, threads: int, vec: int):
         return ((i // rg) * per_row + j // (vec * tpr)) * vec + j % vec
 
     return T.Fragment([block_m, block_n], forward_thread_fn=thread, forward_index_fn=index)
+
+
+def cluster_unit(block_n: int, threads: int, dtype: str) -> int:
+    """cluster 路径的段长取这个数的倍数：既是 block_n 的倍数，也是 threads 个线程各持一个 16 字节向量
+    （vec*threads 个元素）的倍数，这样整段恰好平均分给全部线程（寄存器片段的布局 row_layout 要求如此）。"""
+    vec = 4 if str(dtype) == "float32" else 8
+    return math.lcm(block_n, vec * threads)
 
 
 def online_max(m, v):
@@ -177,55 +187,58 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                     xtile[i, j] = T.cast(T.exp(T.cast(xtile[i, j], f32) - row_max[i]) * row_sum[i], dtype)
                 T.copy(xtile, y[bx * block_m, k * block_n])
     else:
-        # path="cluster"：一行分成 n_seg 段，一段一个线程块，同一行的 n_seg 个线程块组成一个簇（cluster）。
-        # 每段一次搬进共享内存 keep（读一次 x），各段的 (m, s) 写进 stats，簇内同步后每段合并全行的 (m, s)，
-        # 从 keep 归一化写回：读 MN、写 MN。sim 模式没有簇：phase=1 只写 stats，phase=2 重新搬进 keep、合并、写 y。
-        seg_tiles = T.ceildiv(T.ceildiv(N, n_seg), block_n)
-        seg_len = seg_tiles * block_n
+        # path="cluster"：一行分成 n_seg 段（段长 seg_len 取 cluster_unit 的倍数），一段一个线程块，同一行的 n_seg 个
+        # 线程块组成一个簇（cluster）。每段从显存直接读进寄存器片段（读一次），求段内最大值 m、
+        # e = exp(x - m)（每个元素只求一次 exp，e 留在寄存器里）与段内和 s，(m, s) 写进 stats；簇内同步一次后
+        # 每个线程合并全行的 (M, S)，y = e * exp(m - M) / S 直接写回显存：读 MN、写 MN。
+        # sim 模式没有簇：phase=1 只写 stats，phase=2 重新读 x、用 stats 里本段的 m 算同样的 e，合并、写 y。
+        unit = cluster_unit(block_n, threads, dtype)
+        seg_len = T.ceildiv(T.ceildiv(N, n_seg), unit) * unit
+        vec = 4 if dtype == f32 else 8                # 16 字节一次访存
+        masked = not isinstance(N, int) or N != n_seg * seg_len   # 有段伸到行尾之外
         kernel_kw = {} if cpu else {"cluster_dims": (n_seg, 1, 1)}
         with T.Kernel(M * n_seg, threads=threads, **kernel_kw) as bx:
             row = bx // n_seg
             seg = bx % n_seg
-            keep = alloc([1, seg_len], dtype) if cpu else T.alloc_shared([1, seg_len], dtype)   # 本段留在片上
-            xtile = alloc([1, block_n], dtype)
-            lane_m = alloc([1, block_n], f32)
-            lane_s = alloc([1, block_n], f32)
-            row_max = alloc([1], f32)
-            row_sum = alloc([1], f32)
-            T.copy(x[row, seg * seg_len], keep)         # 整段一次发出全部加载；行尾之外补 0
+            xseg = alloc([1, seg_len], dtype)          # 整段在寄存器里
+            e = xseg if dtype == f32 else alloc([1, seg_len], f32)
+            if not cpu:
+                layout = row_layout(1, seg_len, threads, vec)    # 每个线程每次 16 字节、连续的向量
+                T.annotate_layout({xseg: layout} if dtype == f32 else {xseg: layout, e: layout})
+            m_loc = alloc([1], f32)
+            s_loc = alloc([1], f32)
+            T.copy(x[row, seg * seg_len], xseg)        # 行尾之外补 0，下一步换成 -inf
+            for i, j in tile_loop(1, seg_len):
+                e[i, j] = T.if_then_else(seg * seg_len + j < N, T.cast(xseg[i, j], f32), NEG_INF) if masked \
+                    else T.cast(xseg[i, j], f32)
+            if phase == 2:
+                m_loc[0] = stats[row, seg, 0]          # 第 1 次启动求出的段内最大值
+            else:
+                T.reduce_max(e, m_loc, dim=1)
+            # 整段都是 -inf 时以 0 为基准：e = exp(-inf) = 0，不出现 -inf - (-inf)
+            m_safe = T.if_then_else(m_loc[0] == NEG_INF, 0.0, m_loc[0])
+            for i, j in tile_loop(1, seg_len):
+                e[i, j] = T.exp2((e[i, j] - m_safe) * LOG2E)   # exp2 + 一次乘法：比 expf 短得多
             if phase != 2:
-                T.fill(lane_m, NEG_INF)
-                T.clear(lane_s)
-                for k in T.Serial(seg_tiles):
-                    T.copy(keep[0, k * block_n], xtile)
-                    for i, j in tile_loop(1, block_n):
-                        v = T.if_then_else(seg * seg_len + k * block_n + j < N, T.cast(xtile[i, j], f32), NEG_INF)
-                        lane_s[i, j] = online_sum(lane_m[i, j], lane_s[i, j], v)
-                        lane_m[i, j] = online_max(lane_m[i, j], v)
-                T.reduce_max(lane_m, row_max, dim=1)
-                for i, j in tile_loop(1, block_n):
-                    lane_s[i, j] = T.if_then_else(lane_m[i, j] == NEG_INF, 0.0,
-                                                  lane_s[i, j] * T.exp(lane_m[i, j] - row_max[0]))
-                T.reduce_sum(lane_s, row_sum, dim=1)
-                stats[row, seg, 0] = row_max[0]
-                stats[row, seg, 1] = row_sum[0]
+                T.reduce_sum(e, s_loc, dim=1)
+                stats[row, seg, 0] = m_loc[0]
+                stats[row, seg, 1] = s_loc[0]
             if not cpu:
                 T.cluster_sync()     # 同一簇的各段都写完了 stats（release/acquire 语义）
             if phase != 1:
-                total = T.alloc_local([2], f32)   # 全行的 (m, s)：每个线程各自按段合并
+                total = T.alloc_local([3], f32)   # 全行的 (M, S) 与本段的比例：每个线程各自按段合并
                 total[0] = NEG_INF
                 total[1] = 0.0
                 for g in T.Serial(n_seg):
                     gm = stats[row, g, 0]
                     big = T.if_then_else(gm > total[0], gm, total[0])
                     # 两组 (m, s) 合并到较大的 m 下；两边都是空的（-inf）时和为 0
-                    total[1] = T.if_then_else(big == NEG_INF, 0.0, total[1] * T.exp(total[0] - big)
-                                              + stats[row, g, 1] * T.exp(gm - big))
+                    total[1] = T.if_then_else(big == NEG_INF, 0.0, total[1] * T.exp2((total[0] - big) * LOG2E)
+                                              + stats[row, g, 1] * T.exp2((gm - big) * LOG2E))
                     total[0] = big
-                total[1] = 1.0 / total[1]
-                for k in T.Serial(seg_tiles):
-                    T.copy(keep[0, k * block_n], xtile)
-                    for i, j in tile_loop(1, block_n):
-                        xtile[i, j] = T.cast(T.exp(T.cast(xtile[i, j], f32) - total[0]) * total[1], dtype)
-                    T.copy(xtile, y[row, seg * seg_len + k * block_n])   # 越界部分不写
+                # 本段的 e 换到全行的最大值下再除以 S；空段是 0，整行都是 -inf 时 0/0 = NaN（与 torch 相同）
+                total[2] = T.if_then_else(m_loc[0] == NEG_INF, 0.0, T.exp2((m_loc[0] - total[0]) * LOG2E)) / total[1]
+                for i, j in tile_loop(1, seg_len):
+                    xseg[i, j] = T.cast(e[i, j] * total[2], dtype)
+                T.copy(xseg, y[row, seg * seg_len])    # 越界部分不写
 # --8<-- [end:softmax]

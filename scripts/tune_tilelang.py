@@ -1,10 +1,17 @@
 """在 GPU 上扫描 TileLang 行求和与 softmax 的参数，打印 GB/s。
 
-softmax（``--kernel softmax``）：float32 与 bfloat16，N = 512 … 262144（M = total-elems / N），每个 (dtype, N)
-试几种配置（默认配置与 row / online / cluster 路径的少数变体），每个配置先与 float64 的参考比对
-（不符就不计时），再用 ``triton.testing.do_bench`` 计时，旁边是同样字节数的 ``y.copy_(x)``。打印表格、
-按 ``tilelang_kernels.SOFTMAX_TABLE`` 的格式打印每个 (元素字节数, N) 的最佳配置，``--json`` 写出全部结果。
-全部候选先并行编译（--jobs）；H200 上全程约 5 分钟（``--quick``：每个 (dtype, N) 只测默认配置）。
+softmax（``--kernel softmax``）：float32 与 bfloat16，N = 512 … 262144（M = total-elems / N；``--ns`` 可以加上
+1048576，那时 M = 64），每个 (dtype, N) 试几种配置（默认配置与 row / online / cluster 路径的少数变体），
+每个配置先与 float64 的参考比对（不符就不计时），再用 ``triton.testing.do_bench`` 计时，旁边是同样字节数的
+``y.copy_(x)``。N >= 32768 时 cluster 路径（每段在寄存器里）扫一个小网格：n_seg 取 2、4、8，threads 取
+256、512、1024，只留一段放得进寄存器的组合（每个线程至多 64 个、一段至多 32768 个元素；放不下的 N 会打印出来）。
+计时调用的是编译好的内核（参数事先选好、stats 事先分配），每个 (dtype, N) 的最佳配置另测一次经
+``tk.softmax`` 的整个调用（``call_gbs``）。打印表格、按 ``tilelang_kernels.SOFTMAX_TABLE`` 的格式打印每个
+(元素字节数, N) 的最佳配置，``--json`` 写出全部结果。全部候选先并行编译（--jobs）；H200 上全程几分钟
+（``--quick``：每个 (dtype, N) 只测默认配置）。长行那几项单独跑：
+
+    REDUCTION_LAB_MODE=gpu python scripts/tune_tilelang.py --kernel softmax --ns 65536,131072,262144,1048576 \
+        --dtypes float32,bfloat16 --json out.json
 
     REDUCTION_LAB_MODE=gpu python scripts/tune_tilelang.py --kernel softmax [--quick] [--dtypes float32,bfloat16]
         [--ns 512,...,262144] [--jobs 12] [--json out.json]
@@ -116,6 +123,25 @@ def prewarm(x, cfgs, jobs):
 SOFTMAX_NS = "512,1024,2048,4096,8192,16384,32768,65536,131072,262144"
 
 
+#: cluster 路径（每段在寄存器里）的扫描网格
+CLUSTER_SEGS = (2, 4, 8)
+CLUSTER_THREADS = (256, 512, 1024)
+
+
+def cluster_grid(M, N, elem):
+    """cluster 路径的候选：n_seg x threads，段长取 16 字节向量 x threads 的倍数（block_n = vec * threads）；
+    一段放不进寄存器的组合由 tk._resolve 拒绝、不列入。返回 (候选, 被拒绝的组合及原因)。"""
+    out, refused = [], []
+    vec = 16 // elem
+    for n_seg, threads in itertools.product(CLUSTER_SEGS, CLUSTER_THREADS):
+        cfg = dict(path="cluster", block_m=1, block_n=vec * threads, threads=threads, n_seg=n_seg)
+        try:
+            out.append(tk._resolve("softmax", M, N, True, cfg, elem_size=elem))
+        except (ValueError, TypeError) as exc:
+            refused.append((n_seg, threads, str(exc).split(" (")[0]))
+    return out, refused
+
+
 def softmax_candidates(M, N, elem):
     """(dtype, N) 的候选配置：默认配置在前，另加少数变体（编译次数决定了脚本的总时间）。"""
     default = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)
@@ -139,9 +165,8 @@ def softmax_candidates(M, N, elem):
             if threads <= 1024 and per_block // threads <= 64 and per_block >= bn:
                 add(path="row", block_m=max(1, per_block // bn), block_n=bn, threads=threads)
     if bn >= 32768:
-        for n_seg, block_n, threads in ((N // 32768, 8192, 1024), (N // 16384, 4096, 512), (N // 16384, 8192, 1024)):
-            if 2 <= n_seg <= 8:
-                add(path="cluster", block_n=block_n, threads=threads, n_seg=n_seg)
+        for cfg in cluster_grid(M, N, elem)[0]:
+            add(**cfg)
         add(path="online", block_n=4096, threads=256)      # 两遍读的对照
     return out
 
@@ -154,6 +179,17 @@ def softmax_table_entry(cfg, N):
     if cfg["path"] == "cluster":
         entry["n_seg"] = cfg["n_seg"]
     return entry
+
+
+def kernel_call(x, y, cfg):
+    """只启动编译好的内核：参数事先按 tk._resolve 选好，cluster 的 stats 事先分配。"""
+    full = tk._resolve("softmax", x.shape[0], x.shape[1], True, dict(cfg), elem_size=x.element_size())
+    if full["path"] == "cluster":
+        stats = torch.empty((x.shape[0], full["n_seg"], 2), dtype=torch.float32, device=x.device)
+    else:
+        stats = tk._no_stats(x.device)
+    tk._run_softmax(x, y, stats, full, 0)        # 第一次调用编译（或取缓存）并记下编译好的内核
+    return lambda: tk._run_softmax(x, y, stats, full, 0)
 
 
 def prewarm_softmax(jobs_list, jobs):
@@ -186,13 +222,18 @@ def tune_softmax(args):
 
     dtypes = args.dtypes.split(",")
     ns = [int(v) for v in (args.ns or SOFTMAX_NS).split(",")]
-    plan = []
+    plan, no_cluster = [], {}
     for dtype in dtypes:
         elem = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
         for n in ns:
             m = args.total_elems // n
             cfgs = softmax_candidates(m, n, elem)
             plan.append((dtype, m, n, cfgs[:1] if args.quick else cfgs))
+            if n >= 32768 and not cluster_grid(m, n, elem)[0]:
+                n_seg, threads, why = cluster_grid(m, n, elem)[1][-1]
+                no_cluster[(dtype, n)] = f"n_seg={n_seg}, threads={threads}: {why}"
+                print(f"# {dtype} N={n}: cluster 路径的网格里没有放得进寄存器的组合，只测 online / 默认配置"
+                      f"（最大的组合 {no_cluster[(dtype, n)]}）", flush=True)
     if args.jobs > 0:
         prewarm_softmax([(d, m, n, c) for d, m, n, cfgs in plan for c in cfgs], args.jobs)
     props = torch.cuda.get_device_properties(0)
@@ -206,12 +247,16 @@ def tune_softmax(args):
         x[0, : n // 2] = float("-inf")          # 一行前一半被遮住
         if m > 1:
             x[1] -= 1000.0                      # 一行全是很大的负数
+        if m > 2:
+            x[2, n // 3:] += 100.0              # 全行的最大值在后面几段：各段的 (m, s) 相差很远
         y = torch.empty_like(x)
         ref = torch.softmax(x.double(), 1)
         atol, rtol = (1e-6, 1e-4) if dtype == "float32" else (1e-5, 1.6e-2)
         nbytes = 2 * x.numel() * x.element_size()
         copy_ms = do_bench(lambda: y.copy_(x))
         row = {"dtype": dtype, "N": n, "M": m, "copy_gbs": nbytes / copy_ms / 1e6, "configs": []}
+        if (dtype, n) in no_cluster:
+            row["no_cluster"] = no_cluster[(dtype, n)]
         for cfg in cfgs:
             rec = {"cfg": cfg}
             try:
@@ -223,7 +268,7 @@ def tune_softmax(args):
                 rec["ok"] = not bool(bad.any())
                 rec["max_abs_err"] = float(err.max())
                 if rec["ok"]:
-                    ms = do_bench(lambda: tk.softmax(x, out=y, **cfg))
+                    ms = do_bench(kernel_call(x, y, cfg))
                     rec["gbs"] = nbytes / ms / 1e6
                     rec["pct_copy"] = 100 * rec["gbs"] / row["copy_gbs"]
                 del got, err, bad
@@ -241,15 +286,24 @@ def tune_softmax(args):
         row["best_pct"] = top and top["pct_copy"]
         if top:
             best[(x.element_size(), n)] = softmax_table_entry(top["cfg"], n)
+            # 整个调用（检查、选参数、分配 stats）：主机端的开销有没有超过内核的时间
+            ms = do_bench(lambda: tk.softmax(x, out=y, **top["cfg"]))
+            row["best_call_gbs"] = nbytes / ms / 1e6
+            row["best_call_pct"] = 100 * row["best_call_gbs"] / row["copy_gbs"]
         results.append(row)
         del x, y, ref
         torch.cuda.empty_cache()
     print(f"\n# 计时阶段 {time.time() - t_start:.0f} s")
-    print(f"{'dtype':8} {'N':>7} {'copy GB/s':>9} {'default %':>9} {'best %':>7}  best config")
+    print(f"{'dtype':8} {'N':>7} {'copy GB/s':>9} {'default %':>9} {'best %':>7} {'call %':>7} {'>=85%':>5}"
+          f"  best config")
     for r in results:
         d = f"{r['default_pct']:.1f}" if r["default_pct"] else "FAIL"
         b = f"{r['best_pct']:.1f}" if r["best_pct"] else "FAIL"
-        print(f"{r['dtype']:8} {r['N']:>7} {r['copy_gbs']:9.0f} {d:>9} {b:>7}  {r['best']}")
+        c = f"{r['best_call_pct']:.1f}" if r.get("best_call_pct") else "-"
+        hit = "yes" if (r["best_pct"] or 0) >= 85 else "no"
+        print(f"{r['dtype']:8} {r['N']:>7} {r['copy_gbs']:9.0f} {d:>9} {b:>7} {c:>7} {hit:>5}  {r['best']}")
+    for (dtype, n), why in no_cluster.items():
+        print(f"# {dtype} N={n}: 没有 cluster 配置（{why}）")
     print("\n# SOFTMAX_TABLE（最佳配置；bfloat16 的结果用于所有 2 字节的 dtype）：")
     for key in sorted(best):
         print(f"    {key}: dict({', '.join(f'{k}={v!r}' for k, v in best[key].items())}),")

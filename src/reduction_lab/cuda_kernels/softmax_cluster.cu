@@ -7,8 +7,8 @@
 //                         分布式共享内存（cluster.map_shared_rank）交换这一对数，合并出整行的结果；
 //                         每块再从共享内存算出并写回自己那一段。全局内存：每个元素读一次、写一次。
 //   softmax_cluster_regs  同样一个簇一行，但每块那一段放在寄存器里（每个线程PACKS个16字节向量）：
-//                         exp只算一次；每个warp把自己的(m, s)直接写进簇里每一块的共享内存，
-//                         一次cluster.sync()之后各块只读本地的共享内存，合并出整行的(m, s)。
+//                         exp只算一次；等簇里每一块都开始运行之后，每个warp把自己的(m, s)直接写进
+//                         簇里每一块的共享内存，一次cluster.sync()之后各块只读本地的共享内存。
 //
 // 编译期常量：
 //   CLUSTER_SIZE  每簇的线程块数：1、2、4、8（可移植的上限）或16（启动前要设置内核属性
@@ -358,14 +358,23 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
     const bool vector_ok = head == (int)((reinterpret_cast<unsigned long long>(yr) / sizeof(floatX)) % VEC);
     const int end = n_cols + head;
     const int v0 = rank * (BLOCK_SIZE * PACKS) + threadIdx.x;   // 本线程的第一个向量；之后每隔BLOCK_SIZE个
+#if CLUSTER_SIZE > 1
+    // 写别的块的共享内存之前，那一块必须已经开始运行：先宣告「本块已开始」，等到第3步之前再等齐，
+    // 这一半屏障的等待与下面的读重叠
+    cluster.barrier_arrive();
+#endif
 
-    // 1. 读：PACKS个互不依赖的16字节读一起发出，留在寄存器里
-    float f[PACKS][VEC];
+    // 1. 读：先发出PACKS个互不依赖的16字节读，再逐个使用（用到结果之前warp不必停下来等）
+    uint4 u[PACKS];
 #pragma unroll
     for (int p = 0; p < PACKS; p++) {
         const int v = v0 + p * BLOCK_SIZE;
-        unpack(v * VEC < end ? load_vec(xr, v, head, end) : neg_inf_vec(), f[p]);
+        u[p] = v * VEC < end ? load_vec(xr, v, head, end) : neg_inf_vec();
     }
+    float f[PACKS][VEC];
+#pragma unroll
+    for (int p = 0; p < PACKS; p++)
+        unpack(u[p], f[p]);
     // 2. 本线程的最大值m；exp只算这一次：f = exp(x - m)，s = sum f
     float m = NEG_INF;
 #pragma unroll
@@ -389,6 +398,7 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
     float M = m, S = s;
     warp_combine(M, S);
 #if CLUSTER_SIZE > 1
+    cluster.barrier_wait();                          // 簇里每一块都已开始运行
     if (lane < CLUSTER_SIZE)
         *cluster.map_shared_rank(&slots[rank * NWARPS + warp], lane) = make_float2(M, S);
     cluster.sync();

@@ -184,7 +184,7 @@ def test_cluster_segment_must_fit_registers_on_gpu():
 
 
 def test_gpu_default_table():
-    # 每个 (元素字节数, N) 的默认路径来自 SOFTMAX_TABLE；cluster 的一段要放得进共享内存
+    # 每个 (元素字节数, N) 的默认路径来自 SOFTMAX_TABLE；cluster 的一段要放得进寄存器
     for elem in (4, 2):
         for n in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144):
             m = (1 << 26) // n

@@ -138,11 +138,15 @@ def test_auto_plan_follows_the_table():
         table = ck.SOFTMAX_CONFIGS[itemsize]
         for i, (n_max, kernel, block, packs) in enumerate(table):
             n = n_max if n_max is not None else 4 * table[i - 1][0]
-            plan = ck.softmax_plan(64, n, dtype)
+            plan = ck.softmax_plan(64, n, dtype, clusters=True)
             assert (plan["kernel"], plan["block_size"], plan["packs"]) == (kernel, block, packs), (dtype, n)
             if i > 0:                                # 比上一项的最大列数多一列：落到这一项
                 prev = table[i - 1][0]
-                assert ck.softmax_plan(64, prev + 1, dtype)["kernel"] == kernel
+                assert ck.softmax_plan(64, prev + 1, dtype, clusters=True)["kernel"] == kernel
+            if kernel == "cluster":                  # 没有簇（sim 模式）：一个线程块放得下就 block，否则 split
+                sim = ck.softmax_plan(64, n, dtype)
+                fits = n // (16 // itemsize) <= block * packs
+                assert sim["kernel"] == ("block" if fits else "split"), (dtype, n, sim)
 
 
 def test_table_is_well_formed():
@@ -152,9 +156,11 @@ def test_table_is_well_formed():
         limits = [n for n, *_ in table]
         assert limits[-1] is None and all(a < b for a, b in zip(limits[:-2], limits[1:-1]))
         for n_max, kernel, block, packs in table:
-            assert kernel in ("warp", "block", "split")
+            assert kernel in ("warp", "block", "split", "cluster")
             assert packs * vec <= 64 and block * packs * vec <= 32768, (n_max, kernel, block, packs)
-            if kernel != "split":
+            if kernel == "cluster":                  # 16 块的簇盖得住这一项的最大列数
+                assert n_max // vec <= 16 * block * packs, (n_max, kernel, block, packs)
+            elif kernel != "split":
                 per_row = 32 if kernel == "warp" else block
                 assert n_max // vec <= per_row * packs, (n_max, kernel, block, packs)
 

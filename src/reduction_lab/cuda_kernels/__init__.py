@@ -233,7 +233,8 @@ _SOFTMAX_NAMES = {"rows": "softmax_rows", "warp": "softmax_rows_warp", "block": 
 #: 16 字节包数（一包 4 个 float32 或 8 个 16 位元素）。scripts/tune_cuda_softmax.py 在 H200 上验证并计时全部候选，
 #: 它写出的 JSON 里 ``best`` 一栏就是这张表的一项，抄过来即可。
 SOFTMAX_CONFIGS = {
-    # H200，scripts/tune_cuda_softmax.py 的一次运行（docs/data/h200_cuda_softmax.json）：每个 N 最快的候选
+    # H200，scripts/tune_cuda_softmax.py 的两次运行（docs/data/h200_cuda_softmax.json：warp / block / split；
+    # docs/data/h200_cuda_softmax_cluster.json：cluster）：每个 N 最快的候选
     4: ((512, "warp", 128, 4),
         (1024, "block", 64, 4),
         (2048, "warp", 128, 16),
@@ -241,14 +242,18 @@ SOFTMAX_CONFIGS = {
         (8192, "block", 128, 16),
         (16384, "block", 512, 8),
         (32768, "block", 512, 16),
+        (65536, "cluster", 256, 16),
+        (131072, "cluster", 512, 8),
+        (262144, "cluster", 512, 16),
         (None, "split", 256, 8)),
     2: ((512, "warp", 256, 2),
         (1024, "warp", 128, 4),
         (2048, "warp", 128, 8),
         (4096, "block", 64, 8),
         (8192, "block", 128, 8),
-        (16384, "block", 256, 8),
-        (32768, "block", 512, 8),
+        (16384, "cluster", 512, 4),
+        (32768, "cluster", 256, 8),
+        (262144, "cluster", 256, 8),
         (None, "split", 256, 4)),
 }
 
@@ -295,7 +300,7 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
 
     ``kernel="auto"`` 从 :data:`SOFTMAX_CONFIGS` 取配置，给出的 ``block_size`` / ``packs`` 覆盖表里的值；
     整行放不进 warp 时改用 block，放不进线程块时改用 split；表里是 cluster 而 ``clusters=False``
-    （sim 模式，或 GPU 没有线程块簇）、或 16 块的簇放不下一行时也改用 split；split 的段数超出同时驻留的上限时改用 rows。
+    （sim 模式，或 GPU 没有线程块簇）、或 16 块的簇放不下一行时改用 block（放不进线程块时 split）；split 的段数超出同时驻留的上限时改用 rows。
     显式给出的 ``kernel`` 不会被改掉，放不下就报错。``packs`` 不用于 rows。
     ``aligned``：每行都从 16 字节边界开始（只影响 cluster 的簇大小）。"""
     if kernel not in SOFTMAX_KERNELS:
@@ -338,7 +343,8 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
         if rp is not None and clusters:
             return {"kernel": "cluster", "block_size": B, "packs": packs, "chunks": rp.cluster_size,
                     "cluster_size": rp.cluster_size, "grid": M * rp.cluster_size}
-        kernel = "split"                           # auto：没有簇（或放不下）时用全局内存交换 (m, s) 的 split
+        # auto：没有簇（或放不下）时一个线程块放得下就用 block，否则 split（经全局内存交换 (m, s)）
+        kernel = "block"
     elems = packs * vec
     if elems > _MAX_THREAD_ELEMS or B * elems > _MAX_BLOCK_ELEMS:
         raise ValueError(f"每个线程 {elems} 个元素、每块 {B * elems} 个：超过上限 {_MAX_THREAD_ELEMS} / "

@@ -160,21 +160,33 @@ def segments_fit(n_split: int, num_warps: int) -> bool:
     return n_split * num_warps * 32 <= sms * 1024 // 2
 
 
+def split_config(n_cols: int, element_size: int) -> tuple[int, int]:
+    """分段内核的默认 (每段列数, num_warps)，H200 上 scripts/tune_triton.py --kinds packed 扫描得到
+    （M x N = 2^26）：float32 每段 16384 列、16 个 warp（N = 65536 … 262144 时 89% / 87% / 84%），
+    N > 262144 时每段 32768 列、32 个 warp（N = 2^20：76%）；16 位每段 8192 列、8 个 warp（每段 16 KiB：
+    N = 65536 … 262144 时 74% / 79% / 73%，每段 16384 列时 262144 只有 61%）。"""
+    if element_size == 2:
+        return 8192, 8
+    if n_cols <= 262144:
+        return 2 * SPLIT_CHUNK, 16
+    return 4 * SPLIT_CHUNK, 32
+
+
 def split_softmax(x: torch.Tensor, chunk: int | None = None, num_warps: int | None = None,
                   single_launch: bool | None = None, packed: bool = True) -> torch.Tensor:
     """长行 softmax：每行切成 cdiv(N, chunk) 段，每段一个 program，输入只读一次。
 
     GPU 上默认一次启动，``packed=True`` 时各段用一个 64 位槽位发布 (m, d)（一次原子交换），
     ``packed=False`` 时用两个槽位加一个到达计数器（多一次原子往返，H200 上慢约 10%）。
-    默认 chunk：N <= 131072 时 8192（8 个 warp），更长时 16384（16 个 warp），
-    在 H200 上扫描得到（scripts/tune_triton.py）。"""
+    默认 chunk 与 num_warps 见 :func:`split_config`。"""
     check_matrix(x, "x", device=DEVICE)
     check_triton_tuning(chunk=chunk, num_warps=num_warps)
     for name, v in (("single_launch", single_launch), ("packed", packed)):
         if v is not None and not isinstance(v, bool):
             raise TypeError(f"{name} 必须是 bool 或 None，得到 {v!r} ({name} must be a bool)")
     if chunk is None:
-        chunk = SPLIT_CHUNK if x.shape[1] <= 131072 else 2 * SPLIT_CHUNK
+        chunk, default_warps = split_config(x.shape[1], x.element_size())
+        num_warps = num_warps or default_warps
     if chunk < 1 or chunk & (chunk - 1):
         raise ValueError(f"chunk 必须是 2 的幂，得到 {chunk} (chunk must be a power of two)")
     n_rows, n_cols = x.shape

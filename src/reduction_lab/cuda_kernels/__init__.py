@@ -24,7 +24,8 @@ import torch
 
 from .. import runtime
 from ..checks import check_matrix, check_vector
-from .launcher import KERNEL_DIR, kernel_names, kernel_signature, launch, read_source, rows_aligned, source_path
+from .launcher import (KERNEL_DIR, cached_plan, kernel_names, kernel_signature, launch, read_source, rows_aligned,
+                       source_path)
 
 __all__ = [
     "reduce_sum_checked", "softmax_checked",
@@ -187,16 +188,19 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
         B = 256
         defines = _defines(B, x.dtype)
         if N <= _WARP_MAX_COLS:
-            plan = ("reduce_sum_rows_warp", _cdiv(M, B // 32), B, defines, None)
+            plan = ["reduce_sum_rows_warp", _cdiv(M, B // 32), B, defines, None, None]
         else:
             cols, chunks = _split_plan(M, N, B, _sm_count(x, _mode(None)))
-            plan = ("reduce_sum_rows_split", (chunks, min(M, 65535)), B, defines, (cols, chunks))
+            plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, defines, (cols, chunks), None]
         _SUM_PLANS[key] = plan
-    name, grid, block, defines, split = plan
+    name, grid, block, defines, split, lp = plan
     if out is None:
         out = torch.empty((M,), dtype=x.dtype, device=x.device)
     if split is None:
-        launch("reduce_sum.cu", name, grid, block, (x, out, x.stride(0), M, N), defines=defines)
+        args = (x, out, x.stride(0), M, N)
+        if lp is None or not lp(args):               # lp：launcher 记下的启动计划（第一次启动之后才有）
+            launch("reduce_sum.cu", name, grid, block, args, defines=defines)
+            plan[5] = cached_plan("reduce_sum.cu", name, grid, block, 0, defines)
         return out
     cols, chunks = split
     acc = out if x.dtype == torch.float32 else torch.empty((M,), dtype=torch.float32, device=x.device)
@@ -449,8 +453,8 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
                              packs=p["packs"], vec=_vec(x.dtype))
         else:
             extra = p.get("chunks")
-        plan = _SOFTMAX_PLANS[key] = (_SOFTMAX_NAMES.get(p["kernel"]), p["grid"], B, defines, p["kernel"], extra)
-    kname, grid, B, defines, kind, chunks = plan
+        plan = _SOFTMAX_PLANS[key] = [_SOFTMAX_NAMES.get(p["kernel"]), p["grid"], B, defines, p["kernel"], extra, None]
+    kname, grid, B, defines, kind, chunks, lp = plan
     y = torch.empty_like(x) if out is None else out       # 最后一维连续的二维张量：empty_like 是连续的
     if kind == "cluster":
         from .cluster import regs_launch_cached
@@ -466,7 +470,9 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
         args = (x, y, sync, part, xs, ys, N, chunks)
     else:                                                 # rows、block
         args = (x, y, xs, ys, N)
-    launch("softmax.cu", kname, grid, B, args, defines=defines)
+    if lp is None or not lp(args):                        # lp：launcher 记下的启动计划（第一次启动之后才有）
+        launch("softmax.cu", kname, grid, B, args, defines=defines)
+        plan[6] = cached_plan("softmax.cu", kname, grid, B, 0, defines)
     return y
 
 

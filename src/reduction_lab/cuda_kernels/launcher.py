@@ -483,6 +483,13 @@ class _Plan:
         return True
 
 
+def cached_plan(source, name: str, grid, block, shared_bytes: int = 0, defines=None, max_dynamic_shared_bytes=None):
+    """:func:`launch` 为这个配置记下的启动计划（成功启动过一次之后才有，否则 None）。调用者可以把它存在自己的
+    按形状缓存里，之后直接 ``plan(args)``：省掉每次拼缓存键；它返回 False 时照常调用 :func:`launch`。"""
+    key = _plan_key(source, name, grid, block, shared_bytes, defines, max_dynamic_shared_bytes)
+    return None if key is None else _PLANS.get(key)
+
+
 def _make_plan(key, path, name, grid, block, shared_bytes, dkey, sig, cxx, version, args):
     """完整的路径成功启动之后调用：只为常见情形（参数都是 CUDA 张量与 Python 数）建快速路径。"""
     if not all((type(a) is torch.Tensor) if is_ptr else type(a) in (int, float) for (_, _, is_ptr), a in zip(sig, args)):

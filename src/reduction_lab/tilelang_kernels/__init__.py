@@ -89,10 +89,10 @@ SOFTMAX_TABLE = {
     (4, 8192): dict(path="row", threads=512, elems=8192),
     (4, 16384): dict(path="row", threads=512, elems=32768),
     (4, 32768): dict(path="row", threads=512, elems=32768),
-    # N >= 65536 的 cluster 项是寄存器版本（每段读进寄存器）的预估，还没在 H200 上扫描过：每个线程 32 个 float32
-    (4, 65536): dict(path="cluster", threads=512, block_n=2048, n_seg=4),
-    (4, 131072): dict(path="cluster", threads=512, block_n=2048, n_seg=8),
-    (4, 262144): dict(path="cluster", threads=1024, block_n=4096, n_seg=8),
+    # N >= 65536：cluster 路径（每段读进寄存器），H200 上的另一次运行（docs/data/h200_tilelang_softmax_long.json）
+    (4, 65536): dict(path="cluster", threads=256, block_n=1024, n_seg=4),
+    (4, 131072): dict(path="cluster", threads=256, block_n=1024, n_seg=8),
+    (4, 262144): dict(path="cluster", threads=512, block_n=2048, n_seg=8),
     (2, 512): dict(path="row", threads=128, elems=4096),
     (2, 1024): dict(path="row", threads=128, elems=4096),
     (2, 2048): dict(path="row", threads=128, elems=4096),
@@ -100,9 +100,9 @@ SOFTMAX_TABLE = {
     (2, 8192): dict(path="row", threads=256, elems=8192),
     (2, 16384): dict(path="row", threads=512, elems=16384),
     (2, 32768): dict(path="row", threads=1024, elems=32768),
-    (2, 65536): dict(path="cluster", threads=512, block_n=4096, n_seg=4),      # 同上，预估
-    (2, 131072): dict(path="cluster", threads=512, block_n=4096, n_seg=8),
-    (2, 262144): dict(path="cluster", threads=1024, block_n=8192, n_seg=8),
+    (2, 65536): dict(path="cluster", threads=256, block_n=2048, n_seg=4),      # bfloat16 的结果，用于 16 位
+    (2, 131072): dict(path="cluster", threads=256, block_n=2048, n_seg=8),
+    (2, 262144): dict(path="cluster", threads=512, block_n=4096, n_seg=8),
 }
 #: 表尾之外（更长的行）：online 路径，每块 threads*16 个元素
 _SOFTMAX_LONG = dict(path="online", threads=256, block_n=4096)

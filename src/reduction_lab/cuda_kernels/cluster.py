@@ -90,6 +90,19 @@ def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+def _check_shape_args(cluster_size, block_size) -> None:
+    """两个内核共用的检查：簇大小取 :data:`CLUSTER_SIZES` 之一，线程数是 32 的倍数（至多 1024）。"""
+    if cluster_size is not None:
+        check_int(cluster_size, "cluster_size", lo=1, hi=16)
+        if cluster_size not in CLUSTER_SIZES:
+            raise ValueError(f"cluster_size 只能是 {', '.join(map(str, CLUSTER_SIZES))} 之一，得到 {cluster_size} "
+                             f"(cluster_size must be one of {CLUSTER_SIZES})")
+    if block_size is not None:
+        check_int(block_size, "block_size", lo=32, hi=MAX_THREADS)
+        if block_size % 32:
+            raise ValueError(f"block_size 必须是 32 的倍数，得到 {block_size} (block_size must be a multiple of 32)")
+
+
 def cluster_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None, block_size: int | None = None,
                  shared_limit: int = SHARED_OPTIN_SM90) -> ClusterPlan:
     """为每行 ``n_cols`` 个元素选择簇大小、线程数与共享内存（纯 Python，任何模式都能调用）。
@@ -102,15 +115,7 @@ def cluster_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = No
         raise TypeError(f"dtype {_dtype_name(dtype)} 不受支持，可用：float32, bfloat16 "
                         f"(unsupported dtype {_dtype_name(dtype)}; use float32 or bfloat16)")
     check_int(shared_limit, "shared_limit", lo=1024)
-    if cluster_size is not None:
-        check_int(cluster_size, "cluster_size", lo=1, hi=16)
-        if cluster_size not in CLUSTER_SIZES:
-            raise ValueError(f"cluster_size 只能是 {', '.join(map(str, CLUSTER_SIZES))} 之一，得到 {cluster_size} "
-                             f"(cluster_size must be one of {CLUSTER_SIZES})")
-    if block_size is not None:
-        check_int(block_size, "block_size", lo=32, hi=MAX_THREADS)
-        if block_size % 32:
-            raise ValueError(f"block_size 必须是 32 的倍数，得到 {block_size} (block_size must be a multiple of 32)")
+    _check_shape_args(cluster_size, block_size)
     esize = 4 if dtype == torch.float32 else 2
     vec = 16 // esize
     # 行首可能不在 16 字节边界上：列号右移至多 vec - 1 个元素，最坏情况多占一个向量
@@ -191,6 +196,31 @@ def _device_info(index: int) -> tuple[int, int]:
     return props.major, optin
 
 
+def _check_gpu_input(x: torch.Tensor, dtypes, name: str) -> int:
+    """两个簇内核共用的检查：gpu 模式、x 是 dtypes 之一的 CUDA 矩阵、GPU 有线程块簇。返回设备号。"""
+    if runtime.MODE != "gpu":
+        raise runtime.ModeError(SIM_MESSAGE.replace("softmax_cluster ", f"{name} ", 1))
+    check_matrix(x, "x", dtypes=dtypes, device="cuda")
+    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    major = _device_info(index)[0]
+    if major < 9:
+        raise RuntimeError(f"线程块簇需要计算能力 9.0 以上（Hopper），这块 GPU 是 {major}.x "
+                           f"(thread block clusters need compute capability 9.0 or newer)")
+    return index
+
+
+def _grid_and_out(x: torch.Tensor, out, cluster_size: int) -> torch.Tensor:
+    """网格不超过上限；``out`` 为 None 时新建，否则检查形状、dtype、设备与不重叠。"""
+    M, N = x.shape
+    if M * cluster_size > 2**31 - 1:
+        raise ValueError(f"M * cluster_size = {M * cluster_size} 超过网格上限 2**31 - 1 (grid too large)")
+    if out is None:
+        return torch.empty((M, N), dtype=x.dtype, device=x.device)
+    check_out(out, (M, N), x.dtype, x.device)
+    check_no_overlap(out, x)
+    return out
+
+
 def softmax_cluster(x: torch.Tensor, *, cluster_size: int | None = None, block_size: int | None = None,
                     out: torch.Tensor | None = None) -> torch.Tensor:
     """按行 softmax：(M, N) float32 / bfloat16 -> 同 dtype 的 (M, N)，一个线程块簇处理一行。
@@ -198,23 +228,10 @@ def softmax_cluster(x: torch.Tensor, *, cluster_size: int | None = None, block_s
     ``cluster_size``（1、2、4、8、16）与 ``block_size``（32 的倍数，至多 1024）默认由
     :func:`cluster_plan` 选择；``out``：调用者提供的 (M, N) 连续输出，dtype 与 x 相同、与 x 不重叠。
     """
-    if runtime.MODE != "gpu":
-        raise runtime.ModeError(SIM_MESSAGE)
-    check_matrix(x, "x", dtypes=DTYPES, device="cuda")
+    index = _check_gpu_input(x, DTYPES, "softmax_cluster")
     M, N = x.shape
-    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    major, optin = _device_info(index)
-    if major < 9:
-        raise RuntimeError(f"线程块簇需要计算能力 9.0 以上（Hopper），这块 GPU 是 {major}.x "
-                           f"(thread block clusters need compute capability 9.0 or newer)")
-    plan = cluster_plan(N, x.dtype, cluster_size, block_size, shared_limit=optin)
-    if M * plan.cluster_size > 2**31 - 1:
-        raise ValueError(f"M * cluster_size = {M * plan.cluster_size} 超过网格上限 2**31 - 1 (grid too large)")
-    if out is None:
-        out = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    else:
-        check_out(out, (M, N), x.dtype, x.device)
-        check_no_overlap(out, x)
+    plan = cluster_plan(N, x.dtype, cluster_size, block_size, shared_limit=_device_info(index)[1])
+    out = _grid_and_out(x, out, plan.cluster_size)
     bf16 = x.dtype == torch.bfloat16
     import cupy
 
@@ -271,21 +288,14 @@ def regs_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None,
               packs: int | None = None, aligned: bool = True) -> RegsPlan:
     """softmax_cluster_regs 的配置（纯 Python，任何模式都能调用）。``packs`` 默认每个线程 32 个元素，
     ``block_size`` 默认取 16 块盖得住整行的最少线程数（至少 256），簇大小默认取盖住整行的最小的 2 的幂。
-    :func:`reduction_lab.cuda_kernels.softmax` 的 ``kernel="auto"`` 按 ``SOFTMAX_CONFIGS`` 给出线程数与 packs。``aligned``：每行都从 16 字节边界开始（见 :func:`rows_aligned`），
-    否则每行多留一个向量。整行放不进 16 块的寄存器时报错。"""
+    :func:`reduction_lab.cuda_kernels.softmax` 的 ``kernel="auto"`` 按 ``SOFTMAX_CONFIGS`` 给出线程数与 packs。
+    ``aligned``：每行都从 16 字节边界开始（见 :func:`rows_aligned`），否则每行多留一个向量。
+    整行放不进 16 块的寄存器时报错。"""
     check_int(n_cols, "n_cols", lo=1, hi=2**31 - 2**21)
     if dtype not in REGS_DTYPES:
         raise TypeError(f"dtype {_dtype_name(dtype)} 不受支持，可用：float32, bfloat16, float16 "
                         f"(unsupported dtype {_dtype_name(dtype)}; use float32, bfloat16 or float16)")
-    if cluster_size is not None:
-        check_int(cluster_size, "cluster_size", lo=1, hi=16)
-        if cluster_size not in CLUSTER_SIZES:
-            raise ValueError(f"cluster_size 只能是 {', '.join(map(str, CLUSTER_SIZES))} 之一，得到 {cluster_size} "
-                             f"(cluster_size must be one of {CLUSTER_SIZES})")
-    if block_size is not None:
-        check_int(block_size, "block_size", lo=32, hi=MAX_THREADS)
-        if block_size % 32:
-            raise ValueError(f"block_size 必须是 32 的倍数，得到 {block_size} (block_size must be a multiple of 32)")
+    _check_shape_args(cluster_size, block_size)
     if packs is not None:
         check_int(packs, "packs", lo=1, hi=16)
     esize = 4 if dtype == torch.float32 else 2
@@ -374,23 +384,9 @@ def softmax_cluster_regs(x: torch.Tensor, *, cluster_size: int | None = None, bl
     """按行 softmax：(M, N) float32 / bfloat16 / float16 -> 同 dtype 的 (M, N)，一个线程块簇处理一行，
     每块那一段放在寄存器里（softmax_cluster.cu 的 ``softmax_cluster_regs``）。参数见 :func:`regs_plan`；
     ``out``：调用者提供的 (M, N) 连续输出，dtype 与 x 相同、与 x 不重叠。只有 gpu 模式（计算能力 9.0 以上）。"""
-    if runtime.MODE != "gpu":
-        raise runtime.ModeError(SIM_MESSAGE.replace("softmax_cluster ", "softmax_cluster_regs ", 1))
-    check_matrix(x, "x", dtypes=REGS_DTYPES, device="cuda")
-    M, N = x.shape
-    index = x.device.index if x.device.index is not None else torch.cuda.current_device()
-    if not regs_available(index):
-        raise RuntimeError(f"线程块簇需要计算能力 9.0 以上（Hopper），这块 GPU 是 "
-                           f"{torch.cuda.get_device_capability(index)[0]}.x "
-                           f"(thread block clusters need compute capability 9.0 or newer)")
-    plan = regs_plan(N, x.dtype, cluster_size, block_size, packs, rows_aligned(x))
-    if M * plan.cluster_size > 2**31 - 1:
-        raise ValueError(f"M * cluster_size = {M * plan.cluster_size} 超过网格上限 2**31 - 1 (grid too large)")
-    if out is None:
-        out = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    else:
-        check_out(out, (M, N), x.dtype, x.device)
-        check_no_overlap(out, x)
+    index = _check_gpu_input(x, REGS_DTYPES, "softmax_cluster_regs")
+    plan = regs_plan(x.shape[1], x.dtype, cluster_size, block_size, packs, rows_aligned(x))
+    out = _grid_and_out(x, out, plan.cluster_size)
     import cupy
 
     with cupy.cuda.Device(index):

@@ -94,8 +94,6 @@ def candidates(M, N, threads_list, ept_list, splits):
 
 def prewarm(x, cfgs, jobs):
     """并行编译全部候选（以及切分时第二阶段的内核），结果进 TileLang 的磁盘缓存。"""
-    from concurrent.futures import ThreadPoolExecutor
-
     M, N = x.shape
     target = tk.current_target(x.device)
     work = []
@@ -107,17 +105,28 @@ def prewarm(x, cfgs, jobs):
 
     def one(item):
         kernel, shape, cfg = item
-        meta = torch.empty(*shape, device="meta")
+        tk._jit_for(kernel, target).compile(torch.empty(*shape, device="meta"), cpu=False, **cfg)
+
+    errors, seconds = compile_all(work, one, lambda item: f"{item[0]} {item[1]} {item[2]}", jobs)
+    print(f"  预编译 {len(work)} 个内核：{seconds:.0f} s，失败 {len(errors)} {errors[:3]}", flush=True)
+
+
+def compile_all(items, compile_one, describe, jobs):
+    """用 ``jobs`` 个线程对每一项调用 ``compile_one``（编译结果进 TileLang 的磁盘缓存）。
+    返回 (出错的项的说明, 用时秒数)；出错的配置在验证或计时阶段会再报一次。"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(item):
         try:
-            tk._jit_for(kernel, target).compile(meta, cpu=False, **cfg)
-        except Exception as exc:  # noqa: BLE001  计时阶段会再报一次
-            return f"{kernel} {shape} {cfg}: {type(exc).__name__}: {str(exc)[:200]}"
+            compile_one(item)
+        except Exception as exc:  # noqa: BLE001
+            return f"{describe(item)}: {type(exc).__name__}: {str(exc)[:200]}"
         return None
 
     t0 = time.time()
     with ThreadPoolExecutor(jobs) as pool:
-        errors = [e for e in pool.map(one, work) if e]
-    print(f"  预编译 {len(work)} 个内核：{time.time() - t0:.0f} s，失败 {len(errors)} {errors[:3]}", flush=True)
+        errors = [e for e in pool.map(one, items) if e]
+    return errors, time.time() - t0
 
 
 SOFTMAX_NS = "512,1024,2048,4096,8192,16384,32768,65536,131072,262144"
@@ -194,8 +203,6 @@ def kernel_call(x, y, cfg):
 
 def prewarm_softmax(jobs_list, jobs):
     """并行编译 (dtype, M, N, 配置) 的全部内核（进 TileLang 的磁盘缓存）。"""
-    from concurrent.futures import ThreadPoolExecutor
-
     target = tk.current_target(torch.device("cuda", torch.cuda.current_device()))
     jit = tk._jit_for("softmax", target)
 
@@ -203,16 +210,10 @@ def prewarm_softmax(jobs_list, jobs):
         dtype, M, N, cfg = item
         x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
         stats = torch.empty((M if cfg["path"] == "cluster" else 1, cfg["n_seg"], 2), device="meta")
-        try:
-            jit.compile(x, x, stats, cpu=False, dtype=dtype, phase=0, **cfg)
-        except Exception as exc:  # noqa: BLE001  验证阶段会再报一次
-            return f"{dtype} N={N} {cfg}: {type(exc).__name__}: {str(exc)[:200]}"
-        return None
+        jit.compile(x, x, stats, cpu=False, dtype=dtype, phase=0, **cfg)
 
-    t0 = time.time()
-    with ThreadPoolExecutor(jobs) as pool:
-        errors = [e for e in pool.map(one, jobs_list) if e]
-    print(f"# 预编译 {len(jobs_list)} 个 softmax 内核：{time.time() - t0:.0f} s，失败 {len(errors)}", flush=True)
+    errors, seconds = compile_all(jobs_list, one, lambda item: f"{item[0]} N={item[2]} {item[3]}", jobs)
+    print(f"# 预编译 {len(jobs_list)} 个 softmax 内核：{seconds:.0f} s，失败 {len(errors)}", flush=True)
     for e in errors:
         print(f"#   {e}", flush=True)
 

@@ -454,20 +454,20 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
         else:
             extra = p.get("chunks")
         plan = _SOFTMAX_PLANS[key] = [_SOFTMAX_NAMES.get(p["kernel"]), p["grid"], B, defines, p["kernel"], extra, None]
-    kname, grid, B, defines, kind, chunks, lp = plan
+    kname, grid, B, defines, kind, extra, lp = plan      # extra：split 的段数，或 cluster 的 RegsPlan
     y = torch.empty_like(x) if out is None else out       # 最后一维连续的二维张量：empty_like 是连续的
     if kind == "cluster":
         from .cluster import regs_launch_cached
 
-        regs_launch_cached(x, y, chunks)
+        regs_launch_cached(x, y, extra)
         return y
     xs, ys = x.stride(0), y.stride(0)
     if kind == "warp":
         args = (x, y, xs, ys, M, N)
     elif kind == "split":
         sync = torch.zeros(1 + M, dtype=torch.int32, device=x.device)       # 发号器 + 每行的到达计数
-        part = torch.empty(2 * M * chunks, dtype=torch.float32, device=x.device)
-        args = (x, y, sync, part, xs, ys, N, chunks)
+        part = torch.empty(2 * M * extra, dtype=torch.float32, device=x.device)
+        args = (x, y, sync, part, xs, ys, N, extra)
     else:                                                 # rows、block
         args = (x, y, xs, ys, N)
     if lp is None or not lp(args):                        # lp：launcher 记下的启动计划（第一次启动之后才有）

@@ -333,10 +333,9 @@ def regs_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None,
                     packs=packs, vec=vec)
 
 
-@functools.lru_cache(maxsize=None)
 def regs_available(index: int) -> bool:
     """这块 GPU 能否运行簇内核（计算能力 9.0 以上）。"""
-    return torch.cuda.get_device_capability(index)[0] >= 9
+    return _device_info(index)[0] >= 9
 
 
 _REGS_DEFINES = {torch.float32: (0, 0), torch.bfloat16: (1, 0), torch.float16: (0, 1)}
@@ -367,7 +366,8 @@ _REGS_SIG = (("x", "const floatX *", True), ("y", "floatX *", True), ("x_row_str
 _REGS_PLANS: dict = {}
 
 
-def _regs_launch(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan, index: int) -> None:
+def _regs_launch(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan, index: int):
+    """编译（或取缓存）、建一个 launcher._Plan 并用它启动；返回这个 _Plan，供同一形状的下一次调用。"""
     from .launcher import _Plan
 
     M, N = x.shape

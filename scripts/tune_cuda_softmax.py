@@ -11,7 +11,8 @@
   block  一个线程块一行：线程数 x PACKS 包放得下一行；
   split  一行切成几段（每段 线程数 x PACKS 包），一段一个线程块，各段经全局内存交换 (m, s)；
   cluster 一行交给一个线程块簇（softmax_cluster.cu 的 softmax_cluster_regs），各段经分布式共享内存交换 (m, s)
-         （只在 gpu 模式、计算能力 9.0 以上的 GPU 上，N >= 16384）。
+         （只在 gpu 模式、计算能力 9.0 以上的 GPU 上，N >= 16384）；
+  pipe   同样的配置，但簇常驻、依次处理多行，每块把后面的行异步地预取进共享内存（softmax_cluster_pipe）。
 以及 auto（包装函数按 cuda_kernels.SOFTMAX_CONFIGS 的选择）。
 
 每个 (dtype, N)：M = total // N 行（默认 total = 2**26：float32 256 MB），输入 randn * 3 加每行不同的偏移，
@@ -92,6 +93,8 @@ def _candidates(n: int, dtype: torch.dtype, quick: bool, clusters: bool):
                 c = ck.softmax_plan(1, n, dtype, "cluster", b, p, clusters=True)["cluster_size"]
                 if c * b * p < 2 * need and (c > 1 or b * p < 2 * need):
                     out.append(("cluster", b, p))
+                    if ok("pipe", b, p):
+                        out.append(("pipe", b, p))
     return out
 
 

@@ -3,7 +3,8 @@
 * 任何模式：启动配置（``cluster_plan``）、参数检查、nvcc 编译出的簇属性与寄存器用量；
 * sim 模式：``softmax_cluster`` 明确报错（模拟器不模拟线程块簇与分布式共享内存）；
 * gpu 模式（计算能力 9.0 以上）：与 float64 的 ``torch.softmax`` 比对 —— float32、bfloat16、
-  奇数 N、行首不在 16 字节边界上、指定每一种簇大小、调用者提供的输出。
+  奇数 N、行首不在 16 字节边界上、指定每一种簇大小、调用者提供的输出；常驻的 softmax_cluster_pipe
+  还比对每种段数、两种装法（cp.async 与 TMA）、簇数少于行数（一个簇处理许多行）。
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from reduction_lab import runtime, simt
 from reduction_lab.cuda_kernels import KERNEL_DIR, read_source
 from reduction_lab.cuda_kernels import softmax as cuda_softmax
 from reduction_lab.cuda_kernels import softmax_plan
-from reduction_lab.cuda_kernels.cluster import (CLUSTER_SIZES, REGS_MAX_BLOCK_ELEMS, REGS_MAX_THREAD_ELEMS,
-                                                SHARED_OPTIN_SM90, STATIC_SHARED_BOUND, cluster_plan, regs_plan,
-                                                softmax_cluster, softmax_cluster_regs)
+from reduction_lab.cuda_kernels.cluster import (CLUSTER_SIZES, PIPE_STAGES, REGS_MAX_BLOCK_ELEMS,
+                                                REGS_MAX_THREAD_ELEMS, SHARED_OPTIN_SM90, STATIC_SHARED_BOUND,
+                                                cluster_plan, pipe_plan, regs_plan, softmax_cluster,
+                                                softmax_cluster_pipe, softmax_cluster_regs)
 
 GPU = rl.MODE == "gpu"
 HOPPER = GPU and torch.cuda.get_device_capability()[0] >= 9
@@ -394,3 +396,146 @@ def test_regs_bad_input_on_gpu():
         softmax_cluster_regs(x, out=x)
     with pytest.raises(ValueError, match="只盖住"):
         softmax_cluster_regs(torch.zeros(2, 65536, device="cuda"), cluster_size=2, block_size=256, packs=8)
+
+
+# ---------------------------------------------------------------- 常驻、预取后面的行：softmax_cluster_pipe
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("n", [8, 16384, 100000, 262144])
+def test_pipe_plan_covers_the_row(n, dtype):
+    vec = 4 if dtype == torch.float32 else 8
+    p = pipe_plan(n, dtype)
+    assert p.cluster_size in CLUSTER_SIZES and p.vec == vec and p.stages == 3 and not p.tma
+    # 每块 seg_vecs 个向量，簇里各块合起来盖住整行，最后一块不整块空着；每个线程的 packs 个向量盖住一段
+    assert p.cluster_size * p.seg_vecs * vec >= n > (p.cluster_size - 1) * p.seg_vecs * vec
+    assert p.block_size * p.packs >= p.seg_vecs
+    assert p.shared_bytes == 3 * 16 * p.seg_vecs and p.shared_bytes + p.static_bytes <= SHARED_OPTIN_SM90
+    r = regs_plan(n, dtype)
+    assert (p.cluster_size, p.block_size, p.packs) == (r.cluster_size, r.block_size, r.packs)
+
+
+def test_pipe_plan_bad_arguments():
+    with pytest.raises(ValueError, match="16 的倍数"):
+        pipe_plan(1001)                                   # float32 的行要是 4 个元素的倍数
+    with pytest.raises(ValueError, match="16 的倍数"):
+        pipe_plan(4100, torch.bfloat16)                   # 16 位的行要是 8 个元素的倍数
+    with pytest.raises(ValueError, match="stages"):
+        pipe_plan(4096, stages=1)
+    with pytest.raises(ValueError, match="超过每块的上限"):
+        pipe_plan(262144, torch.float32, stages=4)        # 4 段 x 64 KiB
+    with pytest.raises(TypeError, match="tma"):
+        pipe_plan(4096, tma=1)
+    with pytest.raises(TypeError, match="float64"):
+        pipe_plan(4096, torch.float64)
+    assert PIPE_STAGES == (2, 3, 4)
+
+
+def test_pipe_through_softmax_plan():
+    p = softmax_plan(256, 262144, torch.float32, "pipe", 512, 8, clusters=True)
+    assert (p["kernel"], p["cluster_size"], p["stages"]) == ("pipe", 16, 3)
+    with pytest.raises(runtime.ModeError, match="pipe"):
+        softmax_plan(256, 262144, torch.float32, "pipe", 512, 8, clusters=False)
+    with pytest.raises(ValueError, match="16 字节"):
+        softmax_plan(256, 262144, torch.float32, "pipe", 512, 8, clusters=True, aligned=False)
+
+
+@needs_sim
+def test_sim_mode_refuses_pipe_kernel_clearly():
+    with pytest.raises(runtime.ModeError, match="softmax_cluster_pipe"):
+        softmax_cluster_pipe(torch.randn(2, 4096))
+    with pytest.raises(runtime.ModeError, match="线程块簇"):
+        cuda_softmax(torch.randn(2, 4096), kernel="pipe")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("tma", [0, 1])
+@pytest.mark.parametrize("c", [1, 16])
+def test_pipe_kernel_ptx(c, tma, tmp_path):
+    d = {"CLUSTER_SIZE": c, "USE_BF16": 1, "BLOCK_SIZE": 512, "PACKS": 4, "STAGES": 3, "USE_TMA": tma}
+    r, out = _nvcc(["-ptx"], d, tmp_path, ".ptx")
+    assert r.returncode == 0, r.stderr
+    body = out.read_text().split(".entry softmax_cluster_pipe", 1)[1].split(".entry", 1)[0]
+    assert ".maxntid 512, 1, 1" in body and "ex2.approx.ftz.f32" in body
+    if tma:       # 一维 TMA，完成时记到 mbarrier 上
+        assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in body
+        assert "mbarrier.try_wait.parity" in body and "cp.async.cg" not in body
+    else:         # 每个线程 4 个 16 字节的 cp.async，每行一组
+        assert body.count("cp.async.cg.shared.global") >= 4 and "cp.async.wait_group 2" in body
+        assert "mbarrier" not in body
+    assert ("barrier.cluster" in body) == (c > 1)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("block,packs,bf16,tma", [(1024, 4, 0, 0), (512, 16, 0, 0), (1024, 4, 1, 0), (512, 8, 1, 1)])
+def test_pipe_kernel_fits_without_spills(block, packs, bf16, tma, tmp_path):
+    d = {"CLUSTER_SIZE": 16, "USE_BF16": bf16, "BLOCK_SIZE": block, "PACKS": packs, "STAGES": 3, "USE_TMA": tma}
+    r, _ = _nvcc(["-cubin", "--resource-usage"], d, tmp_path, ".cubin")
+    assert r.returncode == 0, r.stderr
+    res = _resources(r.stdout + r.stderr, "softmax_cluster_pipe")
+    assert res["spills"] == 0 and res["regs"] * block <= 65536, res
+
+
+PIPE_SHAPES = [(1, 8), (7, 4096), (300, 16384), (5, 131072), (2, 262144)]
+
+
+@needs_hopper
+@pytest.mark.parametrize("tma", [False, True], ids=["cp.async", "tma"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("shape", PIPE_SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_pipe_matches_float64(shape, dtype, tma):
+    x = _input(*shape, dtype)
+    if dtype == torch.float16:
+        x = x - x.amax(dim=-1, keepdim=True).float().to(dtype)
+    _check(softmax_cluster_pipe(x, tma=tma), x)
+
+
+@needs_hopper
+@pytest.mark.parametrize("tma", [False, True], ids=["cp.async", "tma"])
+@pytest.mark.parametrize("stages", PIPE_STAGES)
+def test_pipe_every_stage_count_and_few_clusters(stages, tma):
+    # 37 行交给 1、2、5 个簇：每个簇依次处理许多行，每一段被反复装填；每行的算法与哪个簇处理它无关，结果逐位相同
+    x = _input(37, 8192, torch.bfloat16, seed=stages)
+    ys = [softmax_cluster_pipe(x, block_size=256, packs=4, stages=stages, tma=tma, n_clusters=k) for k in (1, 2, 5)]
+    _check(ys[0], x)
+    assert torch.equal(ys[0], ys[1]) and torch.equal(ys[0], ys[2])
+    assert torch.equal(ys[0], softmax_cluster_pipe(x, block_size=256, packs=4, stages=stages, tma=tma))
+
+
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("c", CLUSTER_SIZES)
+def test_pipe_every_cluster_size(c, dtype):
+    vec = 4 if dtype == torch.float32 else 8
+    n = c * 128 * 2 * vec - 3 * vec                      # 最后一块只有一部分在行内
+    x = _input(9, n, dtype, seed=c)
+    _check(softmax_cluster_pipe(x, cluster_size=c, block_size=128, packs=2), x)
+
+
+@needs_hopper
+def test_pipe_masked_entries_and_through_the_backend():
+    x = torch.zeros(3, 40000, device="cuda")
+    x[1, ::2] = float("-inf")
+    x[2, :] = 1e4
+    x[0, :20000] = float("-inf")
+    y = softmax_cluster_pipe(x, cluster_size=8, block_size=256, packs=8)
+    assert torch.all(y[1, ::2] == 0) and torch.all(y[0, :20000] == 0)
+    _check(y, x)
+    x = _input(64, 65536, torch.bfloat16)
+    _check(cuda_softmax(x, kernel="pipe", block_size=256, packs=4), x)
+
+
+@needs_hopper
+def test_pipe_bad_input_on_gpu():
+    x = torch.zeros(4, 4100, device="cuda")
+    with pytest.raises(ValueError, match="16 字节边界"):
+        softmax_cluster_pipe(x[:, 1:4097])                # 行首不在 16 字节边界上
+    with pytest.raises(ValueError, match="16 的倍数"):
+        softmax_cluster_pipe(x[:, :4098])                 # 每行 4098 x 4 字节
+    with pytest.raises(ValueError, match="16 字节边界"):
+        softmax_cluster_pipe(x[:, :4096], out=torch.empty(4 * 4096 + 1, device="cuda")[1:].view(4, 4096))
+    with pytest.raises(ValueError, match="重叠"):
+        softmax_cluster_pipe(x, out=x)
+    with pytest.raises(ValueError, match="n_clusters"):
+        softmax_cluster_pipe(x[:, :4096], n_clusters=0)
+    with pytest.raises(ValueError, match="16 字节"):
+        cuda_softmax(x[:, 1:4097], kernel="pipe")

@@ -127,7 +127,7 @@ def test_kernel_list_matches_the_source():
     """包装函数的内核表、softmax.cu 里的内核与文件开头的说明一致。"""
     names = ck.kernel_names("softmax.cu")
     assert sorted(ck._SOFTMAX_NAMES.values()) == sorted(names)
-    assert set(ck.SOFTMAX_KERNELS) == {"auto", "cluster", *ck._SOFTMAX_NAMES}   # cluster 在 softmax_cluster.cu
+    assert set(ck.SOFTMAX_KERNELS) == {"auto", "cluster", "pipe", *ck._SOFTMAX_NAMES}   # cluster、pipe 在 softmax_cluster.cu
     header = ck.read_source("softmax.cu").split("#ifndef")[0]
     for name in names:
         assert f"//   {name} " in header, name

@@ -227,8 +227,10 @@ def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:
 #: softmax 的内核：``rows`` 课程版（一行一个线程块，读三遍）；``warp`` 一个 warp 一行；``block`` 一个线程块一行；
 #: ``split`` 一行切成几段、一段一个线程块，各段经全局内存交换 (m, s)（softmax.cu 的开头有说明）；
 #: ``cluster`` 一行交给一个线程块簇，各段经分布式共享内存交换 (m, s)（softmax_cluster.cu 的 softmax_cluster_regs，
-#: 只有 gpu 模式、计算能力 9.0 以上）。后四个整行（或整段）放在寄存器里，只读一遍。
-SOFTMAX_KERNELS = ("auto", "rows", "warp", "block", "split", "cluster")
+#: 只有 gpu 模式、计算能力 9.0 以上）；``pipe`` 同样一簇一行，但簇常驻、依次处理多行，每块把后面的行异步地预取进
+#: 共享内存（softmax_cluster.cu 的 softmax_cluster_pipe：每行从 16 字节边界开始、字节数是 16 的倍数时才能用）。
+#: 后五个整行（或整段）放在寄存器里，只读一遍。
+SOFTMAX_KERNELS = ("auto", "rows", "warp", "block", "split", "cluster", "pipe")
 _SOFTMAX_NAMES = {"rows": "softmax_rows", "warp": "softmax_rows_warp", "block": "softmax_rows_block",
                   "split": "softmax_rows_split"}
 
@@ -306,7 +308,7 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
     整行放不进 warp 时改用 block，放不进线程块时改用 split；表里是 cluster 而 ``clusters=False``
     （sim 模式，或 GPU 没有线程块簇）、或 16 块的簇放不下一行时改用 block（放不进线程块时 split）；split 的段数超出同时驻留的上限时改用 rows。
     显式给出的 ``kernel`` 不会被改掉，放不下就报错。``packs`` 不用于 rows。
-    ``aligned``：每行都从 16 字节边界开始（只影响 cluster 的簇大小）。"""
+    ``aligned``：x 与输出的每一行都从 16 字节边界开始（cluster 的簇大小按它留余量；pipe 只在它为真时可用）。"""
     if kernel not in SOFTMAX_KERNELS:
         raise ValueError(f"kernel 只能是 {', '.join(SOFTMAX_KERNELS)} 之一，得到 {kernel!r} "
                          f"(kernel must be one of {SOFTMAX_KERNELS})")
@@ -331,6 +333,27 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
     B = _check_block(block_size, 32)
     if kernel == "rows":
         return {"kernel": "rows", "block_size": B, "packs": None, "chunks": 1, "grid": M}
+    if kernel == "pipe":
+        from .cluster import pipe_plan
+
+        if not clusters and not auto:
+            raise runtime.ModeError(
+                "kernel='pipe' 需要 gpu 模式与计算能力 9.0 以上的 GPU（线程块簇）；模拟器不模拟线程块簇 "
+                "(kernel='pipe' needs gpu mode and a GPU with thread block clusters, compute capability 9.0+)")
+        try:
+            if not aligned:
+                raise ValueError("kernel='pipe' 要求 x 与输出的每一行都从 16 字节边界开始 "
+                                 "(kernel='pipe' needs rows that start on 16-byte boundaries)")
+            tp = pipe_plan(N, dtype, None, B, packs)
+        except ValueError:
+            if not auto:
+                raise
+            tp = None
+        if tp is not None and clusters:
+            c = tp.cluster_size
+            return {"kernel": "pipe", "block_size": B, "packs": packs, "chunks": c, "cluster_size": c,
+                    "stages": tp.stages, "grid": min(M, max(1, sm_count // c)) * c}
+        kernel = "cluster"      # auto：行不对齐（或放不下）时用寄存器版
     if kernel == "cluster":
         from .cluster import regs_plan
 
@@ -398,9 +421,15 @@ def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
     if N > 2**31 - 1 - 1024 or M > 2**31 - 1:
         raise ValueError(f"每行最多 2**31 - 1025 个元素、最多 2**31 - 1 行，得到 {tuple(x.shape)} "
                          f"(too many rows or columns for int indices)")
-    plan = softmax_plan(M, N, x.dtype, kernel, block_size, packs, _sm_count(x, m), _clusters(x, m),
-                        rows_aligned(x))
     y = _check_out(out, (M, N), x)
+    plan = softmax_plan(M, N, x.dtype, kernel, block_size, packs, _sm_count(x, m), _clusters(x, m),
+                        rows_aligned(x) and rows_aligned(y))
+    if plan["kernel"] == "pipe":
+        from .cluster import softmax_cluster_pipe
+
+        softmax_cluster_pipe(x, cluster_size=plan["cluster_size"], block_size=plan["block_size"],
+                            packs=plan["packs"], stages=plan["stages"], out=y)
+        return _finish(y, None, return_report)
     if plan["kernel"] == "cluster":
         from .cluster import softmax_cluster_regs
 
@@ -437,7 +466,8 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
     if runtime.MODE != "gpu":
         return softmax(x, out=out)
     M, N = x.shape
-    aligned = rows_aligned(x)
+    y = torch.empty_like(x) if out is None else out       # 最后一维连续的二维张量：empty_like 是连续的
+    aligned = rows_aligned(x) and y.data_ptr() & 15 == 0    # y 是连续的：行距就是 N
     key = (M, N, x.dtype, x.get_device(), aligned)
     plan = _SOFTMAX_PLANS.get(key)
     if plan is None:
@@ -451,11 +481,19 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
 
             extra = RegsPlan(n_cols=N, dtype=str(x.dtype)[6:], cluster_size=p["cluster_size"], block_size=B,
                              packs=p["packs"], vec=_vec(x.dtype))
+        elif p["kernel"] == "pipe":
+            from .cluster import pipe_plan
+
+            extra = pipe_plan(N, x.dtype, p["cluster_size"], B, p["packs"], p["stages"])
         else:
             extra = p.get("chunks")
         plan = _SOFTMAX_PLANS[key] = [_SOFTMAX_NAMES.get(p["kernel"]), p["grid"], B, defines, p["kernel"], extra, None]
-    kname, grid, B, defines, kind, extra, lp = plan      # extra：split 的段数，或 cluster 的 RegsPlan
-    y = torch.empty_like(x) if out is None else out       # 最后一维连续的二维张量：empty_like 是连续的
+    kname, grid, B, defines, kind, extra, lp = plan      # extra：split 的段数，或 cluster / pipe 的配置
+    if kind == "pipe":
+        from .cluster import pipe_launch_cached
+
+        pipe_launch_cached(x, y, extra)
+        return y
     if kind == "cluster":
         from .cluster import regs_launch_cached
 

@@ -37,7 +37,9 @@ from .launcher import nvrtc_source, read_source, rows_aligned
 __all__ = ["softmax_cluster", "cluster_plan", "ClusterPlan", "CLUSTER_SIZES", "SHARED_OPTIN_SM90",
            "KERNEL_SOURCE", "KERNEL_NAME", "DTYPES", "summary_table",
            "softmax_cluster_regs", "regs_launch_cached", "regs_plan", "RegsPlan", "REGS_KERNEL",
-           "REGS_DTYPES", "regs_available", "rows_aligned"]
+           "REGS_DTYPES", "regs_available", "rows_aligned",
+           "softmax_cluster_pipe", "pipe_launch_cached", "pipe_plan", "PipePlan", "PIPE_KERNEL", "pipe_ok",
+           "PIPE_STAGES", "max_active_clusters", "pipe_summary_table"]
 
 KERNEL_SOURCE = "softmax_cluster.cu"
 KERNEL_NAME = "softmax_cluster_rows"
@@ -411,6 +413,192 @@ def regs_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan) -> None
     _REGS_PLANS[key] = _regs_launch(x, y, plan, key[3])
 
 
+# ---------------------------------------------------------------- 常驻的簇，预取后面的行：softmax_cluster_pipe
+
+PIPE_KERNEL = "softmax_cluster_pipe"
+#: 每块几段共享内存（当前行 + 预取的行）
+PIPE_STAGES = (2, 3, 4)
+
+
+@dataclass(frozen=True)
+class PipePlan:
+    """softmax_cluster_pipe 的一次启动：``cluster_size`` 块一簇、每块 ``block_size`` 个线程 x ``packs`` 个向量，
+    每块 ``stages`` 段共享内存，每段 ``seg_vecs`` 个 16 字节向量；``tma``：用一维 TMA 装段（否则每个线程 cp.async）。"""
+
+    n_cols: int
+    dtype: str
+    cluster_size: int
+    block_size: int
+    packs: int
+    vec: int
+    stages: int
+    seg_vecs: int
+    tma: bool
+
+    @property
+    def shared_bytes(self) -> int:
+        """动态共享内存：``stages`` 段，每段 ``seg_vecs`` 个 16 字节向量。"""
+        return self.stages * self.seg_vecs * 16
+
+    @property
+    def static_bytes(self) -> int:
+        """静态共享内存：两份 (m, s) 表（簇里每个 warp 一项），TMA 时每段另有一个 8 字节的 mbarrier。"""
+        return 8 * self.stages * self.tma + 2 * self.cluster_size * (self.block_size // 32) * 8
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["shared_bytes"] = self.shared_bytes
+        return d
+
+
+def pipe_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None, block_size: int | None = None,
+              packs: int | None = None, stages: int = 3, tma: bool = False,
+              shared_limit: int = SHARED_OPTIN_SM90) -> PipePlan:
+    """softmax_cluster_pipe 的配置（纯 Python，任何模式都能调用）。簇大小、线程数与 packs 的默认值与
+    :func:`regs_plan` 相同。每行的字节数必须是 16 的倍数（按 16 字节搬运）；``stages`` 段共享内存要放得进
+    ``shared_limit``。"""
+    check_int(n_cols, "n_cols", lo=1, hi=2**31 - 2**21)
+    if dtype not in REGS_DTYPES:
+        raise TypeError(f"dtype {_dtype_name(dtype)} 不受支持，可用：float32, bfloat16, float16 "
+                        f"(unsupported dtype {_dtype_name(dtype)}; use float32, bfloat16 or float16)")
+    check_int(stages, "stages", lo=PIPE_STAGES[0], hi=PIPE_STAGES[-1])
+    check_int(shared_limit, "shared_limit", lo=1024)
+    if not isinstance(tma, bool):
+        raise TypeError(f"tma 必须是 bool，得到 {tma!r} (tma must be a bool)")
+    esize = 4 if dtype == torch.float32 else 2
+    vec = 16 // esize
+    if n_cols % vec:
+        raise ValueError(f"{PIPE_KERNEL} 按 16 字节搬运整行：每行的字节数（{n_cols} x {esize}）必须是 16 的倍数，"
+                         f"即 N 是 {vec} 的倍数；请用 softmax_cluster_regs "
+                         f"(rows must be a multiple of 16 bytes: N must be a multiple of {vec})")
+    rp = regs_plan(n_cols, dtype, cluster_size, block_size, packs, aligned=True)
+    seg_vecs = _cdiv(n_cols // vec, rp.cluster_size)
+    plan = PipePlan(n_cols=n_cols, dtype=rp.dtype, cluster_size=rp.cluster_size, block_size=rp.block_size,
+                    packs=rp.packs, vec=vec, stages=stages, seg_vecs=seg_vecs, tma=tma)
+    if plan.shared_bytes + plan.static_bytes > shared_limit:
+        raise ValueError(f"{stages} 段 x {seg_vecs * 16} 字节的共享内存（另有 {plan.static_bytes} 字节静态的）超过每块的"
+                         f"上限 {shared_limit}：请减少 stages 或加大簇 "
+                         f"({stages} stages of {seg_vecs * 16} bytes exceed the shared memory limit {shared_limit})")
+    return plan
+
+
+def pipe_ok(x: torch.Tensor, y: torch.Tensor | None = None) -> bool:
+    """x（与 y）的每一行都从 16 字节边界开始、每行的字节数是 16 的倍数：softmax_cluster_pipe 的条件。"""
+    if (x.shape[1] * x.element_size()) % 16 or not rows_aligned(x):
+        return False
+    return y is None or rows_aligned(y)
+
+
+@functools.lru_cache(maxsize=None)
+def _pipe_kernel(plan: PipePlan, dtype, index: int):
+    """编译好的 softmax_cluster_pipe 与它的 CUfunction，设置好动态共享内存上限（与非可移植的簇大小）。"""
+    import cupy
+
+    bf16, fp16 = _REGS_DEFINES[dtype]
+    code = (f"#define CLUSTER_SIZE {plan.cluster_size}\n#define USE_BF16 {bf16}\n#define USE_FP16 {fp16}\n"
+            f"#define BLOCK_SIZE {plan.block_size}\n#define PACKS {plan.packs}\n#define STAGES {plan.stages}\n"
+            f"#define USE_TMA {int(plan.tma)}\n"
+            f'#line 1 "{KERNEL_SOURCE}"\n' + nvrtc_source(read_source(KERNEL_SOURCE)))
+    kern = cupy.RawKernel(code, PIPE_KERNEL)
+    with cupy.cuda.Device(index):
+        func = kern.kernel
+        if plan.cluster_size > PORTABLE_CLUSTER_MAX:
+            cupy.cuda.driver.funcSetAttribute(func.ptr, _ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+        # 动态与静态共享内存合起来超过 48 KiB 就要先调大这个上限：总是按动态的字节数设置
+        kern.max_dynamic_shared_size_bytes = plan.shared_bytes
+    return kern, func
+
+
+@functools.lru_cache(maxsize=None)
+def max_active_clusters(func_ptr: int, cluster_size: int, block_size: int, shared_bytes: int) -> int | None:
+    """这块 GPU 上同时驻留得下几个这样的簇（驱动的 cuOccupancyMaxActiveClusters；簇的形状写在内核里）。
+    驱动没有这个函数或查询失败时返回 None。"""
+    import ctypes
+
+    class _LaunchConfig(ctypes.Structure):        # CUlaunchConfig（cuda.h）
+        _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                    ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                    ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                    ("numAttrs", ctypes.c_uint)]
+
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveClusters
+    except (OSError, AttributeError):
+        return None
+    n = ctypes.c_int(0)
+    cfg = _LaunchConfig(cluster_size, 1, 1, block_size, 1, 1, shared_bytes, None, None, 0)
+    rc = fn(ctypes.byref(n), ctypes.c_void_p(func_ptr), ctypes.byref(cfg))
+    return n.value if rc == 0 and n.value > 0 else None
+
+
+#: 形参表（launcher._Plan 的格式）：与 softmax_cluster.cu 里 softmax_cluster_pipe 的声明一致
+_PIPE_SIG = _REGS_SIG[:4] + (("n_rows", "int", False), ("n_cols", "int", False), ("seg_vecs", "int", False))
+_PIPE_PLANS: dict = {}
+
+
+def pipe_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: PipePlan, n_clusters: int | None = None) -> int:
+    """按 ``plan`` 启动，``x`` / ``y`` 已经检查过（含 :func:`pipe_ok`）、在当前设备上。网格是常驻的：
+    ``n_clusters`` 个簇（默认取驱动给出的同时驻留的簇数，不超过行数）。启动计划按形状与配置缓存。
+    返回所用的簇数。"""
+    M, N = x.shape
+    key = (M, N, x.get_device(), plan, n_clusters)
+    hit = _PIPE_PLANS.get(key)
+    args = (x, y, x.stride(0), y.stride(0), M, N, plan.seg_vecs)
+    if hit is not None and hit[0](args):
+        return hit[1]
+    from .launcher import _Plan
+
+    index = key[2]
+    kern, func = _pipe_kernel(plan, x.dtype, index)
+    if n_clusters is None:
+        fit = max_active_clusters(int(func.ptr), plan.cluster_size, plan.block_size, plan.shared_bytes)
+        n_clusters = fit or max(1, _sm_count(index) // plan.cluster_size)
+    n_clusters = max(1, min(M, n_clusters))
+    if n_clusters * plan.cluster_size > 2**31 - 1:
+        raise ValueError("网格超过上限 2**31 - 1 (grid too large)")
+    launcher = _Plan(func, (n_clusters * plan.cluster_size, 1, 1), (plan.block_size, 1, 1), plan.shared_bytes,
+                     _PIPE_SIG, args, None)
+    if not launcher(args):
+        raise RuntimeError(f"{PIPE_KERNEL} 的参数不符合启动计划 (arguments do not match the launch plan)")
+    if len(_PIPE_PLANS) > 1024:
+        _PIPE_PLANS.clear()
+    _PIPE_PLANS[key] = (launcher, n_clusters)
+    return n_clusters
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def softmax_cluster_pipe(x: torch.Tensor, *, cluster_size: int | None = None, block_size: int | None = None,
+                         packs: int | None = None, stages: int = 3, tma: bool = False, n_clusters: int | None = None,
+                         out: torch.Tensor | None = None) -> torch.Tensor:
+    """按行 softmax：(M, N) float32 / bfloat16 / float16 -> 同 dtype 的 (M, N)。常驻的线程块簇依次处理各行，
+    每块把后面 ``stages - 1`` 行的段异步地预取进共享内存（softmax_cluster.cu 的 ``softmax_cluster_pipe``；
+    ``tma=True`` 用一维 TMA，否则每个线程 cp.async）。``n_clusters``：网格里的簇数（默认同时驻留得下的簇数）。
+    其余参数见 :func:`pipe_plan` 与 :func:`regs_plan`。x 与 ``out`` 的每一行都要从 16 字节边界开始、每行的
+    字节数是 16 的倍数。只有 gpu 模式（计算能力 9.0 以上）。"""
+    index = _check_gpu_input(x, REGS_DTYPES, PIPE_KERNEL)
+    if n_clusters is not None:
+        check_int(n_clusters, "n_clusters", lo=1, hi=2**31 - 1)
+    plan = pipe_plan(x.shape[1], x.dtype, cluster_size, block_size, packs, stages, tma,
+                     shared_limit=_device_info(index)[1])
+    out = _grid_and_out(x, out, 1)
+    if not pipe_ok(x, out):
+        raise ValueError(f"{PIPE_KERNEL} 要求 x 与 out 的每一行都从 16 字节边界开始（首地址与行距都是 16 字节的倍数），"
+                         f"得到 x 的首地址 {x.data_ptr():#x}、行距 {x.stride(0)}，out 的首地址 {out.data_ptr():#x}；"
+                         f"请用 softmax_cluster_regs (rows of x and out must start on 16-byte boundaries)")
+    import cupy
+
+    with cupy.cuda.Device(index):
+        try:
+            pipe_launch_cached(x, out, plan, n_clusters)
+        except cupy.cuda.driver.CUDADriverError as e:
+            raise RuntimeError(f"{PIPE_KERNEL} 启动失败（{plan.to_dict()}）：{e} (launch of {PIPE_KERNEL} failed)") from e
+    return out
+
+
 # ---------------------------------------------------------------- 实测结果的表格
 
 def summary_table(doc: dict) -> str:
@@ -430,4 +618,25 @@ def summary_table(doc: dict) -> str:
                      f"{num(s.get('auto_cluster'), '{:d}'):>5s}{num(s.get('auto_gbps')):>6s}"
                      f"{num(s.get('auto_pct_copy'), '{:.0f}%'):>9s}{num(s.get('best_cluster'), '{:d}'):>8s}"
                      f"{num(s.get('best_pct_copy'), '{:.0f}%'):>9s}")
+    return "\n".join(lines)
+
+
+def pipe_summary_table(doc: dict) -> str:
+    """scripts/tune_cluster_pipe.py 写出的 JSON -> 等宽文本表：每个 (dtype, N) 默认配置（寄存器版或一块一行）与
+    常驻内核两种装法各自最快的配置，都是拷贝带宽的百分比（同一次运行）；簇 x 线程 x 包 / 段数 / 网格里的簇数。"""
+    lines = [f"{'dtype':9s}{'N':>7s}{'默认':>6s}{'cp.async':>10s}{'配置':>20s}{'TMA':>6s}{'配置':>20s}"]
+
+    def best(row, tma):
+        ok = [c for c in row["cands"] if "frac" in c and c["tma"] == tma]
+        return max(ok, key=lambda c: c["frac"]) if ok else None
+
+    def cell(c):
+        if c is None:
+            return f"{'-':>6s}{'':>20s}"
+        cfg = f"{c['c']}x{c['b']}x{c['p']}/{c['st']}/{c['n_clusters']}"
+        return f"{100 * c['frac']:5.0f}%{cfg:>20s}"
+
+    for r in doc["rows"]:
+        a, b = best(r, False), best(r, True)
+        lines.append(f"{r['dtype']:9s}{r['N']:7d}{100 * r['auto']:5.0f}%  {cell(a)}{cell(b)}")
     return "\n".join(lines)

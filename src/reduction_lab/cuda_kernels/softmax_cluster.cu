@@ -429,3 +429,222 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
     }
 }
 // --8<-- [end:regs]
+
+// ---------------------------------------------------------------- 常驻的簇，预取后面的行：softmax_cluster_pipe
+//
+// 寄存器版里，一块读完自己那一段才开始算、算完才开始写：读、算、写在每个 SM 上一段接一段地排队，
+// 一个簇又要凑齐 CLUSTER_SIZE 个 SM 上的空位才能开始。这里每个簇常驻（网格 = 同时驻留得下的簇数），
+// 依次处理第 cid、cid + n_clusters、……行；每块有 STAGES 段共享内存，后面 STAGES - 1 行的段先异步地
+// 装进来（不经寄存器），处理当前这一行时，后面的行已经在路上。两种装法（编译期的 USE_TMA）：
+//   USE_TMA 0  每个线程用 cp.async 搬自己以后要读的那几个 16 字节向量：只读写自己的槽位，块内不必同步；
+//   USE_TMA 1  一个线程发一条 cp.async.bulk（一维 TMA）搬整段，完成时按字节数记到 mbarrier 上。
+//
+// 要求（包装函数检查）：x 与 y 的每一行从 16 字节边界开始、每行的字节数是 16 的倍数，
+//       BLOCK_SIZE * PACKS >= seg_vecs >= ceil(n_cols / VEC / CLUSTER_SIZE)。
+// 启动：grid = n_clusters * CLUSTER_SIZE，block = BLOCK_SIZE，动态共享内存 = STAGES * seg_vecs * 16 字节。
+#ifndef STAGES
+#define STAGES 2
+#endif
+#if STAGES < 2 || STAGES > 4
+#error "STAGES must be between 2 and 4"
+#endif
+#ifndef USE_TMA
+#define USE_TMA 0
+#endif
+
+__device__ __forceinline__ unsigned smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+// --8<-- [start:async]
+// cp.async：16 字节从全局内存直接进共享内存（.cg：不经 L1）。发出的拷贝按 commit 分组，
+// wait_group N 等到本线程只剩最近的 N 组还没完成。
+__device__ __forceinline__ void copy_async16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void copy_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// mbarrier：共享内存里的一个 64 位计数器。到达数与「还要等的字节数」都归零时完成一个阶段（phase），
+// 阶段号的奇偶位翻转；等待的线程按奇偶位等（第 k 次用这一段时等奇偶位 k & 1）。
+__device__ __forceinline__ void mbar_init(unsigned long long *bar)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+}
+// 一次到达，并登记接下来要有 bytes 个字节由 TMA 写进来
+__device__ __forceinline__ void mbar_expect_bytes(unsigned long long *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n"
+                 "}\n" ::"r"(smem_addr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+// 一维 TMA：bytes 个字节（16 的倍数，两端 16 字节对齐）从全局内存进本块的共享内存，完成时记到 bar 上
+__device__ __forceinline__ void tma_load(void *dst, const void *src, unsigned bytes, unsigned long long *bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+// --8<-- [end:async]
+
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE)
+softmax_cluster_pipe(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
+                     long long y_row_stride, int n_rows, int n_cols, int seg_vecs);
+
+// --8<-- [start:pipe]
+extern "C" __global__ void softmax_cluster_pipe(const floatX *__restrict__ x, floatX *__restrict__ y,
+                                                long long x_row_stride, long long y_row_stride, int n_rows,
+                                                int n_cols, int seg_vecs)
+{
+    extern __shared__ uint4 stage[];                     // STAGES 段，每段 seg_vecs 个 16 字节向量
+    __shared__ float2 slots[2][CLUSTER_SIZE * NWARPS];   // 簇里每个warp的(m, s)，相邻两行轮流用
+#if CLUSTER_SIZE > 1
+    cg::cluster_group cluster = cg::this_cluster();
+    const int rank = (int)cluster.block_rank();
+#else
+    const int rank = 0;
+#endif
+    const int cid = blockIdx.x / CLUSTER_SIZE, n_clusters = gridDim.x / CLUSTER_SIZE;
+    const int v0 = rank * seg_vecs;                                // 本块那一段的第一个向量
+    const int nv = max(0, min(seg_vecs, n_cols / VEC - v0));       // 本块的向量数（最后几块可能没有）
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+
+#if USE_TMA
+    __shared__ unsigned long long full[STAGES];          // 第 s 段装满时完成一个阶段
+    const unsigned bytes = (unsigned)nv * 16u;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++)
+            mbar_init(&full[s]);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");   // 让 TMA（异步代理）看得见
+    }
+    __syncthreads();
+#endif
+    // 第 j 个要处理的行（j = 0, 1, ...）的段装进第 j % STAGES 段
+    auto fetch = [&](int j) {
+        const long long row = cid + (long long)j * n_clusters;
+        uint4 *buf = stage + (j % STAGES) * seg_vecs;
+#if USE_TMA
+        if (threadIdx.x == 0 && nv > 0 && row < n_rows) {
+            mbar_expect_bytes(&full[j % STAGES], bytes);
+            tma_load(buf, x + row * x_row_stride + (long long)v0 * VEC, bytes, &full[j % STAGES]);
+        }
+#else
+        if (row < n_rows) {
+            const uint4 *src = reinterpret_cast<const uint4 *>(x + row * x_row_stride) + v0;
+#pragma unroll
+            for (int p = 0; p < PACKS; p++) {
+                const int k = threadIdx.x + p * BLOCK_SIZE;
+                if (k < nv)
+                    copy_async16(buf + k, src + k);
+            }
+        }
+        copy_commit();                                   // 每行一组（行外也提交空组，组号与行号对齐）
+#endif
+    };
+    for (int j = 0; j < STAGES - 1; j++)                 // 先装前 STAGES - 1 行
+        fetch(j);
+#if CLUSTER_SIZE > 1
+    cluster.sync();                                      // 簇里每一块都已开始运行：之后才写别的块的共享内存
+#endif
+
+    int it = 0;
+    for (long long row = cid; row < n_rows; row += n_clusters, it++) {
+        uint4 *buf = stage + (it % STAGES) * seg_vecs;
+        // 1. 发出第 it + STAGES - 1 行的拷贝（它那一段上一轮已经读进寄存器），再等第 it 行到齐
+#if USE_TMA
+        __syncthreads();                                 // 上一轮每个线程都读完了那一段，才能让 TMA 覆盖
+        if (threadIdx.x == 0)
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");   // 普通读排在 TMA 的写之前
+        fetch(it + STAGES - 1);
+        if (nv > 0)
+            mbar_wait(&full[it % STAGES], (unsigned)(it / STAGES) & 1u);
+#else
+        fetch(it + STAGES - 1);                          // 本线程只覆盖自己上一轮读过的槽位
+        copy_wait<STAGES - 1>();                         // 本线程第 it 行的拷贝已完成
+#endif
+        uint4 u[PACKS];
+#pragma unroll
+        for (int p = 0; p < PACKS; p++) {
+            const int k = threadIdx.x + p * BLOCK_SIZE;
+            u[p] = k < nv ? buf[k] : neg_inf_vec();
+        }
+        // 2. 与寄存器版相同：本线程的 m，f = exp(x - m)，s = sum f
+        float f[PACKS][VEC];
+#pragma unroll
+        for (int p = 0; p < PACKS; p++)
+            unpack(u[p], f[p]);
+        float m = NEG_INF;
+#pragma unroll
+        for (int p = 0; p < PACKS; p++)
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                m = fmaxf(m, f[p][e]);
+        const float mb = (m == NEG_INF) ? 0.0f : m * LOG2E;
+        float sum = 0.0f;
+#pragma unroll
+        for (int p = 0; p < PACKS; p++)
+#pragma unroll
+            for (int e = 0; e < VEC; e++) {
+                f[p][e] = fast_exp2(fmaf(f[p][e], LOG2E, -mb));
+                sum += f[p][e];
+            }
+        // 3. 簇内合并：这一行用 slots[it & 1]。写下一行的那一份之前，每块都已过了这一行的屏障，
+        //    所以不会有块还在读它（两份轮换，每行一次 cluster.sync() 就够）
+        float M = m, S = sum;
+        warp_combine(M, S);
+        float2 *sl = slots[it & 1];
+#if CLUSTER_SIZE > 1
+        if (lane < CLUSTER_SIZE)
+            *cluster.map_shared_rank(&sl[rank * NWARPS + warp], lane) = make_float2(M, S);
+        cluster.sync();
+#else
+        if (lane == 0)
+            sl[warp] = make_float2(M, S);
+        __syncthreads();
+#endif
+        M = NEG_INF;
+        S = 0.0f;
+        for (int i = lane; i < CLUSTER_SIZE * NWARPS; i += 32) {
+            const float2 q = sl[i];
+            combine(M, S, q.x, q.y);
+        }
+        warp_combine(M, S);
+        // 4. 写：整向量的流式写（行首对齐、每行的字节数是 16 的倍数，没有半截向量）
+        const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - M) * LOG2E) / S;
+        uint4 *yr = reinterpret_cast<uint4 *>(y + row * y_row_stride) + v0;
+#pragma unroll
+        for (int p = 0; p < PACKS; p++) {
+            const int k = threadIdx.x + p * BLOCK_SIZE;
+            if (k < nv) {
+#pragma unroll
+                for (int e = 0; e < VEC; e++)
+                    f[p][e] *= scale;
+                __stcs(yr + k, pack(f[p]));
+            }
+        }
+    }
+#if !USE_TMA
+    copy_wait<0>();              // 行外提交的空组：退出前等齐（没有真正的拷贝在途）
+#endif
+    // 最后一行的 cluster.sync() 之后没有块再访问别的块的共享内存，各块可以直接退出
+}
+// --8<-- [end:pipe]

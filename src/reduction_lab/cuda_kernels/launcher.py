@@ -412,11 +412,21 @@ def _plan_key(source, name, grid, block, shared_bytes, defines, max_dyn):
     return source, name, items, g, b, shared_bytes, max_dyn
 
 
+#: numpy 标量类型 -> struct 的格式字符（参数按 C 的自然对齐排在一块缓冲区里）
+_STRUCT_CODES = {np.int8: "b", np.uint8: "B", np.int16: "h", np.uint16: "H", np.int32: "i", np.uint32: "I",
+                 np.int64: "q", np.uint64: "Q", np.float32: "f", np.float64: "d", np.bool_: "?"}
+
+
 class _Plan:
-    """一个已经成功启动过的 (内核, 配置)：见上面的说明。"""
+    """一个已经成功启动过的 (内核, 配置)：见上面的说明。
+
+    参数存放在一块按 C 的自然对齐排好的缓冲区里（``struct`` 的原生对齐与 C 相同），每个形参一个槽位，
+    ``params`` 是指向各槽位的指针数组（cuLaunchKernel 的 kernelParams）；每次启动用一次 ``pack_into`` 写入
+    全部参数。"""
 
     def __init__(self, function, grid, block, shared_bytes, sig, args, version_of):
         import ctypes
+        import struct
         import threading
 
         import cupy
@@ -427,23 +437,25 @@ class _Plan:
         self.device = torch.cuda.current_device()
         self.version_of = version_of                 # (路径, 版本)：学员的 .cu 文件改过之后不再沿用
         self.lock = threading.Lock()
-        slots, checks = [], []
+        codes, checks = [], []
         for (pname, ctype, is_ptr), a in zip(sig, args):
             if is_ptr:
-                slots.append(ctypes.c_uint64())
+                codes.append("Q")
                 checks.append((True, a.dtype, None, None))
                 continue
             dtype = _SCALAR_DTYPES[_base_type(ctype)]
             kind, lo, hi = _scalar_kind(dtype)
-            ct = {np.int8: ctypes.c_int8, np.uint8: ctypes.c_uint8, np.int16: ctypes.c_int16,
-                  np.uint16: ctypes.c_uint16, np.int32: ctypes.c_int32, np.uint32: ctypes.c_uint32,
-                  np.int64: ctypes.c_int64, np.uint64: ctypes.c_uint64, np.float32: ctypes.c_float,
-                  np.float64: ctypes.c_double, np.bool_: ctypes.c_bool}[dtype]
-            slots.append(ct())
+            codes.append(_STRUCT_CODES[dtype])
             checks.append((False, kind, lo, hi))
-        self.slots = slots
+        fmt = "@" + "".join(codes)
+        self.pack = struct.Struct(fmt).pack_into
+        self.buf = ctypes.create_string_buffer(max(8, struct.calcsize(fmt)))
+        base = ctypes.addressof(self.buf)
+        # 第 i 个槽位的偏移：前 i 个参数加上第 i 个的对齐（calcsize 对前缀 + 第 i 个，减去它自己的大小）
+        offsets = [struct.calcsize("@" + "".join(codes[:i + 1])) - struct.calcsize("@" + codes[i])
+                   for i in range(len(codes))]
         self.checks = tuple(checks)
-        self.params = (ctypes.c_void_p * max(1, len(slots)))(*[ctypes.addressof(v) for v in slots])
+        self.params = (ctypes.c_void_p * max(1, len(codes)))(*[base + o for o in offsets])
         self.params_addr = ctypes.addressof(self.params)
 
     def __call__(self, args) -> bool:
@@ -473,14 +485,18 @@ class _Plan:
                 values.append(a)
             else:
                 return False
-        stream = torch._C._cuda_getCurrentRawStream(dev)
+        self.launch_values(values)
+        return True
+
+    def launch_values(self, values) -> None:
+        """热路径：``values`` 是已经换成地址的指针与 Python 数，顺序同形参表，调用者保证它们就是 :meth:`__call__`
+        会接受的参数（:mod:`reduction_lab.api` 检查过的输入、按形状缓存的计划，当前设备就是计划的设备）。"""
+        stream = torch._C._cuda_getCurrentRawStream(self.device)
         g, b = self.grid, self.block
-        with self.lock:                              # 参数数组是共用的：写入与启动之间不让别的线程插进来
-            for slot, v in zip(self.slots, values):
-                slot.value = v
+        with self.lock:                              # 参数缓冲区是共用的：写入与启动之间不让别的线程插进来
+            self.pack(self.buf, 0, *values)
             self.launch_kernel(self.fptr, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream,
                                self.params_addr, 0)
-        return True
 
 
 def cached_plan(source, name: str, grid, block, shared_bytes: int = 0, defines=None, max_dynamic_shared_bytes=None):

@@ -365,8 +365,9 @@ def _planned_dtypes(suite: str, names: list[str], dtypes: Sequence[str] | None) 
 # ---------------------------------------------------------------- 父进程
 
 #: 有总时限时各进程分得时间的权重（JIT编译多的进程多分一些）；没写的是1。TileLang每个(N, dtype)编译一次、
-#: 每次几秒：三种dtype的softmax扫描（33次编译）在权重2时超过了分得的时间，所以给4
-CHILD_WEIGHTS = {"compile": 3.0, "quack": 2.0, "tilelang": 4.0, "triton": 2.0}
+#: 每次几秒：三种dtype的softmax扫描（33次编译）在权重2时超过了分得的时间，所以给4。CUDA C每种配置经NVRTC
+#: 编译一次：percall在权重1时把验证时间全花在softmax的6个内核上，按行求和一格也没测到，所以给2
+CHILD_WEIGHTS = {"compile": 3.0, "quack": 2.0, "tilelang": 4.0, "triton": 2.0, "cuda": 2.0}
 #: 子进程到了截止时间还没结束时，再等多久才终止它（它正在计时的套件一般很快结束）
 GRACE_S = 30.0
 

@@ -345,6 +345,7 @@ def test_bad_input_on_gpu():
 
 # ---------------------------------------------------------------- gpu 模式：寄存器版
 
+_REGS_OR_PIPE = {"regs": softmax_cluster_regs, "pipe": softmax_cluster_pipe}
 REGS_SHAPES = [(1, 1), (4, 1000), (3, 8191), (5, 16384), (3, 100003), (2, 131072), (2, 262144), (2, 524288)]
 
 
@@ -359,22 +360,25 @@ def test_regs_matches_float64(shape, dtype):
 
 
 @needs_hopper
+@pytest.mark.parametrize("kernel", ["regs", "pipe"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("c", CLUSTER_SIZES)
-def test_regs_every_cluster_size(c, dtype):
+def test_regs_every_cluster_size(c, dtype, kernel):
     vec = 4 if dtype == torch.float32 else 8
-    n = c * 128 * 2 * vec - 3 * vec - 1                  # 最后一块只有一部分在行内
-    x = _input(5, n, dtype, seed=c)
-    _check(softmax_cluster_regs(x, cluster_size=c, block_size=128, packs=2), x)
+    # 最后一块只有一部分在行内；寄存器版用奇数 N，常驻版要求每行是整数个 16 字节向量
+    n = c * 128 * 2 * vec - 3 * vec - (kernel == "regs")
+    x = _input(9, n, dtype, seed=c)
+    _check(_REGS_OR_PIPE[kernel](x, cluster_size=c, block_size=128, packs=2), x)
 
 
 @needs_hopper
-def test_regs_masked_entries_and_constant_rows():
+@pytest.mark.parametrize("kernel", sorted(_REGS_OR_PIPE))
+def test_regs_masked_entries_and_constant_rows(kernel):
     x = torch.zeros(3, 40000, device="cuda")
     x[1, ::2] = float("-inf")
     x[2, :] = 1e4
     x[0, :20000] = float("-inf")                     # 前一半的块整块都是 -inf
-    y = softmax_cluster_regs(x, cluster_size=8, block_size=256, packs=8)
+    y = _REGS_OR_PIPE[kernel](x, cluster_size=8, block_size=256, packs=8)
     assert torch.all(y[1, ::2] == 0) and torch.all(y[0, :20000] == 0)
     _check(y, x)
 
@@ -502,24 +506,7 @@ def test_pipe_every_stage_count_and_few_clusters(stages, tma):
 
 
 @needs_hopper
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("c", CLUSTER_SIZES)
-def test_pipe_every_cluster_size(c, dtype):
-    vec = 4 if dtype == torch.float32 else 8
-    n = c * 128 * 2 * vec - 3 * vec                      # 最后一块只有一部分在行内
-    x = _input(9, n, dtype, seed=c)
-    _check(softmax_cluster_pipe(x, cluster_size=c, block_size=128, packs=2), x)
-
-
-@needs_hopper
-def test_pipe_masked_entries_and_through_the_backend():
-    x = torch.zeros(3, 40000, device="cuda")
-    x[1, ::2] = float("-inf")
-    x[2, :] = 1e4
-    x[0, :20000] = float("-inf")
-    y = softmax_cluster_pipe(x, cluster_size=8, block_size=256, packs=8)
-    assert torch.all(y[1, ::2] == 0) and torch.all(y[0, :20000] == 0)
-    _check(y, x)
+def test_pipe_through_the_backend():
     x = _input(64, 65536, torch.bfloat16)
     _check(cuda_softmax(x, kernel="pipe", block_size=256, packs=4), x)
 

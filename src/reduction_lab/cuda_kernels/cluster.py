@@ -421,16 +421,10 @@ PIPE_STAGES = (2, 3, 4)
 
 
 @dataclass(frozen=True)
-class PipePlan:
-    """softmax_cluster_pipe 的一次启动：``cluster_size`` 块一簇、每块 ``block_size`` 个线程 x ``packs`` 个向量，
-    每块 ``stages`` 段共享内存，每段 ``seg_vecs`` 个 16 字节向量；``tma``：用一维 TMA 装段（否则每个线程 cp.async）。"""
+class PipePlan(RegsPlan):
+    """softmax_cluster_pipe 的一次启动：簇、线程与 packs 同 :class:`RegsPlan`，另有每块 ``stages`` 段共享内存，
+    每段 ``seg_vecs`` 个 16 字节向量；``tma``：用一维 TMA 装段（否则每个线程 cp.async）。"""
 
-    n_cols: int
-    dtype: str
-    cluster_size: int
-    block_size: int
-    packs: int
-    vec: int
     stages: int
     seg_vecs: int
     tma: bool
@@ -473,8 +467,7 @@ def pipe_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None,
                          f"(rows must be a multiple of 16 bytes: N must be a multiple of {vec})")
     rp = regs_plan(n_cols, dtype, cluster_size, block_size, packs, aligned=True)
     seg_vecs = _cdiv(n_cols // vec, rp.cluster_size)
-    plan = PipePlan(n_cols=n_cols, dtype=rp.dtype, cluster_size=rp.cluster_size, block_size=rp.block_size,
-                    packs=rp.packs, vec=vec, stages=stages, seg_vecs=seg_vecs, tma=tma)
+    plan = PipePlan(**asdict(rp), stages=stages, seg_vecs=seg_vecs, tma=tma)
     if plan.shared_bytes + plan.static_bytes > shared_limit:
         raise ValueError(f"{stages} 段 x {seg_vecs * 16} 字节的共享内存（另有 {plan.static_bytes} 字节静态的）超过每块的"
                          f"上限 {shared_limit}：请减少 stages 或加大簇 "

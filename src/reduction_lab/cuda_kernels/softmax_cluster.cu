@@ -335,48 +335,25 @@ __device__ __forceinline__ float fast_exp2(float v)
 
 constexpr int NWARPS = BLOCK_SIZE / 32;
 
-extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE)
-softmax_cluster_regs(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
-                     long long y_row_stride, int n_cols);
-
-// --8<-- [start:regs]
-extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, floatX *__restrict__ y,
-                                                long long x_row_stride, long long y_row_stride, int n_cols)
+// --8<-- [start:steps]
+// 本块在簇里的编号：0 .. CLUSTER_SIZE - 1
+__device__ __forceinline__ int cluster_rank()
 {
-    // 簇里每个warp的(m, s)：第r块的第w个warp写进每一块的slots[r * NWARPS + w]
-    __shared__ float2 slots[CLUSTER_SIZE * NWARPS];
 #if CLUSTER_SIZE > 1
-    cg::cluster_group cluster = cg::this_cluster();
-    const int rank = (int)cluster.block_rank();
+    return (int)cg::this_cluster().block_rank();
 #else
-    const int rank = 0;
+    return 0;
 #endif
-    const long long row = blockIdx.x / CLUSTER_SIZE;
-    const floatX *xr = x + row * x_row_stride;
-    floatX *yr = y + row * y_row_stride;
-    const int head = (int)((reinterpret_cast<unsigned long long>(xr) / sizeof(floatX)) % VEC);
-    const bool vector_ok = head == (int)((reinterpret_cast<unsigned long long>(yr) / sizeof(floatX)) % VEC);
-    const int end = n_cols + head;
-    const int v0 = rank * (BLOCK_SIZE * PACKS) + threadIdx.x;   // 本线程的第一个向量；之后每隔BLOCK_SIZE个
-#if CLUSTER_SIZE > 1
-    // 写别的块的共享内存之前，那一块必须已经开始运行：先宣告「本块已开始」，等到第3步之前再等齐，
-    // 这一半屏障的等待与下面的读重叠
-    cluster.barrier_arrive();
-#endif
+}
 
-    // 1. 读：先发出PACKS个互不依赖的16字节读，再逐个使用（用到结果之前warp不必停下来等）
-    uint4 u[PACKS];
-#pragma unroll
-    for (int p = 0; p < PACKS; p++) {
-        const int v = v0 + p * BLOCK_SIZE;
-        u[p] = v * VEC < end ? load_vec(xr, v, head, end) : neg_inf_vec();
-    }
-    float f[PACKS][VEC];
+// 寄存器版与常驻版共用的两步。
+// 拆开与 exp：本线程的 PACKS 个向量拆成 float，m = 它们的最大值；exp 只算这一次：f = exp(x - m)，返回 sum f
+__device__ __forceinline__ float exp_segment(const uint4 (&u)[PACKS], float (&f)[PACKS][VEC], float &m)
+{
 #pragma unroll
     for (int p = 0; p < PACKS; p++)
         unpack(u[p], f[p]);
-    // 2. 本线程的最大值m；exp只算这一次：f = exp(x - m)，s = sum f
-    float m = NEG_INF;
+    m = NEG_INF;
 #pragma unroll
     for (int p = 0; p < PACKS; p++)
 #pragma unroll
@@ -391,33 +368,79 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
             f[p][e] = fast_exp2(fmaf(f[p][e], LOG2E, -mb));
             s += f[p][e];
         }
+    return s;
+}
 
-    // 3. 合并：warp内蝶形合并；lane r把本warp的(m, s)写进第r块的slots（分布式共享内存），
-    //    一次cluster.sync()（释放/获取语义）之后，每块的slots里是整个簇所有warp的结果
+// 簇内合并：warp内蝶形合并；lane r把本warp的(m, s)写进第r块的slots（分布式共享内存），
+// 一次cluster.sync()（释放/获取语义）之后，每块的slots里是整个簇所有warp的结果，各块只读本地的共享内存。
+// 返回整行的(M, S)。调用之前簇里每一块都必须已经开始运行（写别的块的共享内存）。
+__device__ __forceinline__ float2 cluster_merge(float2 *slots, float m, float s)
+{
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float M = m, S = s;
-    warp_combine(M, S);
+    warp_combine(m, s);
 #if CLUSTER_SIZE > 1
-    cluster.barrier_wait();                          // 簇里每一块都已开始运行
+    cg::cluster_group cluster = cg::this_cluster();
     if (lane < CLUSTER_SIZE)
-        *cluster.map_shared_rank(&slots[rank * NWARPS + warp], lane) = make_float2(M, S);
+        *cluster.map_shared_rank(&slots[(int)cluster.block_rank() * NWARPS + warp], lane) = make_float2(m, s);
     cluster.sync();
 #else
     if (lane == 0)
-        slots[warp] = make_float2(M, S);
+        slots[warp] = make_float2(m, s);
     __syncthreads();
 #endif
-    M = NEG_INF;
-    S = 0.0f;
-    for (int i = lane; i < CLUSTER_SIZE * NWARPS; i += 32) {   // 只读本块的共享内存
+    float M = NEG_INF, S = 0.0f;
+    for (int i = lane; i < CLUSTER_SIZE * NWARPS; i += 32) {
         const float2 q = slots[i];
         combine(M, S, q.x, q.y);
     }
     warp_combine(M, S);
+    return make_float2(M, S);
+}
+// --8<-- [end:steps]
+
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE)
+softmax_cluster_regs(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
+                     long long y_row_stride, int n_cols);
+
+// --8<-- [start:regs]
+extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, floatX *__restrict__ y,
+                                                long long x_row_stride, long long y_row_stride, int n_cols)
+{
+    // 簇里每个warp的(m, s)：第r块的第w个warp写进每一块的slots[r * NWARPS + w]
+    __shared__ float2 slots[CLUSTER_SIZE * NWARPS];
+    const int rank = cluster_rank();                    // 本块在簇里的编号
+    const long long row = blockIdx.x / CLUSTER_SIZE;
+    const floatX *xr = x + row * x_row_stride;
+    floatX *yr = y + row * y_row_stride;
+    const int head = (int)((reinterpret_cast<unsigned long long>(xr) / sizeof(floatX)) % VEC);
+    const bool vector_ok = head == (int)((reinterpret_cast<unsigned long long>(yr) / sizeof(floatX)) % VEC);
+    const int end = n_cols + head;
+    const int v0 = rank * (BLOCK_SIZE * PACKS) + threadIdx.x;   // 本线程的第一个向量；之后每隔BLOCK_SIZE个
+#if CLUSTER_SIZE > 1
+    // 写别的块的共享内存之前，那一块必须已经开始运行：先宣告「本块已开始」，等到第3步之前再等齐，
+    // 这一半屏障的等待与下面的读重叠
+    cg::this_cluster().barrier_arrive();
+#endif
+
+    // 1. 读：先发出PACKS个互不依赖的16字节读，再逐个使用（用到结果之前warp不必停下来等）
+    uint4 u[PACKS];
+#pragma unroll
+    for (int p = 0; p < PACKS; p++) {
+        const int v = v0 + p * BLOCK_SIZE;
+        u[p] = v * VEC < end ? load_vec(xr, v, head, end) : neg_inf_vec();
+    }
+    // 2. 本线程的最大值m；exp只算这一次：f = exp(x - m)，s = sum f
+    float f[PACKS][VEC], m;
+    const float s = exp_segment(u, f, m);
+    // 3. 簇内合并（cluster_merge）：之前先等齐开头那半个屏障——簇里每一块都已开始运行
+#if CLUSTER_SIZE > 1
+    cg::this_cluster().barrier_wait();
+#endif
+    const float2 MS = cluster_merge(slots, m, s);
     // 屏障之后没有块再访问别的块的共享内存：各块可以直接退出，不必再等
 
     // 4. 写：y = exp(x - M) / S = f * exp(m - M) / S，一个线程一个系数
-    const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - M) * LOG2E) / S;
+    const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - MS.x) * LOG2E) / MS.y;
 #pragma unroll
     for (int p = 0; p < PACKS; p++) {
 #pragma unroll
@@ -517,16 +540,10 @@ extern "C" __global__ void softmax_cluster_pipe(const floatX *__restrict__ x, fl
 {
     extern __shared__ uint4 stage[];                     // STAGES 段，每段 seg_vecs 个 16 字节向量
     __shared__ float2 slots[2][CLUSTER_SIZE * NWARPS];   // 簇里每个warp的(m, s)，相邻两行轮流用
-#if CLUSTER_SIZE > 1
-    cg::cluster_group cluster = cg::this_cluster();
-    const int rank = (int)cluster.block_rank();
-#else
-    const int rank = 0;
-#endif
+    const int rank = cluster_rank();                    // 本块在簇里的编号
     const int cid = blockIdx.x / CLUSTER_SIZE, n_clusters = gridDim.x / CLUSTER_SIZE;
     const int v0 = rank * seg_vecs;                                // 本块那一段的第一个向量
     const int nv = max(0, min(seg_vecs, n_cols / VEC - v0));       // 本块的向量数（最后几块可能没有）
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
 #if USE_TMA
     __shared__ unsigned long long full[STAGES];          // 第 s 段装满时完成一个阶段
@@ -563,7 +580,7 @@ extern "C" __global__ void softmax_cluster_pipe(const floatX *__restrict__ x, fl
     for (int j = 0; j < STAGES - 1; j++)                 // 先装前 STAGES - 1 行
         fetch(j);
 #if CLUSTER_SIZE > 1
-    cluster.sync();                                      // 簇里每一块都已开始运行：之后才写别的块的共享内存
+    cg::this_cluster().sync();                           // 簇里每一块都已开始运行：之后才写别的块的共享内存
 #endif
 
     int it = 0;
@@ -587,49 +604,13 @@ extern "C" __global__ void softmax_cluster_pipe(const floatX *__restrict__ x, fl
             const int k = threadIdx.x + p * BLOCK_SIZE;
             u[p] = k < nv ? buf[k] : neg_inf_vec();
         }
-        // 2. 与寄存器版相同：本线程的 m，f = exp(x - m)，s = sum f
-        float f[PACKS][VEC];
-#pragma unroll
-        for (int p = 0; p < PACKS; p++)
-            unpack(u[p], f[p]);
-        float m = NEG_INF;
-#pragma unroll
-        for (int p = 0; p < PACKS; p++)
-#pragma unroll
-            for (int e = 0; e < VEC; e++)
-                m = fmaxf(m, f[p][e]);
-        const float mb = (m == NEG_INF) ? 0.0f : m * LOG2E;
-        float sum = 0.0f;
-#pragma unroll
-        for (int p = 0; p < PACKS; p++)
-#pragma unroll
-            for (int e = 0; e < VEC; e++) {
-                f[p][e] = fast_exp2(fmaf(f[p][e], LOG2E, -mb));
-                sum += f[p][e];
-            }
-        // 3. 簇内合并：这一行用 slots[it & 1]。写下一行的那一份之前，每块都已过了这一行的屏障，
-        //    所以不会有块还在读它（两份轮换，每行一次 cluster.sync() 就够）
-        float M = m, S = sum;
-        warp_combine(M, S);
-        float2 *sl = slots[it & 1];
-#if CLUSTER_SIZE > 1
-        if (lane < CLUSTER_SIZE)
-            *cluster.map_shared_rank(&sl[rank * NWARPS + warp], lane) = make_float2(M, S);
-        cluster.sync();
-#else
-        if (lane == 0)
-            sl[warp] = make_float2(M, S);
-        __syncthreads();
-#endif
-        M = NEG_INF;
-        S = 0.0f;
-        for (int i = lane; i < CLUSTER_SIZE * NWARPS; i += 32) {
-            const float2 q = sl[i];
-            combine(M, S, q.x, q.y);
-        }
-        warp_combine(M, S);
+        // 2. 与寄存器版相同：本线程的 m，f = exp(x - m)，s = sum f；簇内合并。这一行用 slots[it & 1]：
+        //    写下一行的那一份之前，每块都已过了这一行的屏障，不会有块还在读它（两份轮换，每行一次屏障就够）
+        float f[PACKS][VEC], m;
+        const float sum = exp_segment(u, f, m);
+        const float2 MS = cluster_merge(slots[it & 1], m, sum);
         // 4. 写：整向量的流式写（行首对齐、每行的字节数是 16 的倍数，没有半截向量）
-        const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - M) * LOG2E) / S;
+        const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - MS.x) * LOG2E) / MS.y;
         uint4 *yr = reinterpret_cast<uint4 *>(y + row * y_row_stride) + v0;
 #pragma unroll
         for (int p = 0; p < PACKS; p++) {

@@ -308,7 +308,8 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
                  packs: int | None = None, sm_count: int = NOMINAL_SM_COUNT, clusters: bool = False,
                  aligned: bool = True) -> dict:
     """:func:`softmax` 的启动计划（不启动内核）：``{"kernel", "block_size", "packs", "chunks", "grid"}``，
-    cluster 内核另有 ``"cluster_size"``（这时 ``chunks`` 就是簇大小）。
+    cluster 与 pipe 内核另有 ``"cluster_size"``（这时 ``chunks`` 就是簇大小），pipe 还有 ``"stages"``；pipe 的
+    ``grid`` 是常驻网格的名义值（每 ``cluster_size`` 个 SM 一个簇），启动时取驱动给出的同时驻留的簇数。
 
     ``kernel="auto"`` 从 :data:`SOFTMAX_CONFIGS` 取配置，给出的 ``block_size`` / ``packs`` 覆盖表里的值；
     整行放不进 warp 时改用 block，放不进线程块时改用 split；表里是 cluster 而 ``clusters=False``

@@ -15,6 +15,10 @@
 （:mod:`reduction_lab.simt`）不模拟线程块簇和分布式共享内存，也不接受这份源码用到的
 C++ 写法（数组引用、``reinterpret_cast``、``__nv_bfloat16``），所以 sim 模式下明确报错。
 
+另外两个内核把每块那一段放在寄存器里：``softmax_cluster_regs``（一簇一行，``backend="cuda"`` 的长行默认）与
+``softmax_cluster_pipe``（簇常驻、依次处理多行，后面的行先异步地预取进共享内存；要求每行从 16 字节边界开始、
+字节数是 16 的倍数）。
+
 CuPy（14.x）启动内核用的是 ``cuLaunchKernel``，不能在启动时指定簇的形状，所以簇的大小写在
 编译期（``__cluster_dims__``），每种簇大小、每种元素类型编译一个变体（``CLUSTER_SIZE``、
 ``USE_BF16``）。16 块的簇超出可移植的上限 8，启动前要设置内核属性

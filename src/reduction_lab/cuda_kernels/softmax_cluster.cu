@@ -1,5 +1,5 @@
 // softmax_cluster.cu：一行大到一个SM放不下时，用Hopper的线程块簇（thread block cluster）把整行留在片上。
-// 包装函数：reduction_lab.cuda_kernels.cluster（softmax_cluster、softmax_cluster_regs）。
+// 包装函数：reduction_lab.cuda_kernels.cluster（softmax_cluster、softmax_cluster_regs、softmax_cluster_pipe）。
 // 课程页面：docs/cuda/cluster-softmax.md。
 //
 //   softmax_cluster_rows  一个簇（CLUSTER_SIZE个线程块）处理一行：每块把自己那一段用16字节的向量
@@ -9,6 +9,8 @@
 //   softmax_cluster_regs  同样一个簇一行，但每块那一段放在寄存器里（每个线程PACKS个16字节向量）：
 //                         exp只算一次；等簇里每一块都开始运行之后，每个warp把自己的(m, s)直接写进
 //                         簇里每一块的共享内存，一次cluster.sync()之后各块只读本地的共享内存。
+//   softmax_cluster_pipe  寄存器版的常驻形式：网格里的簇数等于同时驻留得下的簇数，每个簇依次处理多行，
+//                         后面几行的段先异步地装进共享内存（cp.async 或一维 TMA，见该内核前的说明）。
 //
 // 编译期常量：
 //   CLUSTER_SIZE  每簇的线程块数：1、2、4、8（可移植的上限）或16（启动前要设置内核属性

@@ -443,6 +443,18 @@ def test_pipe_through_softmax_plan():
         softmax_plan(256, 262144, torch.float32, "pipe", 512, 8, clusters=True, aligned=False)
 
 
+def test_auto_pipe_entry_falls_back(monkeypatch):
+    """SOFTMAX_CONFIGS 里的 pipe 项：行不对齐、每行不是整数个 16 字节向量时改用寄存器版，没有簇时改用 block / split。"""
+    import reduction_lab.cuda_kernels as ck
+
+    monkeypatch.setitem(ck.SOFTMAX_CONFIGS, 2, ((None, "pipe", 256, 4),))
+    p = softmax_plan(64, 32768, torch.bfloat16, clusters=True)
+    assert (p["kernel"], p["cluster_size"], p["stages"]) == ("pipe", 4, 3)
+    assert softmax_plan(64, 32768, torch.bfloat16, clusters=True, aligned=False)["kernel"] == "cluster"
+    assert softmax_plan(64, 32770, torch.bfloat16, clusters=True)["kernel"] == "cluster"
+    assert softmax_plan(64, 32768, torch.bfloat16)["kernel"] == "split"
+
+
 @needs_sim
 def test_sim_mode_refuses_pipe_kernel_clearly():
     with pytest.raises(runtime.ModeError, match="softmax_cluster_pipe"):

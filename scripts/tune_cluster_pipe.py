@@ -82,7 +82,7 @@ def main() -> int:
                         continue
                     tt = bench(lambda: cl.softmax_cluster_pipe(x, block_size=b, packs=p, stages=st, tma=tma, out=y))
                     key = [k for k in cl._PIPE_PLANS if k[0] == m and k[1] == n and k[3] == plan]
-                    ncl = cl._PIPE_PLANS[key[0]][1] if key else None
+                    ncl = cl._PIPE_PLANS[key[0]].grid[0] // plan.cluster_size if key else None
                     row["cands"].append({"b": b, "p": p, "st": st, "tma": tma, "c": plan.cluster_size, "frac": tc / tt,
                                          "n_clusters": ncl})
             best = sorted([c for c in row["cands"] if "frac" in c], key=lambda c: -c["frac"])[:5]

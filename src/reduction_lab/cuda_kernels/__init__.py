@@ -496,17 +496,16 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
             extra = p.get("chunks")
         plan = _SOFTMAX_PLANS[key] = [_SOFTMAX_NAMES.get(p["kernel"]), p["grid"], B, defines, p["kernel"], extra, None]
     kname, grid, B, defines, kind, extra, lp = plan      # extra：split 的段数，或 cluster / pipe 的配置
-    if kind == "pipe":
-        from .cluster import pipe_launch_cached
-
-        pipe_launch_cached(x, y, extra)
-        return y
-    if kind == "cluster":
-        from .cluster import regs_launch_cached
-
-        regs_launch_cached(x, y, extra)
-        return y
     xs, ys = x.stride(0), y.stride(0)
+    if kind in ("pipe", "cluster"):
+        if lp is not None:                                # 热路径：同下，参数按地址写进启动缓冲区
+            lp.launch_values((x.data_ptr(), y.data_ptr(), xs, ys, M, N, extra.seg_vecs) if kind == "pipe"
+                             else (x.data_ptr(), y.data_ptr(), xs, ys, N))
+            return y
+        from .cluster import pipe_launch_cached, regs_launch_cached
+
+        plan[6] = (pipe_launch_cached if kind == "pipe" else regs_launch_cached)(x, y, extra)
+        return y
     if lp is not None and kind != "split":
         # 热路径：输入已由 api 检查过，计划按 (形状, dtype, 设备, 对齐) 缓存，参数直接按地址写进启动缓冲区
         lp.launch_values((x.data_ptr(), y.data_ptr(), xs, ys, M, N) if kind == "warp"

@@ -196,10 +196,11 @@ def _prepare(kern, plan: ClusterPlan, bf16: bool, index: int) -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _device_info(index: int) -> tuple[int, int]:
+def _device_info(index: int) -> tuple[int, int, int]:
+    """(计算能力的主版本, 每块可申请的共享内存上限, SM 数)。"""
     props = torch.cuda.get_device_properties(index)
     optin = int(getattr(props, "shared_memory_per_block_optin", 0) or SHARED_OPTIN_SM90)
-    return props.major, optin
+    return props.major, optin, props.multi_processor_count
 
 
 def _check_gpu_input(x: torch.Tensor, dtypes, name: str) -> int:
@@ -404,17 +405,19 @@ def softmax_cluster_regs(x: torch.Tensor, *, cluster_size: int | None = None, bl
     return out
 
 
-def regs_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan) -> None:
-    """按 ``plan`` 启动，``x`` / ``y`` 已经检查过、在当前设备上（:mod:`reduction_lab.cuda_kernels` 的
-    ``softmax_checked`` 调用它）：启动计划按 (形状, dtype, 设备, 配置) 缓存，之后直接经 cuLaunchKernel 启动。"""
+def regs_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan):
+    """按 ``plan`` 启动，``x`` / ``y`` 已经检查过、在当前设备上：启动计划按 (形状, dtype, 设备, 配置) 缓存，
+    之后直接经 cuLaunchKernel 启动。返回这个启动计划（``launcher._Plan``）：同一形状的调用者可以存下它，
+    之后用 ``launch_values`` 启动（:mod:`reduction_lab.cuda_kernels` 的 ``softmax_checked``）。"""
     M, N = x.shape
     key = (M, N, x.dtype, x.get_device(), plan.cluster_size, plan.block_size, plan.packs)
     launcher = _REGS_PLANS.get(key)
     if launcher is not None and launcher((x, y, x.stride(0), y.stride(0), N)):
-        return
+        return launcher
     if len(_REGS_PLANS) > 1024:
         _REGS_PLANS.clear()
-    _REGS_PLANS[key] = _regs_launch(x, y, plan, key[3])
+    launcher = _REGS_PLANS[key] = _regs_launch(x, y, plan, key[3])
+    return launcher
 
 
 # ---------------------------------------------------------------- 常驻的簇，预取后面的行：softmax_cluster_pipe
@@ -533,23 +536,23 @@ _PIPE_SIG = _REGS_SIG[:4] + (("n_rows", "int", False), ("n_cols", "int", False),
 _PIPE_PLANS: dict = {}
 
 
-def pipe_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: PipePlan, n_clusters: int | None = None) -> int:
+def pipe_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: PipePlan, n_clusters: int | None = None):
     """按 ``plan`` 启动，``x`` / ``y`` 已经检查过（含 :func:`pipe_ok`）、在当前设备上。网格是常驻的：
-    ``n_clusters`` 个簇（默认取驱动给出的同时驻留的簇数，不超过行数）。启动计划按形状与配置缓存。
-    返回所用的簇数。"""
+    ``n_clusters`` 个簇（默认取驱动给出的同时驻留的簇数，不超过行数）。启动计划按形状与配置缓存；
+    返回它（``launcher._Plan``，网格里的簇数是 ``grid[0] // cluster_size``），用法同 :func:`regs_launch_cached`。"""
     M, N = x.shape
     key = (M, N, x.get_device(), plan, n_clusters)
     hit = _PIPE_PLANS.get(key)
     args = (x, y, x.stride(0), y.stride(0), M, N, plan.seg_vecs)
-    if hit is not None and hit[0](args):
-        return hit[1]
+    if hit is not None and hit(args):
+        return hit
     from .launcher import _Plan
 
     index = key[2]
     kern, func = _pipe_kernel(plan, x.dtype, index)
     if n_clusters is None:
         fit = max_active_clusters(int(func.ptr), plan.cluster_size, plan.block_size, plan.shared_bytes)
-        n_clusters = fit or max(1, _sm_count(index) // plan.cluster_size)
+        n_clusters = fit or max(1, _device_info(index)[2] // plan.cluster_size)
     n_clusters = max(1, min(M, n_clusters))
     if n_clusters * plan.cluster_size > 2**31 - 1:
         raise ValueError("网格超过上限 2**31 - 1 (grid too large)")
@@ -559,13 +562,8 @@ def pipe_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: PipePlan, n_clust
         raise RuntimeError(f"{PIPE_KERNEL} 的参数不符合启动计划 (arguments do not match the launch plan)")
     if len(_PIPE_PLANS) > 1024:
         _PIPE_PLANS.clear()
-    _PIPE_PLANS[key] = (launcher, n_clusters)
-    return n_clusters
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
+    _PIPE_PLANS[key] = launcher
+    return launcher
 
 
 def softmax_cluster_pipe(x: torch.Tensor, *, cluster_size: int | None = None, block_size: int | None = None,

@@ -1477,12 +1477,7 @@ class Machine:
     def _load(self, p, lanes, node):
         buf = p.buf
         flat = self._flat(buf, p.v, lanes)
-        if buf.tracker is not None:
-            self.race(buf, flat, lanes, node, p.t.vol, False)
-        elif buf.gtracker is not None:
-            self.global_race(buf, flat, lanes, node, "read")
-        if buf.init is not None:
-            self.check_init(buf, flat, lanes, node)
+        self._check_read(buf, flat, lanes, node, p.t.vol)
         v = buf.data[flat]
         el = p.t.base
         if buf.elem.dtype != el.dtype:
@@ -1539,12 +1534,7 @@ class Machine:
             v = v[()] if v.ndim == 0 else v
         else:
             v = T.cast(val.v, buf.elem)
-        if buf.tracker is not None:
-            self.race(buf, flat, lanes, node, p.t.vol, True, v)
-        elif buf.kind == "global" and self.global_racecheck:
-            if buf.gtracker is None:        # 去掉 const 之后写入只读参数：从现在开始记录
-                buf.gtracker = GlobalTracker(buf.per)
-            self.global_race(buf, flat, lanes, node, "write", v)
+        self._check_write(buf, flat, lanes, node, p.t.vol, v)
         if np.ndim(flat) == 0:
             if np.ndim(v):
                 v = v[-1]     # 多个线程写同一个地址：编号最大的线程的值留下
@@ -1595,12 +1585,7 @@ class Machine:
         flat = self._flat(buf, p.v, lanes)
         root, cells = self._cells(buf, flat, s)
         for cl in cells:
-            if root.tracker is not None:
-                self.race(root, cl, lanes, node, p.t.vol, False)
-            elif root.gtracker is not None:
-                self.global_race(root, cl, lanes, node, "read")
-            if root.init is not None:
-                self.check_init(root, cl, lanes, node)
+            self._check_read(root, cl, lanes, node, p.t.vol)
         dt = el.dtype if el.is_scalar or el.is_fnptr else np.dtype(np.uint64)
         b = flat * buf.elem.size
         raw = buf.raw
@@ -1634,12 +1619,7 @@ class Machine:
         flat = self._flat(buf, p.v, lanes)
         root, cells = self._cells(buf, flat, s)
         for cl in cells:
-            if root.tracker is not None:
-                self.race(root, cl, lanes, node, p.t.vol, True, None)
-            elif root.kind == "global" and self.global_racecheck:
-                if root.gtracker is None:
-                    root.gtracker = GlobalTracker(root.per)
-                self.global_race(root, cl, lanes, node, "write", None)
+            self._check_write(root, cl, lanes, node, p.t.vol, None)
         b = flat * buf.elem.size
         raw = buf.raw
         bytes_ = v.reshape(-1).view(np.uint8)
@@ -1774,6 +1754,24 @@ class Machine:
             buf.tracker.write(flat, tid, ep, vol, line, report, same, vals)
         else:
             buf.tracker.read(flat, tid, ep, vol, line, report)
+
+    def _check_read(self, buf, idx, lanes, node, vol):
+        """一次读之前的检查：共享内存的竞争、全局内存的竞争、读未初始化的内存。"""
+        if buf.tracker is not None:
+            self.race(buf, idx, lanes, node, vol, False)
+        elif buf.gtracker is not None:
+            self.global_race(buf, idx, lanes, node, "read")
+        if buf.init is not None:
+            self.check_init(buf, idx, lanes, node)
+
+    def _check_write(self, buf, idx, lanes, node, vol, val):
+        """一次写之前的竞争检查（共享内存或全局内存）。"""
+        if buf.tracker is not None:
+            self.race(buf, idx, lanes, node, vol, True, val)
+        elif buf.kind == "global" and self.global_racecheck:
+            if buf.gtracker is None:        # 去掉 const 之后写入只读参数：从现在开始记录
+                buf.gtracker = GlobalTracker(buf.per)
+            self.global_race(buf, idx, lanes, node, "write", val)
 
     def global_race(self, buf, flat, lanes, node, kind, val=None):
         """全局内存竞争检查（GlobalTracker）：一次启动之内，不同线程块之间没有顺序。"""

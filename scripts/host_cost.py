@@ -63,7 +63,11 @@ def probes() -> dict:
         out["triton copy FastLaunch"] = per_call_us(lambda: fl((64,), y, x, x.numel(), BLOCK=1024))
         entry = next(iter(fl.cache.values()))
         out["FastLaunch path"] = {_launch._NEW: "C launch function (new Triton)", _launch._V36: "C launch function (Triton 3.6)",
-                                  _launch._RUN: "compiled.run"}[entry[0]] + f" ({type(entry[1]).__name__})"
+                                  _launch._RUN: "compiled.run", _launch._TORCH: "torch C++ launcher"}[entry[0]] \
+            + f" ({type(entry[1]).__name__})"
+    from reduction_lab import torch_launcher
+
+    out["torch launcher kind"] = str(torch_launcher.kind())
     # 一次 rl.softmax 调用里的各段（Triton 默认 backend）：检查、计划、分配输出、启动
     from reduction_lab.triton_kernels import softmax as tsm
 
@@ -98,6 +102,15 @@ def probes() -> dict:
     out["row_sum_checked(x bf16)"] = per_call_us(lambda: trs.row_sum_checked(xb))
     out["torch.empty(64, bf16)"] = per_call_us(lambda: torch.empty(64, device=xb.device, dtype=torch.bfloat16))
     out["rl.softmax(x) cuda"] = per_call_us(lambda: rl.softmax(x, backend="cuda"))
+    from reduction_lab import cuda_kernels as ck
+
+    out["cuda softmax_checked(x)"] = per_call_us(lambda: ck.softmax_checked(x))
+    lp = next((p[6] for k, p in ck._SOFTMAX_PLANS.items() if k[:3] == (*x.shape, x.dtype)), None)
+    if lp is not None:
+        out["cuda plan launcher"] = "torch C++ launcher" if getattr(lp, "fast", None) is not None else "cupy launchKernel"
+        vals = (x.data_ptr(), y.data_ptr(), x.stride(0), y.stride(0), x.shape[0], x.shape[1])
+        if len(lp.checks) == len(vals):
+            out["cuda _Plan.launch_values (precomputed)"] = per_call_us(lambda: lp.launch_values(vals))
     out["rl.reduce_sum(x) cuda"] = per_call_us(lambda: rl.reduce_sum(x, backend="cuda"))
     out["rl.softmax(x) tilelang"] = per_call_us(lambda: rl.softmax(x, backend="tilelang"))
     out["torch.cuda.current_stream().cuda_stream"] = per_call_us(lambda: torch.cuda.current_stream().cuda_stream)

@@ -50,6 +50,11 @@ def test_fast_launch_matches_reference_across_specialisations():
     if rl.MODE == "gpu":
         assert fl.enabled
         assert len(fl.cache) >= 4         # 至少四种不同的特化
+        from reduction_lab import torch_launcher
+        from reduction_lab.triton_kernels._launch import _TORCH
+
+        if torch_launcher.kind() is not None:   # torch 带了 C++ 启动器：每种特化（含 scale = 1 被特化掉的）都用它
+            assert all(entry[0] == _TORCH for entry in fl.cache.values())
     else:
         assert not fl.enabled             # 解释器里总是走 Triton 的正常路径
 

@@ -457,6 +457,14 @@ class _Plan:
         self.checks = tuple(checks)
         self.params = (ctypes.c_void_p * max(1, len(codes)))(*[base + o for o in offsets])
         self.params_addr = ctypes.addressof(self.params)
+        # torch 自带的 C++ 启动器（有的话）：参数由它写进自己的槽位，不经 struct 与 CuPy，也不必加锁
+        from .. import torch_launcher
+
+        tys = "".join("O" if is_ptr else (torch_launcher.numpy_arg_type(_SCALAR_DTYPES[_base_type(ctype)]) or "?")
+                      for pname, ctype, is_ptr in sig)
+        self.fast = torch_launcher.make(self.fptr, block, self.shared, tys)
+        if self.fast is not None:
+            self.launch_values = self._launch_fast
 
     def __call__(self, args) -> bool:
         """检查并启动；不符合快速路径的条件时返回 False（什么都没有启动）。"""
@@ -487,6 +495,10 @@ class _Plan:
                 return False
         self.launch_values(values)
         return True
+
+    def _launch_fast(self, values) -> None:
+        g = self.grid
+        self.fast(g[0], g[1], g[2], torch._C._cuda_getCurrentRawStream(self.device), *values)
 
     def launch_values(self, values) -> None:
         """热路径：``values`` 是已经换成地址的指针与 Python 数，顺序同形参表，调用者保证它们就是 :meth:`__call__`

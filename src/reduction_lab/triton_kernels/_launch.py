@@ -122,7 +122,8 @@ class FastLaunch:
         if key is not None and hasattr(compiled, "packed_metadata") and callable(getattr(compiled, "run", None)):
             tail = tuple(kwargs.get(name, default) for name, default in self.constexprs)
             # 已编译内核的这几个属性每次访问都要经过 Python（旧版 Triton 重载了 __getattribute__）：取一次存起来
-            self.cache[key] = _entry(compiled.run, compiled.function, compiled.packed_metadata, tail)
+            self.cache[key] = _torch_entry(compiled, self.n_runtime) or \
+                _entry(compiled.run, compiled.function, compiled.packed_metadata, tail)
 
     def launch(self, grid, args, kwargs: dict, kw_key):
         """``kw_key`` 是 ``kwargs`` 的可哈希形式（调用者可以预先算好，每次调用不再重建）。"""
@@ -150,8 +151,29 @@ class FastLaunch:
         return None
 
 
-# 启动方式：新版 Triton 的 C 函数、Triton 3.6 的 C 函数、或已编译内核的 run（通用）
-_NEW, _V36, _RUN = 0, 1, 2
+# 启动方式：新版 Triton 的 C 函数、Triton 3.6 的 C 函数、已编译内核的 run（通用）、或 torch 的 C++ 启动器
+_NEW, _V36, _RUN, _TORCH = 0, 1, 2, 3
+
+
+def _torch_entry(compiled, n_runtime: int):
+    """能用 torch 自带的启动器（:mod:`reduction_lab.torch_launcher`）时的缓存项：(方式, 启动器, 保留的参数下标, None)。
+    只用于最普通的内核：一个 CTA 一组（num_ctas = 1）、不要 scratch 内存、不是协作启动也不用 PDL；
+    否则返回 None，照旧用 Triton 的启动器。"""
+    from .. import torch_launcher
+
+    run = getattr(compiled, "run", None)
+    meta = getattr(compiled, "metadata", None)
+    if torch_launcher.kind() is None or meta is None or getattr(run, "gsan_enabled", False) \
+            or getattr(run, "launch_cooperative_grid", True) or getattr(run, "launch_pdl", True) \
+            or getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "global_scratch_size", 0) \
+            or getattr(meta, "profile_scratch_size", 0) or tuple(getattr(meta, "cluster_dims", (1, 1, 1))) != (1, 1, 1):
+        return None
+    types = torch_launcher.triton_arg_types(compiled, n_runtime)
+    if types is None:
+        return None
+    tys, keep, n_scratch = types
+    fn = torch_launcher.make(compiled.function, 32 * meta.num_warps, meta.shared, tys, n_scratch)
+    return None if fn is None else (_TORCH, fn, keep, None)
 
 
 def _entry(run, function, packed, tail):
@@ -175,7 +197,9 @@ def _call(entry, grid, stream, flat):
     how, fn, function, extra = entry
     g1 = grid[1] if len(grid) > 1 else 1
     g2 = grid[2] if len(grid) > 2 else 1
-    if how == _V36:
+    if how == _TORCH:                        # function 这一格是保留的参数下标（None：全部保留）
+        fn(grid[0], g1, g2, stream, *(flat if function is None else [flat[i] for i in function]))
+    elif how == _V36:
         coop, pdl, packed, tail = extra
         fn(grid[0], g1, g2, stream, function, coop, pdl, None, None, packed, None, None, None, *flat, *tail)
     elif how == _NEW:

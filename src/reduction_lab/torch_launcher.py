@@ -1,0 +1,100 @@
+"""经 PyTorch 自带的 C++ 启动器启动已经编译、加载好的内核（CUfunction）：Triton 与 CUDA C 两个 backend 共用。
+
+一次调用的主机开销里，启动这一步最贵（课程页面 docs/bench/index.md 的「每次调用的开销」）：Triton 3.6 的
+C 启动函数要解析二十来个参数、经 ``cuLaunchKernelEx``，CuPy 的 ``driver.launchKernel`` 要 Python 这边先把参数
+打包进缓冲区。torch 为 Inductor 编译出来的 Triton 内核带了两个静态编译的启动器（不必在用户机器上编译任何东西）：
+
+* ``torch._C._FastCudaLauncher(函数, warp 数, 共享内存, 参数类型, scratch 数)``：预先绑定函数与参数类型的
+  可调用对象，经 vectorcall 调用 ``launcher(gx, gy, gz, stream, *参数)``，参数直接写进它自己的槽位，
+  再调用 ``cuLaunchKernel``；
+* ``torch._C._StaticCudaLauncher._launch_kernel(函数, gx, gy, gz, warp 数, 共享内存, 参数类型, 参数元组, stream)``：
+  较早的版本只有它，每次还要解析固定参数。
+
+参数类型一个字符一个参数：``O`` 指针（整数地址或张量）、``i`` / ``l`` int32 / int64、``I`` / ``K`` uint32 / uint64、
+``b`` / ``h`` / ``B`` / ``H`` 8、16 位整数、``f`` / ``d`` float / double。线程块总是一维的
+（``blockDim.x = 32 * warp 数``），所以只用于块大小是 32 的倍数的一维块；不满足条件、torch 没有这两个启动器
+（CPU 版的 torch、很老的版本）时 :func:`make` 返回 None，调用者照旧走 Triton / CuPy 的启动路径。
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["kind", "make", "numpy_arg_type", "triton_arg_types"]
+
+_FAST = getattr(torch._C, "_FastCudaLauncher", None)
+_STATIC = getattr(torch._C, "_StaticCudaLauncher", None)
+#: 参数个数的上限：torch 的启动器把参数放在定长的数组里（MAX_ARGS = 120），这里留足余量
+MAX_ARGS = 64
+
+
+def kind() -> str | None:
+    """这个 torch 带的是哪一个启动器："fast"、"static"，或 None（没有）。"""
+    if _FAST is not None:
+        return "fast"
+    if _STATIC is not None and hasattr(_STATIC, "_launch_kernel"):
+        return "static"
+    return None
+
+
+def make(function: int, block, shared: int, arg_types: str, n_scratch: int = 0):
+    """为一个已加载的 CUfunction 建启动器：返回 ``launch(gx, gy, gz, stream, *参数)``，或 None（不能用）。
+
+    ``block`` 是 (x, y, z) 或整数；只接受 y = z = 1、x 是 32 的倍数。``n_scratch`` 个追加的空指针参数
+    （Triton 较新的版本在内核末尾加的 global / profile scratch）由启动器自己补上。"""
+    bx, by, bz = (block, 1, 1) if isinstance(block, int) else tuple(block)
+    if by != 1 or bz != 1 or bx % 32 or not 32 <= bx <= 1024 or len(arg_types) + n_scratch > MAX_ARGS \
+            or not set(arg_types) <= set("OilIKbhBHfd"):
+        return None
+    warps, shared, function = bx // 32, int(shared), int(function)
+    which = kind()
+    if which == "fast":
+        try:
+            return _FAST(function, warps, shared, arg_types, int(n_scratch))
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    if which == "static":
+        launch_kernel = _STATIC._launch_kernel
+        tys = arg_types + "O" * n_scratch
+        tail = (None,) * n_scratch
+
+        def launch(gx, gy, gz, stream, *args):
+            launch_kernel(function, gx, gy, gz, warps, shared, tys, args + tail if tail else args, stream)
+
+        return launch
+    return None
+
+
+#: numpy 标量类型 -> 参数类型字符（CUDA C 内核的形参由 launcher 解析成 numpy 类型）
+_NUMPY_CODES = {np.int8: "b", np.uint8: "B", np.int16: "h", np.uint16: "H", np.int32: "i", np.uint32: "I",
+                np.int64: "l", np.uint64: "K", np.float32: "f", np.float64: "d", np.bool_: "b"}
+
+
+def numpy_arg_type(dtype) -> str | None:
+    return _NUMPY_CODES.get(dtype)
+
+
+def triton_arg_types(compiled, n_runtime: int):
+    """一个 Triton 已编译内核（``kernel[grid](...)`` 的返回值）的参数类型：返回 (类型串, 保留的参数下标,
+    scratch 个数)，或 None（读不出来、有 Triton 特化掉的常数以外的特殊参数，或启动钩子不为空）。
+
+    哪些参数被 Triton 特化成了常数（例如等于 1 的整数）、内核末尾有没有 scratch 指针，用 torch 自己解析
+    Triton 元数据的 ``StaticallyLaunchedCudaKernel``（torch._inductor 启动 Triton 内核用的就是它），不自己猜。
+    ``n_runtime``：运行时参数（不是 tl.constexpr 的）个数，它们排在签名的最前面。"""
+    try:
+        try:
+            from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
+        except ImportError:
+            from torch._inductor.runtime.static_cuda_launcher import StaticallyLaunchedCudaKernel
+        info = StaticallyLaunchedCudaKernel(compiled)
+    except Exception:  # noqa: BLE001 - 任何不支持的情形（钩子、TMA 描述符、多 CTA）都只是不走这条路
+        return None
+    constants = set(getattr(info, "full_constexprs", ()))
+    keep = tuple(i for i in range(n_runtime) if i not in constants)
+    tys = info.arg_tys
+    if len(tys) != len(keep):
+        return None
+    n_scratch = int(bool(getattr(info, "has_global_scratch", False))) + \
+        int(bool(getattr(info, "has_profile_scratch", False)))
+    return tys, (None if keep == tuple(range(n_runtime)) else keep), n_scratch

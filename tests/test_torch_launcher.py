@@ -1,0 +1,78 @@
+"""reduction_lab.torch_launcher：什么时候用 torch 的 C++ 启动器、传给它的参数类型与块形状。
+
+没有 GPU 的机器上 torch 是 CPU 版，没有这两个启动器：:func:`make` 必须返回 None（调用者照旧走 Triton / CuPy）。
+这里用一个记录调用的假启动器检查包装：warp 数、共享内存、类型串与 scratch 个数，以及不接受的块形状。
+gpu 模式下真正的启动由 test_fast_launch.py、test_launch_plans.py 与各内核的测试检查结果。
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from reduction_lab import torch_launcher
+
+
+class _FakeFast:
+    made: list = []
+
+    def __init__(self, function, warps, shared, tys, n_scratch):
+        self.cfg = (function, warps, shared, tys, n_scratch)
+        _FakeFast.made.append(self.cfg)
+        self.calls = []
+
+    def __call__(self, *args):
+        self.calls.append(args)
+
+
+def test_kind_matches_torch_build():
+    expect = "fast" if hasattr(torch._C, "_FastCudaLauncher") else \
+        "static" if hasattr(torch._C, "_StaticCudaLauncher") else None
+    assert torch_launcher.kind() == expect
+    if expect is None:
+        assert torch_launcher.make(1234, 256, 0, "OOi") is None
+
+
+def test_make_passes_warps_shared_and_types(monkeypatch):
+    monkeypatch.setattr(torch_launcher, "_FAST", _FakeFast)
+    fn = torch_launcher.make(0xABC, (256, 1, 1), 4096, "OOlli", n_scratch=2)
+    assert isinstance(fn, _FakeFast)
+    assert fn.cfg == (0xABC, 8, 4096, "OOlli", 2)
+    fn(3, 1, 1, 77, 10, 20, 30, 40, 5)
+    assert fn.calls == [(3, 1, 1, 77, 10, 20, 30, 40, 5)]
+
+
+@pytest.mark.parametrize("block", [(96, 2, 1), (100, 1, 1), 16, 2048, (128, 1, 4)])
+def test_make_refuses_blocks_it_cannot_express(monkeypatch, block):
+    """torch 的启动器总是启动 32 * warp 数个线程的一维块：二维块、不是 32 的倍数的块不能交给它。"""
+    monkeypatch.setattr(torch_launcher, "_FAST", _FakeFast)
+    assert torch_launcher.make(1, block, 0, "O") is None
+
+
+def test_make_refuses_unknown_types_and_too_many_args(monkeypatch):
+    monkeypatch.setattr(torch_launcher, "_FAST", _FakeFast)
+    assert torch_launcher.make(1, 128, 0, "O?") is None            # 启动器不认识的参数类型
+    assert torch_launcher.make(1, 128, 0, "O" * 70) is None
+
+
+def test_static_launcher_appends_scratch(monkeypatch):
+    calls = []
+
+    class _Static:
+        @staticmethod
+        def _launch_kernel(*args):
+            calls.append(args)
+
+    monkeypatch.setattr(torch_launcher, "_FAST", None)
+    monkeypatch.setattr(torch_launcher, "_STATIC", _Static)
+    assert torch_launcher.kind() == "static"
+    fn = torch_launcher.make(99, 64, 0, "Oi", n_scratch=1)
+    fn(4, 2, 1, 5, 1000, 7)
+    assert calls == [(99, 4, 2, 1, 2, 0, "OiO", (1000, 7, None), 5)]
+
+
+def test_numpy_arg_types():
+    assert [torch_launcher.numpy_arg_type(t) for t in (np.int32, np.int64, np.uint32, np.uint64, np.float32,
+                                                       np.float64)] == ["i", "l", "I", "K", "f", "d"]
+    assert torch_launcher.numpy_arg_type(np.complex64) is None

@@ -68,6 +68,19 @@ def probes() -> dict:
     from reduction_lab import torch_launcher
 
     out["torch launcher kind"] = str(torch_launcher.kind())
+    # 同一个已编译的 Triton 内核，两种启动器各自只启动（参数都已备好）
+    compiled = _copy_kernel[(64,)](y, x, x.numel(), BLOCK=1024)
+    stream0 = torch._C._cuda_getCurrentRawStream(x.get_device())
+    flat0 = (y.data_ptr(), x.data_ptr(), x.numel())
+    e_triton = _launch._entry(compiled.run, compiled.function, compiled.packed_metadata, ())
+    out["launch only: Triton's C launcher"] = per_call_us(lambda: _launch._call(e_triton, (64,), stream0, flat0))
+    e_torch = _launch._torch_entry(compiled, 3)
+    if e_torch is not None:
+        y.zero_()
+        _launch._call(e_torch, (64,), stream0, flat0)
+        torch.cuda.synchronize()
+        assert torch.equal(y, x), "torch 的启动器启动的拷贝内核结果与输入不同"
+        out["launch only: torch's C++ launcher"] = per_call_us(lambda: _launch._call(e_torch, (64,), stream0, flat0))
     # 一次 rl.softmax 调用里的各段（Triton 默认 backend）：检查、计划、分配输出、启动
     from reduction_lab.triton_kernels import softmax as tsm
 
@@ -84,7 +97,8 @@ def probes() -> dict:
     stream = torch._C._cuda_getCurrentRawStream(0)
     if entry is not None:
         out["Triton launch only (_call, all args precomputed)"] = per_call_us(lambda: _launch._call(entry, grid, stream, flat))
-        out.update(driver_probe(entry, grid, kw, stream, flat))
+        if entry[0] != _launch._TORCH:          # torch 的启动器没有 Triton 的元数据元组可拆
+            out.update(driver_probe(entry, grid, kw, stream, flat))
     out["torch._C._cuda_getCurrentRawStream(0)"] = per_call_us(lambda: torch._C._cuda_getCurrentRawStream(0))
     out["FastLaunch._hooks_on"] = per_call_us(launcher._hooks_on)
     out["x.data_ptr()"] = per_call_us(lambda: x.data_ptr())

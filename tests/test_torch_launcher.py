@@ -76,3 +76,37 @@ def test_numpy_arg_types():
     assert [torch_launcher.numpy_arg_type(t) for t in (np.int32, np.int64, np.uint32, np.uint64, np.float32,
                                                        np.float64)] == ["i", "l", "I", "K", "f", "d"]
     assert torch_launcher.numpy_arg_type(np.complex64) is None
+
+
+class _Src:
+    class fn:
+        arg_names = ["out_ptr", "in_ptr", "stride", "n", "scale", "BLOCK"]
+
+    signature = {"out_ptr": "*fp32", "in_ptr": "*bf16", "stride": "i64", "n": "i32", "scale": "i32",
+                 "BLOCK": "constexpr"}
+    constants = {(4,): 1, (5,): 1024}          # scale == 1 被特化成常数，BLOCK 是 tl.constexpr
+
+
+class _Meta:
+    global_scratch_size = 0
+    profile_scratch_size = 0
+
+
+class _Compiled:
+    src = _Src
+    metadata = _Meta
+
+
+def test_triton_arg_types_drop_specialised_constants():
+    assert torch_launcher.triton_arg_types(_Compiled, 5) == ("OOli", (0, 1, 2, 3), 2)
+
+
+def test_triton_arg_types_refuse_unknown_types():
+    class Src(_Src):
+        signature = {**_Src.signature, "n": "nvTmaDesc"}
+
+    class C(_Compiled):
+        src = Src
+
+    assert torch_launcher.triton_arg_types(C, 5) is None
+    assert torch_launcher.triton_arg_types(object(), 5) is None

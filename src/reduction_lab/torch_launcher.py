@@ -8,7 +8,7 @@ C 启动函数要解析二十来个参数、经 ``cuLaunchKernelEx``，CuPy 的 
   可调用对象，经 vectorcall 调用 ``launcher(gx, gy, gz, stream, *参数)``，参数直接写进它自己的槽位，
   再调用 ``cuLaunchKernel``；
 * ``torch._C._StaticCudaLauncher._launch_kernel(函数, gx, gy, gz, warp 数, 共享内存, 参数类型, 参数元组, stream)``：
-  较早的版本只有它，每次还要解析固定参数。
+  较早的版本（例如 2.11）只有它，每次还要解析固定参数。
 
 参数类型一个字符一个参数：``O`` 指针（整数地址或张量）、``i`` / ``l`` int32 / int64、``I`` / ``K`` uint32 / uint64、
 ``b`` / ``h`` / ``B`` / ``H`` 8、16 位整数、``f`` / ``d`` float / double。线程块总是一维的
@@ -75,26 +75,41 @@ def numpy_arg_type(dtype) -> str | None:
     return _NUMPY_CODES.get(dtype)
 
 
+#: Triton 签名里的类型 -> 参数类型字符（与 torch 的 StaticallyLaunchedCudaKernel 用的对应表相同；
+#: 布尔按 int32 传，半精度的标量按 float 传）
+_TRITON_CODES = {"i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u1": "I", "u8": "B", "u16": "H",
+                 "u32": "I", "u64": "K", "fp16": "f", "bf16": "f", "fp32": "f", "f32": "f", "fp64": "d"}
+
+
 def triton_arg_types(compiled, n_runtime: int):
     """一个 Triton 已编译内核（``kernel[grid](...)`` 的返回值）的参数类型：返回 (类型串, 保留的参数下标,
-    scratch 个数)，或 None（读不出来、有 Triton 特化掉的常数以外的特殊参数，或启动钩子不为空）。
+    scratch 个数)，或 None（有读不懂的参数类型，例如 TMA 描述符）。
 
-    哪些参数被 Triton 特化成了常数（例如等于 1 的整数）、内核末尾有没有 scratch 指针，用 torch 自己解析
-    Triton 元数据的 ``StaticallyLaunchedCudaKernel``（torch._inductor 启动 Triton 内核用的就是它），不自己猜。
-    ``n_runtime``：运行时参数（不是 tl.constexpr 的）个数，它们排在签名的最前面。"""
+    已编译的内核只接受没有被特化成常数的参数：签名里类型是 ``constexpr`` 的、或出现在 ``src.constants``
+    里的（tl.constexpr 形参、Triton 特化掉的等于 1 的整数）都不传。元数据里有 ``global_scratch_size`` /
+    ``profile_scratch_size`` 时，内核末尾各有一个 scratch 指针（本包的内核都不用，传空指针）。
+    ``n_runtime``：运行时参数（不是 tl.constexpr 的）个数，它们排在签名的最前面。
+    这里不导入 torch._inductor（它自己的 StaticallyLaunchedCudaKernel 做同样的解析）：导入要一两秒。"""
     try:
-        try:
-            from torch._inductor.runtime.static_triton_launcher import StaticallyLaunchedCudaKernel
-        except ImportError:
-            from torch._inductor.runtime.static_cuda_launcher import StaticallyLaunchedCudaKernel
-        info = StaticallyLaunchedCudaKernel(compiled)
-    except Exception:  # noqa: BLE001 - 任何不支持的情形（钩子、TMA 描述符、多 CTA）都只是不走这条路
+        src, meta = compiled.src, compiled.metadata
+        names = list(src.fn.arg_names)
+
+        def index(key):
+            if isinstance(key, str):
+                return names.index(key)
+            return key[0] if isinstance(key, tuple) else int(key)
+
+        types = {index(k): v for k, v in src.signature.items()}
+        constants = {index(k) for k in getattr(src, "constants", {})}
+    except (AttributeError, ValueError, TypeError, IndexError):
         return None
-    constants = set(getattr(info, "full_constexprs", ()))
-    keep = tuple(i for i in range(n_runtime) if i not in constants)
-    tys = info.arg_tys
-    if len(tys) != len(keep):
-        return None
-    n_scratch = int(bool(getattr(info, "has_global_scratch", False))) + \
-        int(bool(getattr(info, "has_profile_scratch", False)))
-    return tys, (None if keep == tuple(range(n_runtime)) else keep), n_scratch
+    keep = tuple(i for i in range(n_runtime) if types.get(i) != "constexpr" and i not in constants)
+    codes = []
+    for i in keep:
+        ty = types.get(i)
+        code = "O" if isinstance(ty, str) and ty.startswith("*") else _TRITON_CODES.get(ty)
+        if code is None:
+            return None
+        codes.append(code)
+    n_scratch = int(hasattr(meta, "global_scratch_size")) + int(hasattr(meta, "profile_scratch_size"))
+    return "".join(codes), (None if keep == tuple(range(n_runtime)) else keep), n_scratch

@@ -72,7 +72,7 @@ def probes() -> dict:
     compiled = _copy_kernel[(64,)](y, x, x.numel(), BLOCK=1024)
     stream0 = torch._C._cuda_getCurrentRawStream(x.get_device())
     flat0 = (y.data_ptr(), x.data_ptr(), x.numel())
-    e_triton = _launch._entry(compiled.run, compiled.function, compiled.packed_metadata, ())
+    e_triton = _launch._entry(compiled.run, compiled.function, compiled.packed_metadata, (1024,))   # 末尾是 BLOCK
     out["launch only: Triton's C launcher"] = per_call_us(lambda: _launch._call(e_triton, (64,), stream0, flat0))
     e_torch = _launch._torch_entry(compiled, 3)
     if e_torch is not None:

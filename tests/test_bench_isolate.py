@@ -289,8 +289,11 @@ def test_percall_small_in_process():
         for r in e["results"].values():
             assert r["status"] == "ok" and r["wall_us"] > 0 and r["k_calls"] == 2
             assert ("kernel_us" in r) == (rl.MODE == "gpu")
+            # 同一进程里交替测的 torch eager 与比值
+            assert r["torch_wall_us"] > 0 and r["vs_torch"] == pytest.approx(r["wall_us"] / r["torch_wall_us"])
     text = report.render_table(doc, "percall")
     assert "**softmax**" in text and "**row-sum**" in text and "墙钟时间" in text
+    assert "相对同一进程的torch eager" in text and "| Triton |" in text
     assert report.tables(doc) == [("h200_percall", text)]
 
 
@@ -356,3 +359,20 @@ def test_gpu_quack_and_liger_isolated():
         assert r[131072]["liger"]["status"] == "unsupported"          # Liger拒绝N > 65536
     e = doc["suites"]["rms-norm"]["shapes"][0]["results"]
     assert e["quack"]["status"] == "ok" and e["liger"]["status"] == "ok", e
+
+
+def test_percall_ratio_table_verdicts():
+    """比值表：我们的实现按目标判定（Triton 1 倍、CUDA C 与 TileLang 1.5 倍），对照只写比值。"""
+    impls = [{"name": n, "label": l, "kind": k} for n, l, k in
+             (("triton", "Triton", "ours"), ("cuda", "CUDA C", "ours"), ("torch", "torch", "peer"),
+              ("quack", "quack", "peer"))]
+    res = {"triton": {"status": "ok", "wall_us": 9.0, "kernel_us": 4.0, "vs_torch": 0.95},
+           "cuda": {"status": "ok", "wall_us": 16.0, "kernel_us": 4.0, "vs_torch": 1.6},
+           "torch": {"status": "ok", "wall_us": 9.5, "kernel_us": 6.0, "vs_torch": 1.0},
+           "quack": {"status": "ok", "wall_us": 9.0, "kernel_us": 4.0, "vs_torch": 0.9}}
+    rec = {"suite": "percall", "meta": {"device": "H200", "torch": "t", "triton": "x", "mode": "gpu",
+                                        "date": "2026-12-01"},
+           "method": "m", "tolerance": "t", "iters": 2, "warmup": 1, "repeats": 1, "impls": impls, "skipped": {},
+           "shapes": [{"op": "softmax", "shape": [64, 1024], "M": 64, "N": 1024, "dtype": "float32", "results": res}]}
+    text = report.render_table({"suites": {"percall": rec}}, "percall")
+    assert "| 64×1024 | fp32 | 0.95×（达标） | 1.60×（目标1.5×） | 0.90× |" in text

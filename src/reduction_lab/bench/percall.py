@@ -7,6 +7,9 @@
 3. **每次调用的墙钟时间**：连续调用``K``次（前面不让GPU空转，也不清L2：测的就是背靠背调用时
    主机端的开销），两端各``torch.cuda.synchronize()``，用``time.perf_counter``取总时间除以``K``；
    重复``repeats``次取中位数；
+   每次重复之后，同一进程里同样测一次 torch eager 的同一个操作（``torch.softmax`` / ``x.sum(1)``），
+   记下二者的中位数之比 ``vs_torch``：两个进程、两次运行之间机器的状态不同，同一格可以差好几微秒，
+   交替测出的比值不受它影响；
 4. **只算内核的时间**：同一个调用用:func:`reduction_lab.bench.timing.time_gpu`计时（先让GPU空转、
    把一批调用排进队列，再在每次调用前后记CUDA事件，不清L2），取中位数。二者之差就是主机端的开销
    没有被GPU的执行盖住的部分。
@@ -32,7 +35,8 @@ SIM_PERCALL_SHAPES = ((4, 64), (8, 128))
 OPS = ("softmax", "row-sum")
 
 METHOD = ("墙钟时间：预热后连续调用K次（前面不让GPU空转、不清L2），两端torch.cuda.synchronize()，"
-          "perf_counter的总时间除以K，重复几次取中位数；内核时间：同一调用先让GPU空转、把一批调用排进队列，"
+          "perf_counter的总时间除以K，重复几次取中位数，每次之后在同一进程里同样测一次torch eager的同一个操作，"
+          "比值（实现 / 同进程的torch）取两个中位数之比；内核时间：同一调用先让GPU空转、把一批调用排进队列，"
           "再用每次调用前后的CUDA事件计时（不清L2），取中位数。二者之差是没有被GPU执行盖住的主机端开销")
 SIM_METHOD = "sim模式：只有perf_counter的墙钟时间（CPU上的模拟，与GPU无关），没有内核时间"
 
@@ -51,6 +55,17 @@ def percall_impl_names() -> list[str]:
             if impl.name not in names:
                 names.append(impl.name)
     return names
+
+
+def _torch_eager(op: str, x: torch.Tensor) -> Callable[[], object]:
+    """同一进程里的参照：torch eager 的同一个操作（每个实现的墙钟时间都与它交替测一次）。"""
+    if op == "softmax":
+        return lambda: torch.softmax(x, dim=-1)
+    return lambda: x.sum(dim=1)
+
+
+#: 一次调用的目标（相对同一进程里的 torch eager）：默认 backend（Triton）不超过 torch，CUDA C 与 TileLang 不超过 1.5 倍
+PERCALL_TARGETS = {"triton": 1.0, "cuda": 1.5, "tilelang": 1.5}
 
 
 def wall_us(call: Callable[[], object], k: int, repeats: int, gpu: bool) -> list[float]:
@@ -145,6 +160,7 @@ def run_percall(*, impls: Iterable[str] | None = None, dtypes: Sequence[str] | N
             break
         x = make_input(op, shape, seed, dt)
         ref = reference(op, x)
+        eager = _torch_eager(op, x)
         entry = {"op": op, "shape": list(shape), "M": shape[0], "N": shape[1], "dtype": dt, "results": {}}
         for impl in per_op[op]:
             why = impl.dtype_reason(dt) or impl.refuses(shape, dt)
@@ -174,9 +190,16 @@ def run_percall(*, impls: Iterable[str] | None = None, dtypes: Sequence[str] | N
             try:
                 for _ in range(warmup):
                     call()
-                walls = wall_us(call, iters, repeats, gpu)
+                    eager()
+                # 与同一进程里的 torch eager 交替测：两次运行之间、两个进程之间机器的状态（CPU 频率、
+                # GPU 从空闲升频）可以让同一格差好几微秒，交替测出的比值不受它影响
+                walls, torch_walls = [], []
+                for _ in range(repeats):
+                    walls += wall_us(call, iters, 1, gpu)
+                    torch_walls += wall_us(eager, iters, 1, gpu)
                 res = {"status": "ok", "wall_us": statistics.median(walls), "wall_us_min": min(walls),
-                       "k_calls": iters}
+                       "k_calls": iters, "torch_wall_us": statistics.median(torch_walls)}
+                res["vs_torch"] = res["wall_us"] / res["torch_wall_us"]
                 if gpu:
                     t = timing.time_gpu([call], 0, iters, None)
                     res["kernel_us"] = t.median_ms * 1e3

@@ -349,15 +349,43 @@ def _render_percall(rec: dict) -> str:
                 else:
                     cells.append(f"{r['wall_us']:.0f}")
             lines.append("| " + " | ".join(cells) + " |")
+        lines += _percall_ratio_table(entries, names)
     lines.append("")
     if gpu:
-        lines.append("每格是一次调用的墙钟时间（µs），括号里是只算内核的时间（µs）；二者之差是主机端的开销。")
+        lines.append("每格是一次调用的墙钟时间（µs），括号里是只算内核的时间（µs）；二者之差是主机端的开销。"
+                     "比值表：每个实现的墙钟时间除以同一进程里交替测的torch eager（同一个操作、同一个输入）；"
+                     "目标：Triton（默认backend）不超过1倍，CUDA C与TileLang不超过1.5倍。")
     else:
         lines.append("每格是一次调用的墙钟时间（µs，CPU上的模拟）。")
     extra = _skipped_lines(rec)
     if extra:
         lines += [""] + extra
     return "\n".join(lines) + "\n"
+
+
+def _percall_ratio_table(entries: list, names: list) -> list[str]:
+    """每格：墙钟时间 / 同一进程的 torch eager（percall 的 ``vs_torch``）；我们的实现另写判定。旧数据没有这一项时不画。"""
+    from .percall import PERCALL_TARGETS
+
+    if not any("vs_torch" in r for e in entries for r in e["results"].values()):
+        return []
+    cols = [i for i in names if i["name"] != "torch"]
+    lines = ["", "相对同一进程的torch eager（墙钟时间之比）：", "",
+             "| 形状 | dtype | " + " | ".join(md_text(i["label"]) for i in cols) + " |",
+             "|---|---|" + "---:|" * len(cols)]
+    for e in entries:
+        cells = [f"{e['M']}×{e['N']}", _DTYPE_SHORT[e["dtype"]]]
+        for i in cols:
+            r = e["results"].get(i["name"]) or {}
+            v = r.get("vs_torch")
+            if v is None:
+                cells.append("—")
+                continue
+            goal = PERCALL_TARGETS.get(i["name"])
+            verdict = "" if goal is None else ("（达标）" if v <= goal else f"（目标{goal:g}×）")
+            cells.append(f"{v:.2f}×{verdict}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 # ---------------------------------------------------------------- 对照目标

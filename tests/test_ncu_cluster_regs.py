@@ -1,0 +1,61 @@
+"""scripts/ncu_cluster_regs.py：ncu 文本报告的解析，与提交的 docs/data/h200_ncu_cluster_regs.json 对得上。"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import reduction_lab as rl
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("ncu_cluster_regs", ROOT / "scripts" / "ncu_cluster_regs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fake_launch(cluster: int) -> str:
+    lines = [f"  softmax_cluster_regs (4096, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"]
+    for label, value in (("SM Frequency", "Ghz 1.95"), ("DRAM Throughput", "% 69.44"), ("Duration", "us 72.58"),
+                         ("L2 Cache Throughput", "% 85.53"), ("Compute (SM) Throughput", "% 39.88"),
+                         ("Warp Cycles Per Issued Instruction", "cycle 13.81"), ("Cluster Size", str(cluster)),
+                         ("Registers Per Thread", "register/thread 80"), ("Waves Per SM", "10.34"),
+                         ("Max Active Clusters", "cluster 198"), ("Block Limit Registers", "block 3"),
+                         ("Theoretical Occupancy", "% 37.50"), ("Achieved Occupancy", "% 35.68")):
+        lines.append(f"    {label:40s} {value}")
+    return "\n".join(lines)
+
+
+def test_parse_reads_every_metric_of_every_launch():
+    mod = _script()
+    text = "==PROF== header\n" + "\n".join(_fake_launch(c) for c in (0, 2, 4, 2)) + "\n"
+    recs = mod.parse(text)
+    assert [r["name"] for r in recs] == [c[0] for c in mod.CONFIGS]
+    assert recs[1]["cluster_size"] == 2 and recs[1]["max_active_clusters"] == 198
+    assert recs[0]["dram_pct_peak"] == pytest.approx(69.44)
+
+
+def test_parse_refuses_a_report_with_a_missing_launch_or_metric():
+    mod = _script()
+    with pytest.raises(SystemExit, match="预期 4 次"):
+        mod.parse("\n".join(_fake_launch(2) for _ in range(3)))
+    broken = "\n".join(_fake_launch(2) for _ in range(4)).replace("Max Active Clusters", "Something Else")
+    with pytest.raises(SystemExit, match="max_active_clusters"):
+        mod.parse(broken)
+
+
+def test_committed_data_matches_the_configs():
+    """每次启动的簇大小与块形状就是 CONFIGS 里的配置：簇大小 = N / (线程数 x 包数 x 每包元素数)，1 记作 0。"""
+    mod = _script()
+    d = rl.load_data("h200_ncu_cluster_regs.json")
+    assert [r["name"] for r in d["launches"]] == [c[0] for c in mod.CONFIGS]
+    for r, (name, dtype, n, block, packs) in zip(d["launches"], mod.CONFIGS):
+        vec = 8 if dtype == "bfloat16" else 4
+        cluster = n // (block * packs * vec)
+        assert int(r["cluster_size"]) == (0 if cluster == 1 else cluster), name
+        assert f"x({block}, 1, 1)" in r["launch"], name

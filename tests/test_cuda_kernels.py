@@ -426,3 +426,16 @@ def test_launch_sees_an_edited_source_file(tmp_path):
                    '{ int i = threadIdx.x; if (i < n) out[i] = v; }\n')
     launch(src, "k", grid=1, block=32, args=(out, 32, np.float32(4.0)))
     assert out.cpu().tolist() == [4.0] * 32
+
+
+@pytest.mark.parametrize("dtype,n,kernel", [(torch.float32, 2048, "reduce_sum_rows_warp"),
+                                            (torch.float32, 2049, "reduce_sum_rows_split"),
+                                            (torch.bfloat16, 4096, "reduce_sum_rows_warp"),
+                                            (torch.float16, 4097, "reduce_sum_rows_split")])
+def test_reduce_sum_auto_picks_warp_kernel_by_row_bytes(dtype, n, kernel):
+    """一行不超过 8 KiB 用 warp-per-row 内核（float32 2048 列、16 位 4096 列）：它直接写 x 的 dtype，一次启动；
+    更长的行用 split（16 位时先在 float32 里累加，再转换）。两条路的和都与 float64 的精确和舍入后逐位相等。"""
+    x = torch.randint(-3, 4, (3, n)).to(dtype)
+    y, rep = ck.reduce_sum(x, return_report=True, mode="sim")
+    assert rep.kernel == kernel
+    assert torch.equal(y, x.double().sum(1).to(dtype))

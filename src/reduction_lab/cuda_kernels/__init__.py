@@ -114,7 +114,9 @@ def _finish(out, reports, return_report):
 # ---------------------------------------------------------------- reduce_sum
 
 _REDUCE_KERNELS = ("auto", "tree", "warp", "split")
-_WARP_MAX_COLS = 2048          # 不超过这个宽度用 warp-per-row 内核
+#: 一行不超过这么多字节时用 warp-per-row 内核（float32 2048 列、16 位 4096 列）：它直接写 x 的 dtype，
+#: 一次启动；更长的行用 split，16 位时还要一个 float32 缓冲区和一次转换（三次启动）
+_WARP_MAX_BYTES = 8192
 _UNROLL = 8                    # 生产版内核里每个线程同时在途的加载数
 
 
@@ -140,7 +142,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     if N > 2**31 - 1 - 8 * 1024:
         raise ValueError(f"每行最多 2**31 - 8193 个元素，得到 N={N} (row too long for int indices)")
     if kernel == "auto":
-        kernel = "warp" if N <= _WARP_MAX_COLS else "split"
+        kernel = "warp" if N * x.element_size() <= _WARP_MAX_BYTES else "split"
     if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1):
         raise ValueError(f"chunks 必须是正整数，得到 {chunks!r} (chunks must be a positive int)")
     if chunks is not None and kernel != "split":
@@ -192,7 +194,7 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
     if plan is None:
         B = 256
         defines = _defines(B, x.dtype)
-        if N <= _WARP_MAX_COLS:
+        if N * x.element_size() <= _WARP_MAX_BYTES:
             plan = ["reduce_sum_rows_warp", _cdiv(M, B // 32), B, defines, None, None]
         else:
             cols, chunks = _split_plan(M, N, B, _sm_count(x, _mode(None)))

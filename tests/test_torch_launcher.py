@@ -110,3 +110,52 @@ def test_triton_arg_types_refuse_unknown_types():
 
     assert torch_launcher.triton_arg_types(C, 5) is None
     assert torch_launcher.triton_arg_types(object(), 5) is None
+
+
+class _Run:
+    launch_cooperative_grid = False
+    launch_pdl = False
+
+
+class _MetaWarps(_Meta):
+    num_warps = 8
+    shared = 2048
+    num_ctas = 1
+
+
+class _CompiledFull(_Compiled):
+    metadata = _MetaWarps
+    run = _Run
+    function = 0xBEEF
+
+
+def test_triton_entry_uses_torch_launcher_only_for_plain_kernels(monkeypatch):
+    """FastLaunch 的缓存项：普通内核交给 torch 的启动器（warp 数、共享内存、类型串、保留的参数下标都从元数据来）；
+    协作启动、PDL、多 CTA、要 scratch 内存的内核照旧用 Triton 的启动器。"""
+    from reduction_lab.triton_kernels import _launch
+
+    monkeypatch.setattr(torch_launcher, "_FAST", _FakeFast)
+    how, fn, keep, _ = _launch._torch_entry(_CompiledFull, 5)
+    assert how == _launch._TORCH and fn.cfg == (0xBEEF, 8, 2048, "OOli", 2) and keep == (0, 1, 2, 3)
+    fn.calls.clear()
+    _launch._call((how, fn, keep, None), (7,), 99, [10, 20, 30, 40, 1])      # 第 5 个参数（= 1）被特化掉了
+    assert fn.calls == [(7, 1, 1, 99, 10, 20, 30, 40)]
+
+    class Coop(_Run):
+        launch_cooperative_grid = True
+
+    class Scratch(_MetaWarps):
+        global_scratch_size = 256
+
+    class TwoCtas(_MetaWarps):
+        num_ctas = 2
+
+    for run, meta in ((Coop, _MetaWarps), (_Run, Scratch), (_Run, TwoCtas)):
+        class C(_CompiledFull):
+            pass
+
+        C.run, C.metadata = run, meta
+        assert _launch._torch_entry(C, 5) is None
+    monkeypatch.setattr(torch_launcher, "_FAST", None)
+    monkeypatch.setattr(torch_launcher, "_STATIC", None)
+    assert _launch._torch_entry(_CompiledFull, 5) is None                   # CPU 版的 torch：没有启动器

@@ -47,6 +47,11 @@ def percall_impls(op: str):
     return impls_for(op)
 
 
+def _torch_peer(op: str):
+    """torch eager 这个对照（每个实现的墙钟时间都与它在同一进程里交替测一次）。"""
+    return next(impl for impl in percall_impls(op) if impl.name == "torch")
+
+
 def percall_impl_names() -> list[str]:
     """两个操作的实现名的并集，按表格的列顺序。"""
     names: list[str] = []
@@ -55,13 +60,6 @@ def percall_impl_names() -> list[str]:
             if impl.name not in names:
                 names.append(impl.name)
     return names
-
-
-def _torch_eager(op: str, x: torch.Tensor) -> Callable[[], object]:
-    """同一进程里的参照：torch eager 的同一个操作（每个实现的墙钟时间都与它交替测一次）。"""
-    if op == "softmax":
-        return lambda: torch.softmax(x, dim=-1)
-    return lambda: x.sum(dim=1)
 
 
 #: 一次调用的目标（相对同一进程里的 torch eager）：默认 backend（Triton）不超过 torch，CUDA C 与 TileLang 不超过 1.5 倍
@@ -160,7 +158,7 @@ def run_percall(*, impls: Iterable[str] | None = None, dtypes: Sequence[str] | N
             break
         x = make_input(op, shape, seed, dt)
         ref = reference(op, x)
-        eager = _torch_eager(op, x)
+        eager = _torch_peer(op).prepare(x)        # 同一进程里的参照：torch 这个对照本身
         entry = {"op": op, "shape": list(shape), "M": shape[0], "N": shape[1], "dtype": dt, "results": {}}
         for impl in per_op[op]:
             why = impl.dtype_reason(dt) or impl.refuses(shape, dt)

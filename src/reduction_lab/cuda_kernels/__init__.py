@@ -117,6 +117,10 @@ _REDUCE_KERNELS = ("auto", "tree", "warp", "split")
 #: 一行不超过这么多字节时用 warp-per-row 内核（float32 2048 列、16 位 4096 列）：它直接写 x 的 dtype，
 #: 一次启动；更长的行用 split，16 位时还要一个 float32 缓冲区和一次转换（三次启动）
 _WARP_MAX_BYTES = 8192
+
+
+def _warp_rows(n_cols: int, dtype: torch.dtype) -> bool:
+    return n_cols * dtype.itemsize <= _WARP_MAX_BYTES
 _UNROLL = 8                    # 生产版内核里每个线程同时在途的加载数
 
 
@@ -142,7 +146,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     if N > 2**31 - 1 - 8 * 1024:
         raise ValueError(f"每行最多 2**31 - 8193 个元素，得到 N={N} (row too long for int indices)")
     if kernel == "auto":
-        kernel = "warp" if N * x.element_size() <= _WARP_MAX_BYTES else "split"
+        kernel = "warp" if _warp_rows(N, x.dtype) else "split"
     if chunks is not None and (isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1):
         raise ValueError(f"chunks 必须是正整数，得到 {chunks!r} (chunks must be a positive int)")
     if chunks is not None and kernel != "split":
@@ -194,7 +198,7 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
     if plan is None:
         B = 256
         defines = _defines(B, x.dtype)
-        if N * x.element_size() <= _WARP_MAX_BYTES:
+        if _warp_rows(N, x.dtype):
             plan = ["reduce_sum_rows_warp", _cdiv(M, B // 32), B, defines, None, None]
         else:
             cols, chunks = _split_plan(M, N, B, _sm_count(x, _mode(None)))

@@ -380,8 +380,9 @@ def _flat_span(a):
 # ------------------------------------------------------------------ gpu 模式的快速路径
 # 同一个 (文件, 内核, defines, grid, block, 共享内存) 第二次启动时不再重复解析与检查：第一次经完整的路径
 # 启动成功后记下一个 _Plan（CUfunction、每个形参的检查与 ctypes 存储）；之后每次调用只检查每个实参的
-# 类型、dtype、设备与整数范围，写进预先分配好的参数数组，直接调用驱动的 cuLaunchKernel
-# （cupy.cuda.driver.launchKernel）。任何一项不符合都退回完整的路径，由它给出同样的错误信息。
+# 类型、dtype、设备与整数范围，交给 torch 自带的 C++ 启动器（reduction_lab.torch_launcher），没有它时写进
+# 预先分配好的参数数组，经 cupy.cuda.driver.launchKernel 调用驱动的 cuLaunchKernel。
+# 任何一项不符合都退回完整的路径，由它给出同样的错误信息。
 _PLANS: dict = {}
 
 
@@ -420,11 +421,39 @@ _STRUCT_CODES = {np.int8: "b", np.uint8: "B", np.int16: "h", np.uint16: "H", np.
 class _Plan:
     """一个已经成功启动过的 (内核, 配置)：见上面的说明。
 
-    参数存放在一块按 C 的自然对齐排好的缓冲区里（``struct`` 的原生对齐与 C 相同），每个形参一个槽位，
-    ``params`` 是指向各槽位的指针数组（cuLaunchKernel 的 kernelParams）；每次启动用一次 ``pack_into`` 写入
-    全部参数。"""
+    有 torch 的启动器时（``fast``）由它放参数、启动；否则参数存放在一块按 C 的自然对齐排好的缓冲区里
+    （``struct`` 的原生对齐与 C 相同），每个形参一个槽位，``params`` 是指向各槽位的指针数组
+    （cuLaunchKernel 的 kernelParams）；每次启动用一次 ``pack_into`` 写入全部参数。"""
 
     def __init__(self, function, grid, block, shared_bytes, sig, args, version_of):
+        from .. import torch_launcher
+
+        self.fptr = int(function.ptr)
+        self.grid, self.block, self.shared = grid, block, int(shared_bytes)
+        self.device = torch.cuda.current_device()
+        self.version_of = version_of                 # (路径, 版本)：学员的 .cu 文件改过之后不再沿用
+        codes, checks, tys = [], [], []
+        for (pname, ctype, is_ptr), a in zip(sig, args):
+            if is_ptr:
+                codes.append("Q")
+                checks.append((True, a.dtype, None, None))
+                tys.append("O")
+                continue
+            dtype = _SCALAR_DTYPES[_base_type(ctype)]
+            kind, lo, hi = _scalar_kind(dtype)
+            codes.append(_STRUCT_CODES[dtype])
+            checks.append((False, kind, lo, hi))
+            tys.append(torch_launcher.numpy_arg_type(dtype) or "?")
+        self.checks = tuple(checks)
+        # torch 自带的 C++ 启动器（有的话）：参数由它写进自己的槽位，不经 struct 与 CuPy，也不必加锁
+        self.fast = torch_launcher.make(self.fptr, block, self.shared, "".join(tys))
+        if self.fast is not None:
+            self.launch_values = self._launch_fast
+        else:
+            self._buffer(codes)
+
+    def _buffer(self, codes) -> None:
+        """没有 torch 的启动器时：参数缓冲区、kernelParams 指针数组与 CuPy 的 launchKernel。"""
         import ctypes
         import struct
         import threading
@@ -432,21 +461,7 @@ class _Plan:
         import cupy
 
         self.launch_kernel = cupy.cuda.driver.launchKernel
-        self.fptr = int(function.ptr)
-        self.grid, self.block, self.shared = grid, block, int(shared_bytes)
-        self.device = torch.cuda.current_device()
-        self.version_of = version_of                 # (路径, 版本)：学员的 .cu 文件改过之后不再沿用
         self.lock = threading.Lock()
-        codes, checks = [], []
-        for (pname, ctype, is_ptr), a in zip(sig, args):
-            if is_ptr:
-                codes.append("Q")
-                checks.append((True, a.dtype, None, None))
-                continue
-            dtype = _SCALAR_DTYPES[_base_type(ctype)]
-            kind, lo, hi = _scalar_kind(dtype)
-            codes.append(_STRUCT_CODES[dtype])
-            checks.append((False, kind, lo, hi))
         fmt = "@" + "".join(codes)
         self.pack = struct.Struct(fmt).pack_into
         self.buf = ctypes.create_string_buffer(max(8, struct.calcsize(fmt)))
@@ -454,17 +469,8 @@ class _Plan:
         # 第 i 个槽位的偏移：前 i 个参数加上第 i 个的对齐（calcsize 对前缀 + 第 i 个，减去它自己的大小）
         offsets = [struct.calcsize("@" + "".join(codes[:i + 1])) - struct.calcsize("@" + codes[i])
                    for i in range(len(codes))]
-        self.checks = tuple(checks)
         self.params = (ctypes.c_void_p * max(1, len(codes)))(*[base + o for o in offsets])
         self.params_addr = ctypes.addressof(self.params)
-        # torch 自带的 C++ 启动器（有的话）：参数由它写进自己的槽位，不经 struct 与 CuPy，也不必加锁
-        from .. import torch_launcher
-
-        tys = "".join("O" if is_ptr else (torch_launcher.numpy_arg_type(_SCALAR_DTYPES[_base_type(ctype)]) or "?")
-                      for pname, ctype, is_ptr in sig)
-        self.fast = torch_launcher.make(self.fptr, block, self.shared, tys)
-        if self.fast is not None:
-            self.launch_values = self._launch_fast
 
     def __call__(self, args) -> bool:
         """检查并启动；不符合快速路径的条件时返回 False（什么都没有启动）。"""

@@ -12,6 +12,15 @@
 
 ncu 默认在每次重放之前清空缓存（--cache-control all），``--clock-control none`` 不锁频率：百分比是相对峰值的，
 一次启动一个数，只用来比较同一次运行里的几个配置。
+
+第二种用法与 quack 比：同样的 bfloat16 形状，quack 的 ``softmax_fwd`` 与寄存器版各启动一次（quack 先调用一次
+让它编译，量第二次），看两者的配置（线程数、寄存器、每 SM 块数、同时驻留的簇）是否相同、时间差在哪里：
+
+    # 1) GPU 机器上（quack 的 wheel 见 scripts/install_peer_wheels.sh，PYTHONPATH 按它打印的设置）：
+    ncu --clock-control none --kernel-name regex:"(?i)softmax" --section SpeedOfLight --section Occupancy \\
+        --section LaunchStats --section WarpStateStats --log-file ncu_quack.txt python scripts/ncu_cluster_regs.py run-quack
+    # 2) 任何机器上：
+    python scripts/ncu_cluster_regs.py parse-quack ncu_quack.txt --json docs/data/h200_ncu_quack_vs_regs.json
 """
 
 from __future__ import annotations
@@ -49,6 +58,59 @@ def run() -> None:
         print(name, f"max |y - ref| = {err:.3g}", flush=True)
 
 
+#: 与 quack 比的形状：(N, 寄存器版每块线程数, 包数)，bfloat16，M = 2^26 / N；两边都是 256 线程、每线程 64 个元素
+QUACK_CONFIGS = ((32768, 256, 8), (65536, 256, 8))
+_QUACK_KERNEL = "kernel_cutlass_kernel_quacksoftmaxSoftmax"
+
+
+def run_quack() -> None:
+    import torch
+    from quack.softmax import softmax_fwd
+
+    import reduction_lab as rl
+    from reduction_lab import cuda_kernels as ck
+
+    rl.runtime.require_gpu("ncu_cluster_regs run-quack")
+    for n, block, packs in QUACK_CONFIGS:
+        x = torch.randn((1 << 26) // n, n, device="cuda").to(torch.bfloat16)
+        for _ in range(2):                       # 第一次调用编译，ncu 两次都量，解析时取第二次
+            softmax_fwd(x)
+        ck.softmax(x, kernel="cluster", block_size=block, packs=packs)
+        torch.cuda.synchronize()
+    print("done", flush=True)
+
+
+def _metrics(blk: str, name: str) -> dict:
+    rec = {}
+    for line in blk.splitlines():
+        for label, key in METRICS.items():
+            m = re.match(rf"\s+{re.escape(label)}\s+(?:\S+\s+)?([-\d.,]+)\s*$", line)
+            if m and key not in rec:
+                rec[key] = float(m.group(1).replace(",", ""))
+    missing = [k for k in METRICS.values() if k not in rec]
+    if missing:
+        raise SystemExit(f"{name}：报告里没有 {missing}")
+    return rec
+
+
+def parse_quack(text: str) -> list[dict]:
+    """run-quack 的 ncu 文本报告 -> 每个形状两项（quack 的第二次启动、寄存器版），顺序与 QUACK_CONFIGS 相同。"""
+    blocks = re.split(rf"\n(?=  (?:{_QUACK_KERNEL}|softmax_cluster_regs \())", "\n" + text)[1:]
+    kinds = ["quack" if b.startswith(f"  {_QUACK_KERNEL}") else "regs" for b in blocks]
+    if kinds != ["quack", "quack", "regs"] * len(QUACK_CONFIGS):
+        raise SystemExit(f"报告里的启动依次是 {kinds}，预期每个形状 quack、quack、regs "
+                         f"(expected quack, quack, regs per shape)")
+    out = []
+    for i, (n, block, packs) in enumerate(QUACK_CONFIGS):
+        for impl, blk in (("quack", blocks[3 * i + 1]), ("regs", blocks[3 * i + 2])):
+            rec = {"impl": impl, "dtype": "bfloat16", "N": n, "M": (1 << 26) // n}
+            if impl == "regs":
+                rec.update(block_size=block, packs=packs)
+            rec.update(_metrics(blk, f"{impl} N={n}"))
+            out.append(rec)
+    return out
+
+
 def parse(text: str) -> list[dict]:
     """ncu 的文本报告 -> 每次启动一项（顺序与 CONFIGS 相同）。"""
     blocks = re.split(r"\n(?=  softmax_cluster_regs \()", "\n" + text)[1:]
@@ -58,14 +120,7 @@ def parse(text: str) -> list[dict]:
     for (name, dtype, n, block, packs), blk in zip(CONFIGS, blocks):
         rec = {"name": name, "dtype": dtype, "N": n, "block_size": block, "packs": packs,
                "launch": blk.splitlines()[0].strip()}
-        for line in blk.splitlines():
-            for label, key in METRICS.items():
-                m = re.match(rf"\s+{re.escape(label)}\s+(?:\S+\s+)?([-\d.,]+)\s*$", line)
-                if m and key not in rec:
-                    rec[key] = float(m.group(1).replace(",", ""))
-        missing = [k for k in METRICS.values() if k not in rec]
-        if missing:
-            raise SystemExit(f"{name}：报告里没有 {missing}")
+        rec.update(_metrics(blk, name))
         out.append(rec)
     return out
 
@@ -74,20 +129,34 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("run")
-    p = sub.add_parser("parse")
-    p.add_argument("log")
-    p.add_argument("--json")
+    sub.add_parser("run-quack")
+    for name in ("parse", "parse-quack"):
+        p = sub.add_parser(name)
+        p.add_argument("log")
+        p.add_argument("--json")
+        p.add_argument("--note", default="", help="写进 JSON 的说明（例如寄存器版当时的交换方式）")
     args = ap.parse_args(argv)
     if args.cmd == "run":
         run()
         return
+    if args.cmd == "run-quack":
+        run_quack()
+        return
     with open(args.log, encoding="utf-8") as f:
-        recs = parse(f.read())
-    doc = {"device": "NVIDIA H200", "tool": "Nsight Compute (ncu), --clock-control none, default cache flush",
-           "command": "ncu --clock-control none --kernel-name regex:softmax_cluster_regs --section SpeedOfLight "
-                      "--section Occupancy --section WarpStateStats --section LaunchStats "
-                      "--section MemoryWorkloadAnalysis --log-file ncu.txt python scripts/ncu_cluster_regs.py run",
-           "launches": recs}
+        text = f.read()
+    doc = {"device": "NVIDIA H200", "tool": "Nsight Compute (ncu), --clock-control none, default cache flush"}
+    if args.cmd == "parse":
+        doc["command"] = ("ncu --clock-control none --kernel-name regex:softmax_cluster_regs --section SpeedOfLight "
+                          "--section Occupancy --section WarpStateStats --section LaunchStats "
+                          "--section MemoryWorkloadAnalysis --log-file ncu.txt python scripts/ncu_cluster_regs.py run")
+        doc["launches"] = parse(text)
+    else:
+        doc["command"] = ('ncu --clock-control none --kernel-name regex:"(?i)softmax" --section SpeedOfLight '
+                          "--section Occupancy --section LaunchStats --section WarpStateStats "
+                          "--log-file ncu_quack.txt python scripts/ncu_cluster_regs.py run-quack")
+        doc["launches"] = parse_quack(text)
+    if args.note:
+        doc["note"] = args.note
     text = json.dumps(doc, indent=1, ensure_ascii=False)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -23,7 +23,7 @@ from reduction_lab.cuda_kernels import softmax as cuda_softmax
 from reduction_lab.cuda_kernels import softmax_plan
 from reduction_lab.cuda_kernels.cluster import (CLUSTER_SIZES, PIPE_STAGES, REGS_MAX_BLOCK_ELEMS,
                                                 REGS_MAX_THREAD_ELEMS, SHARED_OPTIN_SM90, STATIC_SHARED_BOUND,
-                                                cluster_plan, pipe_plan, regs_plan, softmax_cluster,
+                                                cluster_plan, pipe_plan, regs_min_blocks, regs_plan, softmax_cluster,
                                                 softmax_cluster_pipe, softmax_cluster_regs)
 
 GPU = rl.MODE == "gpu"
@@ -155,7 +155,8 @@ def _resources(text, kernel):
 
 
 # 寄存器版的每一种「每线程元素数 x 线程数」上限组合：在 __launch_bounds__ 之下都不溢出
-_REGS_EXTREMES = [(1024, 8, 0, 0), (512, 16, 0, 0), (1024, 4, 1, 0), (512, 8, 1, 0), (512, 8, 0, 1), (32, 16, 0, 0)]
+_REGS_EXTREMES = [(1024, 8, 0, 0), (512, 16, 0, 0), (1024, 4, 1, 0), (512, 8, 1, 0), (512, 8, 0, 1), (32, 16, 0, 0),
+                  (256, 8, 1, 0), (128, 8, 1, 0), (256, 4, 1, 0), (256, 16, 0, 0), (128, 8, 0, 1)]
 
 
 @needs_nvcc
@@ -163,19 +164,23 @@ _REGS_EXTREMES = [(1024, 8, 0, 0), (512, 16, 0, 0), (1024, 4, 1, 0), (512, 8, 1,
 def test_regs_kernel_fits_without_spills(block, packs, bf16, fp16, tmp_path):
     vec = 4 if not (bf16 or fp16) else 8
     assert packs * vec <= REGS_MAX_THREAD_ELEMS and block * packs * vec <= REGS_MAX_BLOCK_ELEMS
-    d = {"CLUSTER_SIZE": 16, "USE_BF16": bf16, "USE_FP16": fp16, "BLOCK_SIZE": block, "PACKS": packs}
+    d = {"CLUSTER_SIZE": 16, "USE_BF16": bf16, "USE_FP16": fp16, "BLOCK_SIZE": block, "PACKS": packs,
+         "MIN_BLOCKS": regs_min_blocks(block, packs, torch.float16 if bf16 or fp16 else torch.float32)}
     r, _ = _nvcc(["-cubin", "--resource-usage"], d, tmp_path, ".cubin")
     assert r.returncode == 0, r.stderr
     res = _resources(r.stdout + r.stderr, "softmax_cluster_regs")
     assert res["spills"] == 0, res
     assert res["regs"] * block <= 65536, res             # 一块放得进一个 SM 的寄存器文件
-    assert res["smem"] <= 16 * (block // 32) * 8 + 64    # 只有簇里每个 warp 的 (m, s)
+    assert res["smem"] <= 16 * (block // 32) * 8 + 64    # 只有簇里每个 warp 的 (m, s) 与一个 mbarrier
+    # 每个 SM 至少驻留 regs_min_blocks 块：寄存器数在 __launch_bounds__ 的上限之内
+    assert res["regs"] * block * regs_min_blocks(block, packs, torch.float16 if bf16 or fp16 else torch.float32) <= 65536, res
 
 
 @needs_nvcc
 @pytest.mark.parametrize("c", [1, 16])
 def test_regs_kernel_ptx(c, tmp_path):
-    r, out = _nvcc(["-ptx"], {"CLUSTER_SIZE": c, "USE_BF16": 1, "BLOCK_SIZE": 256, "PACKS": 4}, tmp_path, ".ptx")
+    d = {"CLUSTER_SIZE": c, "USE_BF16": 1, "BLOCK_SIZE": 256, "PACKS": 4, "MIN_BLOCKS": regs_min_blocks(256, 4, torch.bfloat16)}
+    r, out = _nvcc(["-ptx"], d, tmp_path, ".ptx")
     assert r.returncode == 0, r.stderr
     ptx = out.read_text()
     body = ptx.split(".entry softmax_cluster_regs", 1)[1].split(".entry", 1)[0]
@@ -184,9 +189,13 @@ def test_regs_kernel_ptx(c, tmp_path):
     assert body.count("ld.global.nc.v4.u32") + body.count("ld.global.v4.u32") >= 4    # 4 个 16 字节的读一起发出
     if c > 1:
         assert ".reqnctapercluster 16, 1, 1" in body and "mapa" in body
-        assert "barrier.cluster.arrive" in body and "barrier.cluster.wait" in body
+        # 一次簇屏障（开头宣告、交换之前等齐），交换经 st.async + mbarrier，之后不再有簇屏障
+        assert body.count("barrier.cluster.arrive") == 1 and body.count("barrier.cluster.wait") == 1
+        assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32" in body
+        assert "mbarrier.arrive.expect_tx" in body and "mbarrier.try_wait" in body
+        assert ".minnctapersm 4" in body                 # 256 个线程 x 32 个元素：每个 SM 至少 4 块
     else:
-        assert "barrier.cluster" not in body and "bar.sync" in body
+        assert "barrier.cluster" not in body and "bar.sync" in body and "st.async" not in body
 
 
 # ---------------------------------------------------------------- 寄存器版的配置（任何模式）

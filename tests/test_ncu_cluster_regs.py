@@ -19,8 +19,8 @@ def _script():
     return mod
 
 
-def _fake_launch(cluster: int) -> str:
-    lines = [f"  softmax_cluster_regs (4096, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0"]
+def _fake_launch(cluster: int, head: str = "softmax_cluster_regs (4096, 1, 1)x(256, 1, 1)") -> str:
+    lines = [f"  {head}, Context 1, Stream 7, Device 0, CC 9.0"]
     for label, value in (("SM Frequency", "Ghz 1.95"), ("DRAM Throughput", "% 69.44"), ("Duration", "us 72.58"),
                          ("L2 Cache Throughput", "% 85.53"), ("Compute (SM) Throughput", "% 39.88"),
                          ("Warp Cycles Per Issued Instruction", "cycle 13.81"), ("Cluster Size", str(cluster)),
@@ -59,3 +59,36 @@ def test_committed_data_matches_the_configs():
         cluster = n // (block * packs * vec)
         assert int(r["cluster_size"]) == (0 if cluster == 1 else cluster), name
         assert f"x({block}, 1, 1)" in r["launch"], name
+
+
+_QUACK_HEAD = "kernel_cutlass_kernel_quacksoftmaxSoftmax_object_at__tensorptrbf16gmemalign16o32768_TiledCopy"
+
+
+def test_parse_quack_keeps_the_second_quack_launch_and_the_regs_launch():
+    mod = _script()
+    launches = []
+    for _ in mod.QUACK_CONFIGS:
+        launches += [_fake_launch(2, _QUACK_HEAD).replace("us 72.58", "us 99.0"), _fake_launch(2, _QUACK_HEAD),
+                     _fake_launch(2)]
+    recs = mod.parse_quack("==PROF== header\n" + "\n".join(launches) + "\n")
+    assert [(r["impl"], r["N"]) for r in recs] == [(i, n) for n, _, _ in mod.QUACK_CONFIGS for i in ("quack", "regs")]
+    assert all(r["duration_us"] == pytest.approx(72.58) for r in recs)      # 第一次（编译那次）被跳过
+    assert recs[1]["block_size"] == 256 and "block_size" not in recs[0]
+
+
+def test_parse_quack_refuses_a_report_out_of_order():
+    mod = _script()
+    text = "\n".join([_fake_launch(2, _QUACK_HEAD), _fake_launch(2), _fake_launch(2, _QUACK_HEAD)] * 2)
+    with pytest.raises(SystemExit, match="预期每个形状"):
+        mod.parse_quack(text)
+
+
+def test_committed_quack_comparison_has_the_same_launch_shape():
+    """提交的对比：同一形状上 quack 与寄存器版的线程数、寄存器、每 SM 块数、同时驻留的簇都相同，只是时间不同。"""
+    mod = _script()
+    d = rl.load_data("h200_ncu_quack_vs_regs.json")
+    recs = d["launches"]
+    assert [(r["impl"], r["N"]) for r in recs] == [(i, n) for n, _, _ in mod.QUACK_CONFIGS for i in ("quack", "regs")]
+    for q, r in zip(recs[::2], recs[1::2]):
+        for key in ("registers_per_thread", "block_limit_registers", "max_active_clusters", "cluster_size"):
+            assert q[key] == r[key], (q["N"], key)

@@ -348,6 +348,17 @@ def regs_available(index: int) -> bool:
 _REGS_DEFINES = {torch.float32: (0, 0), torch.bfloat16: (1, 0), torch.float16: (0, 1)}
 
 
+def regs_min_blocks(block_size: int, packs: int, dtype) -> int:
+    """softmax_cluster_regs 的 ``__launch_bounds__`` 第二个参数（每个 SM 至少驻留的块数）。16 位输入：每个线程
+    多于 32 个元素时按 80 个寄存器、否则按 64 个算（nvcc 在这个上限下不溢出，见测试），也不超过每个 SM
+    2048 个线程；不给上限时 ptxas 给 256 线程 x 64 个元素用 96 个寄存器，每个 SM 只驻留 2 块。
+    float32 不加上限（1）：拆包不占寄存器，ptxas 自己分配的就不多。"""
+    if dtype == torch.float32:
+        return 1
+    regs = 80 if packs * 8 > 32 else 64
+    return max(1, min(2048 // block_size, 65536 // (block_size * regs)))
+
+
 @functools.lru_cache(maxsize=None)
 def _regs_kernel(cluster_size: int, block_size: int, packs: int, dtype, index: int):
     """编译好的 softmax_cluster_regs（每种配置一份）与它的 CUfunction；16 块的簇打开非可移植的簇大小。"""
@@ -356,6 +367,7 @@ def _regs_kernel(cluster_size: int, block_size: int, packs: int, dtype, index: i
     bf16, fp16 = _REGS_DEFINES[dtype]
     code = (f"#define CLUSTER_SIZE {cluster_size}\n#define USE_BF16 {bf16}\n#define USE_FP16 {fp16}\n"
             f"#define BLOCK_SIZE {block_size}\n#define PACKS {packs}\n"
+            f"#define MIN_BLOCKS {regs_min_blocks(block_size, packs, dtype)}\n"
             f'#line 1 "{KERNEL_SOURCE}"\n' + nvrtc_source(read_source(KERNEL_SOURCE)))
     kern = cupy.RawKernel(code, REGS_KERNEL)
     with cupy.cuda.Device(index):

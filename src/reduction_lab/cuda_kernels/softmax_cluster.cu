@@ -7,8 +7,9 @@
 //                         分布式共享内存（cluster.map_shared_rank）交换这一对数，合并出整行的结果；
 //                         每块再从共享内存算出并写回自己那一段。全局内存：每个元素读一次、写一次。
 //   softmax_cluster_regs  同样一个簇一行，但每块那一段放在寄存器里（每个线程PACKS个16字节向量）：
-//                         exp只算一次；等簇里每一块都开始运行之后，每个warp把自己的(m, s)直接写进
-//                         簇里每一块的共享内存，一次cluster.sync()之后各块只读本地的共享内存。
+//                         exp只算一次（以整个warp的最大值为基准）；每个warp把自己的(m, s)用st.async直接
+//                         写进簇里每一块的共享内存，写完时记到那一块的mbarrier上，各块只等自己的mbarrier收齐，
+//                         之后只读本地的共享内存。
 //   softmax_cluster_pipe  寄存器版的常驻形式：网格里的簇数等于同时驻留得下的簇数，每个簇依次处理多行，
 //                         后面几行的段先异步地装进共享内存（cp.async 或一维 TMA，见该内核前的说明）。
 //
@@ -18,6 +19,8 @@
 //   USE_BF16 / USE_FP16  0或1：floatX = __nv_bfloat16 / __half，都是0时floatX = float。累加一律用float
 //   BLOCK_SIZE、PACKS     只用于softmax_cluster_regs：每块的线程数（32的倍数，至多1024，启动时必须等于
 //                 blockDim.x）与每个线程的16字节向量数（1到16）
+//   MIN_BLOCKS    只用于softmax_cluster_regs：__launch_bounds__的第二个参数（每个SM至少驻留的块数，默认1），
+//                 包装函数按每个线程的元素数给出（cluster.regs_min_blocks）
 // softmax_cluster_rows的启动：grid = M * CLUSTER_SIZE（1维），block = 32的倍数（至多1024个线程），
 //       动态共享内存 = vecs_per_cta * 16字节（超过48 KiB要先调大cudaFuncAttributeMaxDynamicSharedMemorySize）。
 //       vecs_per_cta >= ceil(ceil((n_cols + VEC - 1) / VEC) / CLUSTER_SIZE)，VEC = 16 / sizeof(floatX)。
@@ -400,7 +403,52 @@ __device__ __forceinline__ float2 cluster_merge(float2 *slots, float m, float s)
 }
 // --8<-- [end:steps]
 
-extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE)
+__device__ __forceinline__ unsigned smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+// --8<-- [start:mbar]
+// mbarrier：共享内存里的一个 64 位计数器。到达数与「还要等的字节数」都归零时完成一个阶段（phase），
+// 阶段号的奇偶位翻转；等待的线程按奇偶位等（第 k 次用这一段时等奇偶位 k & 1）。
+__device__ __forceinline__ void mbar_init(unsigned long long *bar)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+}
+// 一次到达，并登记接下来要有 bytes 个字节异步地写进来（TMA，或别的块的 st.async）
+__device__ __forceinline__ void mbar_expect_bytes(unsigned long long *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity)
+{
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n"
+                 "}\n" ::"r"(smem_addr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+// 分布式共享内存的异步写：把 (m, s) 写进簇里第 rank 块的共享内存里与 slot 同一位置，
+// 写完时把 8 个字节记到那一块的 bar 上（mapa：本块共享内存的地址 -> 簇里第 rank 块同一变量的地址）
+__device__ __forceinline__ void st_async_pair(float2 *slot, unsigned long long *bar, int rank, float m, float s)
+{
+    unsigned remote_slot, remote_bar;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(smem_addr(slot)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_bar) : "r"(smem_addr(bar)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
+                 ::"r"(remote_slot), "f"(m), "f"(s), "r"(remote_bar) : "memory");
+}
+// --8<-- [end:mbar]
+
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 1
+#endif
+
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE, MIN_BLOCKS)
 softmax_cluster_regs(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
                      long long y_row_stride, int n_cols);
 
@@ -410,18 +458,22 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
 {
     // 簇里每个warp的(m, s)：第r块的第w个warp写进每一块的slots[r * NWARPS + w]
     __shared__ float2 slots[CLUSTER_SIZE * NWARPS];
+    __shared__ unsigned long long full;                 // slots收齐CLUSTER_SIZE * NWARPS份时完成
     const int rank = cluster_rank();                    // 本块在簇里的编号
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const long long row = blockIdx.x / CLUSTER_SIZE;
     const floatX *xr = x + row * x_row_stride;
-    floatX *yr = y + row * y_row_stride;
     const int head = (int)((reinterpret_cast<unsigned long long>(xr) / sizeof(floatX)) % VEC);
-    const bool vector_ok = head == (int)((reinterpret_cast<unsigned long long>(yr) / sizeof(floatX)) % VEC);
     const int end = n_cols + head;
     const int v0 = rank * (BLOCK_SIZE * PACKS) + threadIdx.x;   // 本线程的第一个向量；之后每隔BLOCK_SIZE个
 #if CLUSTER_SIZE > 1
-    // 写别的块的共享内存之前，那一块必须已经开始运行：先宣告「本块已开始」，等到第3步之前再等齐，
-    // 这一半屏障的等待与下面的读重叠
-    cg::this_cluster().barrier_arrive();
+    // 别的块往本块的slots里写之前，本块的mbarrier必须已经初始化：初始化之后宣告「本块已开始」，
+    // 等到第3步再等齐（这一半屏障的等待与下面的读重叠）
+    if (threadIdx.x == 0) {
+        mbar_init(&full);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 #endif
 
     // 1. 读：先发出PACKS个互不依赖的16字节读，再逐个使用（用到结果之前warp不必停下来等）
@@ -431,18 +483,58 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
         const int v = v0 + p * BLOCK_SIZE;
         u[p] = v * VEC < end ? load_vec(xr, v, head, end) : neg_inf_vec();
     }
-    // 2. 本线程的最大值m；exp只算这一次：f = exp(x - m)，s = sum f
-    float f[PACKS][VEC], m;
-    const float s = exp_segment(u, f, m);
-    // 3. 簇内合并（cluster_merge）：之前先等齐开头那半个屏障——簇里每一块都已开始运行
-#if CLUSTER_SIZE > 1
-    cg::this_cluster().barrier_wait();
-#endif
-    const float2 MS = cluster_merge(slots, m, s);
-    // 屏障之后没有块再访问别的块的共享内存：各块可以直接退出，不必再等
+    // 2. 整个warp的最大值m；exp只算这一次：f = exp(x - m)，warp的和s
+    float f[PACKS][VEC];
+#pragma unroll
+    for (int p = 0; p < PACKS; p++)
+        unpack(u[p], f[p]);
+    float m = NEG_INF;
+#pragma unroll
+    for (int p = 0; p < PACKS; p++)
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            m = fmaxf(m, f[p][e]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+    const float mb = (m == NEG_INF) ? 0.0f : m * LOG2E;   // 整个warp全是-inf时以0为基准：f = 0，s = 0
+    float s = 0.0f;
+#pragma unroll
+    for (int p = 0; p < PACKS; p++)
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            f[p][e] = fast_exp2(fmaf(f[p][e], LOG2E, -mb));
+            s += f[p][e];
+        }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        s += __shfl_xor_sync(0xffffffff, s, o);
 
-    // 4. 写：y = exp(x - M) / S = f * exp(m - M) / S，一个线程一个系数
-    const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - MS.x) * LOG2E) / MS.y;
+    // 3. 簇内交换：lane r把本warp的(m, s)用st.async写进第r块的slots，完成时记到第r块的full上；
+    //    每块只等自己的full收齐。之后没有块再写本块的共享内存，不必再有第二次簇屏障
+#if CLUSTER_SIZE > 1
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");   // 簇里每一块的full都已初始化
+    if (threadIdx.x == 0)
+        mbar_expect_bytes(&full, CLUSTER_SIZE * NWARPS * sizeof(float2));
+    if (lane < CLUSTER_SIZE)
+        st_async_pair(&slots[rank * NWARPS + warp], &full, lane, m, s);
+    mbar_wait(&full, 0);
+#else
+    if (lane == 0)
+        slots[warp] = make_float2(m, s);
+    __syncthreads();
+#endif
+    float M = NEG_INF, S = 0.0f;
+    for (int i = lane; i < CLUSTER_SIZE * NWARPS; i += 32) {
+        const float2 q = slots[i];
+        combine(M, S, q.x, q.y);
+    }
+    warp_combine(M, S);
+
+    // 4. 写：y = exp(x - M) / S = f * exp(m - M) / S，一个warp一个系数
+    floatX *yr = y + row * y_row_stride;
+    const bool vector_ok = head == (int)((reinterpret_cast<unsigned long long>(yr) / sizeof(floatX)) % VEC);
+    const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - M) * LOG2E) / S;
 #pragma unroll
     for (int p = 0; p < PACKS; p++) {
 #pragma unroll
@@ -477,11 +569,6 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
 #define USE_TMA 0
 #endif
 
-__device__ __forceinline__ unsigned smem_addr(const void *p)
-{
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
 // --8<-- [start:async]
 // cp.async：16 字节从全局内存直接进共享内存（.cg：不经 L1）。发出的拷贝按 commit 分组，
 // wait_group N 等到本线程只剩最近的 N 组还没完成。
@@ -499,29 +586,6 @@ __device__ __forceinline__ void copy_wait()
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// mbarrier：共享内存里的一个 64 位计数器。到达数与「还要等的字节数」都归零时完成一个阶段（phase），
-// 阶段号的奇偶位翻转；等待的线程按奇偶位等（第 k 次用这一段时等奇偶位 k & 1）。
-__device__ __forceinline__ void mbar_init(unsigned long long *bar)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
-}
-// 一次到达，并登记接下来要有 bytes 个字节由 TMA 写进来
-__device__ __forceinline__ void mbar_expect_bytes(unsigned long long *bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity)
-{
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra WAIT;\n"
-                 "}\n" ::"r"(smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
 // 一维 TMA：bytes 个字节（16 的倍数，两端 16 字节对齐）从全局内存进本块的共享内存，完成时记到 bar 上
 __device__ __forceinline__ void tma_load(void *dst, const void *src, unsigned bytes, unsigned long long *bar)
 {

@@ -253,8 +253,9 @@ _SOFTMAX_NAMES = {"rows": "softmax_rows", "warp": "softmax_rows_warp", "block": 
 SOFTMAX_CONFIGS = {
     # H200，scripts/tune_cuda_softmax.py 的两次运行（docs/data/h200_cuda_softmax.json：warp / block / split；
     # docs/data/h200_cuda_softmax_cluster.json：cluster）：每个 N 最快的候选。cluster 各项在寄存器版改成
-    # st.async + mbarrier 交换之后重新挑过（H200 上对每个 N 试 6 到 8 种线程数 x 包数，取最快的；
-    # 选中的配置由基准扫描在 docs/data/h200.json 的 softmax 套件里按 CUDA C 一栏复测）
+    # st.async + mbarrier 交换之后重新挑过：H200 上对每个 N 试 6 到 8 种线程数 x 包数，取最快的，选中的配置由
+    # 基准扫描复测（docs/data/h200.json 的 softmax 套件，CUDA C 一栏）。h200_cuda_softmax_cluster.json 是第一版的
+    # 扫描；scripts/tune_cuda_softmax.py --kernels cluster 的候选包含这些配置，还没有对新内核重跑
     4: ((512, "warp", 128, 4),
         (1024, "block", 64, 4),
         (2048, "warp", 128, 16),

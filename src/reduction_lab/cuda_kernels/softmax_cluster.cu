@@ -351,7 +351,7 @@ __device__ __forceinline__ int cluster_rank()
 #endif
 }
 
-// 寄存器版与常驻版共用的两步。
+// 常驻版的两步（寄存器版的第一版也这样写：以本线程的最大值为基准，交换之后一次cluster.sync()）。
 // 拆开与 exp：本线程的 PACKS 个向量拆成 float，m = 它们的最大值；exp 只算这一次：f = exp(x - m)，返回 sum f
 __device__ __forceinline__ float exp_segment(const uint4 (&u)[PACKS], float (&f)[PACKS][VEC], float &m)
 {
@@ -458,7 +458,9 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
 {
     // 簇里每个warp的(m, s)：第r块的第w个warp写进每一块的slots[r * NWARPS + w]
     __shared__ float2 slots[CLUSTER_SIZE * NWARPS];
+#if CLUSTER_SIZE > 1
     __shared__ unsigned long long full;                 // slots收齐CLUSTER_SIZE * NWARPS份时完成
+#endif
     const int rank = cluster_rank();                    // 本块在簇里的编号
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const long long row = blockIdx.x / CLUSTER_SIZE;

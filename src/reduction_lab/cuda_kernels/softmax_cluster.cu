@@ -352,7 +352,9 @@ __device__ __forceinline__ int cluster_rank()
 }
 
 // 常驻版的两步（寄存器版的第一版也这样写：以本线程的最大值为基准，交换之后一次cluster.sync()）。
-// 拆开与 exp：本线程的 PACKS 个向量拆成 float，m = 它们的最大值；exp 只算这一次：f = exp(x - m)，返回 sum f
+// 拆开与 exp：本线程的 PACKS 个向量拆成 float，m = 它们的最大值（WARP_MAX 时是整个 warp 的最大值）；
+// exp 只算这一次：f = exp(x - m)，返回本线程的 sum f
+template <bool WARP_MAX = false>
 __device__ __forceinline__ float exp_segment(const uint4 (&u)[PACKS], float (&f)[PACKS][VEC], float &m)
 {
 #pragma unroll
@@ -364,7 +366,12 @@ __device__ __forceinline__ float exp_segment(const uint4 (&u)[PACKS], float (&f)
 #pragma unroll
         for (int e = 0; e < VEC; e++)
             m = fmaxf(m, f[p][e]);
-    const float mb = (m == NEG_INF) ? 0.0f : m * LOG2E;   // 本线程全是-inf时以0为基准：f = 0，s = 0
+    if (WARP_MAX) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+    }
+    const float mb = (m == NEG_INF) ? 0.0f : m * LOG2E;   // 全是-inf时以0为基准：f = 0，s = 0
     float s = 0.0f;
 #pragma unroll
     for (int p = 0; p < PACKS; p++)
@@ -486,28 +493,8 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
         u[p] = v * VEC < end ? load_vec(xr, v, head, end) : neg_inf_vec();
     }
     // 2. 整个warp的最大值m；exp只算这一次：f = exp(x - m)，warp的和s
-    float f[PACKS][VEC];
-#pragma unroll
-    for (int p = 0; p < PACKS; p++)
-        unpack(u[p], f[p]);
-    float m = NEG_INF;
-#pragma unroll
-    for (int p = 0; p < PACKS; p++)
-#pragma unroll
-        for (int e = 0; e < VEC; e++)
-            m = fmaxf(m, f[p][e]);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
-    const float mb = (m == NEG_INF) ? 0.0f : m * LOG2E;   // 整个warp全是-inf时以0为基准：f = 0，s = 0
-    float s = 0.0f;
-#pragma unroll
-    for (int p = 0; p < PACKS; p++)
-#pragma unroll
-        for (int e = 0; e < VEC; e++) {
-            f[p][e] = fast_exp2(fmaf(f[p][e], LOG2E, -mb));
-            s += f[p][e];
-        }
+    float f[PACKS][VEC], m;
+    float s = exp_segment<true>(u, f, m);
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         s += __shfl_xor_sync(0xffffffff, s, o);

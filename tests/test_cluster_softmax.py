@@ -241,6 +241,37 @@ def test_cuda_softmax_plan_uses_clusters_only_when_available():
         softmax_plan(64, 65536, torch.float32, "cluster", 256, 8, clusters=False)
 
 
+def test_without_clusters_auto_uses_the_fastest_measured_non_cluster_config():
+    """表里是 cluster 的每个 N，没有簇时 auto 选的（内核、线程数、包数）就是 h200_cuda_softmax.json 那次扫描里
+    不用簇（block / split）时最快的候选；段数由 N 决定。"""
+    tune = rl.load_data("h200_cuda_softmax.json")
+    checked = 0
+    for r in tune["results"]:
+        dtype = getattr(torch, r["dtype"])
+        if softmax_plan(r["M"], r["N"], dtype, clusters=True)["kernel"] != "cluster":
+            continue
+        best = max((c for c in r["candidates"] if c["kernel"] in ("block", "split")), key=lambda c: c["frac_copy"])
+        plan = softmax_plan(r["M"], r["N"], dtype, clusters=False)
+        assert (plan["kernel"], plan["block_size"], plan["packs"]) == (best["kernel"], best["block_size"],
+                                                                     best["packs"]), (r["dtype"], r["N"])
+        checked += 1
+    assert checked >= 7
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("n", [16384, 65536, 131072, 262144])
+def test_unaligned_rows_still_get_a_cluster(n, dtype):
+    """行首不在 16 字节边界上时每行多占一个向量；表里的配置放不下时 auto 把每块的线程数加倍，仍用簇。"""
+    aligned = softmax_plan(64, n, dtype, clusters=True)
+    if aligned["kernel"] != "cluster":
+        pytest.skip(f"表里 N={n} 不用簇")
+    p = softmax_plan(64, n, dtype, clusters=True, aligned=False)
+    assert p["kernel"] == "cluster"
+    assert p["block_size"] in (aligned["block_size"], 2 * aligned["block_size"])
+    vec = 16 // dtype.itemsize
+    assert p["cluster_size"] * p["block_size"] * p["packs"] >= n // vec + 1      # 盖住多出来的那一个向量
+
+
 @needs_nvcc
 @pytest.mark.parametrize("defines,message", [({"CLUSTER_SIZE": 3}, "CLUSTER_SIZE must be"),
                                              ({"USE_BF16": 2}, "USE_BF16 must be")])
@@ -461,7 +492,9 @@ def test_auto_pipe_entry_falls_back(monkeypatch):
     assert (p["kernel"], p["cluster_size"], p["stages"]) == ("pipe", 4, 3)
     assert softmax_plan(64, 32768, torch.bfloat16, clusters=True, aligned=False)["kernel"] == "cluster"
     assert softmax_plan(64, 32770, torch.bfloat16, clusters=True)["kernel"] == "cluster"
-    assert softmax_plan(64, 32768, torch.bfloat16)["kernel"] == "split"
+    # 没有簇：不用簇时测得最快的写法，512 个线程 x 64 个元素放得下一行 32768 个 bf16，用 block
+    assert softmax_plan(64, 32768, torch.bfloat16)["kernel"] == "block"
+    assert softmax_plan(64, 65536, torch.bfloat16)["kernel"] == "split"
 
 
 @needs_sim

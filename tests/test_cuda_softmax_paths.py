@@ -143,10 +143,12 @@ def test_auto_plan_follows_the_table():
             if i > 0:                                # 比上一项的最大列数多一列：落到这一项
                 prev = table[i - 1][0]
                 assert ck.softmax_plan(64, prev + 1, dtype, clusters=True)["kernel"] == kernel
-            if kernel == "cluster":                  # 没有簇（sim 模式）：一个线程块放得下就 block，否则 split
+            if kernel == "cluster":                  # 没有簇（sim 模式）：不用簇时测得最快的配置，放得下就 block，否则 split
                 sim = ck.softmax_plan(64, n, dtype)
-                fits = n // (16 // itemsize) <= block * packs
-                assert sim["kernel"] == ("block" if fits else "split"), (dtype, n, sim)
+                b2, p2 = ck._no_cluster_config(n, dtype)
+                fits = n // (16 // itemsize) <= b2 * p2
+                assert (sim["kernel"], sim["block_size"], sim["packs"]) == ("block" if fits else "split", b2, p2), \
+                    (dtype, n, sim)
 
 
 def test_table_is_well_formed():

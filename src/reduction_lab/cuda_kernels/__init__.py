@@ -313,6 +313,19 @@ def _table_config(N: int, dtype):
                      f"(the last SOFTMAX_CONFIGS entry must have no column limit)")
 
 
+def _no_cluster_config(N: int, dtype) -> tuple[int, int]:
+    """表里是 cluster、却没有线程块簇时的 (线程数, 包数)：按 docs/data/h200_cuda_softmax.json 里不用簇时最快的写法
+    （H200 上的那次扫描，float32 N = 32768 … 262144、16 位 N = 16384 … 262144）——一块放得下时用 block，
+    每个线程 64 个元素、线程数取放得下的最少（256 或 512）；放不下时用表末行 split 的配置。"""
+    vec = _vec(dtype)
+    packs = _MAX_THREAD_ELEMS // vec
+    for block in (256, 512):
+        if block * packs >= N // vec and block * packs * vec <= _MAX_BLOCK_ELEMS:
+            return block, packs
+    _, _, block, packs = SOFTMAX_CONFIGS[dtype.itemsize][-1]
+    return block, packs
+
+
 def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", block_size: int | None = None,
                  packs: int | None = None, sm_count: int = NOMINAL_SM_COUNT, clusters: bool = False,
                  aligned: bool = True) -> dict:
@@ -322,7 +335,9 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
 
     ``kernel="auto"`` 从 :data:`SOFTMAX_CONFIGS` 取配置，给出的 ``block_size`` / ``packs`` 覆盖表里的值；
     整行放不进 warp 时改用 block，放不进线程块时改用 split；表里是 cluster 而 ``clusters=False``
-    （sim 模式，或 GPU 没有线程块簇）、或 16 块的簇放不下一行时改用 block（放不进线程块时 split）；split 的段数超出同时驻留的上限时改用 rows。
+    （sim 模式，或 GPU 没有线程块簇）、或 16 块的簇放不下一行时改用 block（放不进线程块时 split），线程数与包数
+    取不用簇时测得最快的写法（:func:`_no_cluster_config`；只在两者都没有给出时）；行首不对齐、表里的配置差一个
+    向量放不下时，cluster 每块的线程数加倍；split 的段数超出同时驻留的上限时改用 rows。
     显式给出的 ``kernel`` 不会被改掉，放不下就报错。``packs`` 不用于 rows。
     ``aligned``：x 与输出的每一行都从 16 字节边界开始（cluster 的簇大小按它留余量；pipe 只在它为真时可用）。"""
     if kernel not in SOFTMAX_KERNELS:
@@ -335,6 +350,7 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
         raise ValueError(f"packs 必须是 1 到 16 之间的 2 的幂，得到 {packs!r} (packs must be a power of two in [1, 16])")
     vec = _vec(dtype)
     auto = kernel == "auto"
+    from_table = auto and block_size is None and packs is None
     if auto:
         kernel, table_block, table_packs = _table_config(N, dtype)
         block_size = table_block if block_size is None else block_size
@@ -383,11 +399,21 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
             if not auto:
                 raise
             rp = None
+            if from_table and not aligned and clusters:
+                # 行首不在 16 字节边界上时每行多占一个向量，表里的配置在 16 块时可能正好差这一个：每块的线程数加倍
+                try:
+                    rp = regs_plan(N, dtype, None, 2 * B, packs, aligned)
+                    B = 2 * B
+                except ValueError:
+                    rp = None
         if rp is not None and clusters:
             return {"kernel": "cluster", "block_size": B, "packs": packs, "chunks": rp.cluster_size,
                     "cluster_size": rp.cluster_size, "grid": M * rp.cluster_size}
         # auto：没有簇（或放不下）时一个线程块放得下就用 block，否则 split（经全局内存交换 (m, s)）
         kernel = "block"
+        if from_table:
+            block_size, packs = _no_cluster_config(N, dtype)
+            B = _check_block(block_size, 32)
     elems = packs * vec
     if elems > _MAX_THREAD_ELEMS or B * elems > _MAX_BLOCK_ELEMS:
         raise ValueError(f"每个线程 {elems} 个元素、每块 {B * elems} 个：超过上限 {_MAX_THREAD_ELEMS} / "

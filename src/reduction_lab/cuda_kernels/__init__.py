@@ -119,9 +119,11 @@ _REDUCE_KERNELS = ("auto", "tree", "warp", "split")
 _WARP_MAX_BYTES = 8192
 
 
+_UNROLL = 8                    # 生产版内核里每个线程同时在途的加载数
+
+
 def _warp_rows(n_cols: int, dtype: torch.dtype) -> bool:
     return n_cols * dtype.itemsize <= _WARP_MAX_BYTES
-_UNROLL = 8                    # 生产版内核里每个线程同时在途的加载数
 
 
 def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: int | None = None,

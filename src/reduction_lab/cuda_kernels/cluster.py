@@ -362,14 +362,22 @@ def regs_min_blocks(block_size: int, packs: int, dtype) -> int:
 @functools.lru_cache(maxsize=None)
 def _regs_kernel(cluster_size: int, block_size: int, packs: int, dtype, index: int):
     """编译好的 softmax_cluster_regs（每种配置一份）与它的 CUfunction；16 块的簇打开非可移植的簇大小。"""
+    return _compile_cluster_kernel(REGS_KERNEL, cluster_size, block_size, packs, dtype, index,
+                                   MIN_BLOCKS=regs_min_blocks(block_size, packs, dtype))
+
+
+def _compile_cluster_kernel(name: str, cluster_size: int, block_size: int, packs: int, dtype, index: int,
+                            **defines):
+    """softmax_cluster.cu 里一个寄存器版 / 常驻版内核的一种配置：编译，16 块的簇打开非可移植的簇大小。
+    ``defines`` 是这个内核另外的编译期常量（按给出的顺序写在 PACKS 之后）。返回 (RawKernel, CUfunction)。"""
     import cupy
 
     bf16, fp16 = _REGS_DEFINES[dtype]
+    extra = "".join(f"#define {k} {v}\n" for k, v in defines.items())
     code = (f"#define CLUSTER_SIZE {cluster_size}\n#define USE_BF16 {bf16}\n#define USE_FP16 {fp16}\n"
-            f"#define BLOCK_SIZE {block_size}\n#define PACKS {packs}\n"
-            f"#define MIN_BLOCKS {regs_min_blocks(block_size, packs, dtype)}\n"
+            f"#define BLOCK_SIZE {block_size}\n#define PACKS {packs}\n{extra}"
             f'#line 1 "{KERNEL_SOURCE}"\n' + nvrtc_source(read_source(KERNEL_SOURCE)))
-    kern = cupy.RawKernel(code, REGS_KERNEL)
+    kern = cupy.RawKernel(code, name)
     with cupy.cuda.Device(index):
         func = kern.kernel
         if cluster_size > PORTABLE_CLUSTER_MAX:
@@ -506,16 +514,9 @@ def _pipe_kernel(plan: PipePlan, dtype, index: int):
     """编译好的 softmax_cluster_pipe 与它的 CUfunction，设置好动态共享内存上限（与非可移植的簇大小）。"""
     import cupy
 
-    bf16, fp16 = _REGS_DEFINES[dtype]
-    code = (f"#define CLUSTER_SIZE {plan.cluster_size}\n#define USE_BF16 {bf16}\n#define USE_FP16 {fp16}\n"
-            f"#define BLOCK_SIZE {plan.block_size}\n#define PACKS {plan.packs}\n#define STAGES {plan.stages}\n"
-            f"#define USE_TMA {int(plan.tma)}\n"
-            f'#line 1 "{KERNEL_SOURCE}"\n' + nvrtc_source(read_source(KERNEL_SOURCE)))
-    kern = cupy.RawKernel(code, PIPE_KERNEL)
+    kern, func = _compile_cluster_kernel(PIPE_KERNEL, plan.cluster_size, plan.block_size, plan.packs, dtype, index,
+                                         STAGES=plan.stages, USE_TMA=int(plan.tma))
     with cupy.cuda.Device(index):
-        func = kern.kernel
-        if plan.cluster_size > PORTABLE_CLUSTER_MAX:
-            cupy.cuda.driver.funcSetAttribute(func.ptr, _ATTR_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
         # 动态与静态共享内存合起来超过 48 KiB 就要先调大这个上限：总是按动态的字节数设置
         kern.max_dynamic_shared_size_bytes = plan.shared_bytes
     return kern, func

@@ -383,6 +383,18 @@ __device__ __forceinline__ float exp_segment(const uint4 (&u)[PACKS], float (&f)
     return s;
 }
 
+// slots里簇中每个warp的(m, s)合并成整行的(M, S)：每个lane合并几项，再在warp内蝶形合并，32个lane都得到结果
+__device__ __forceinline__ float2 merge_slots(const float2 *slots, int lane)
+{
+    float M = NEG_INF, S = 0.0f;
+    for (int i = lane; i < CLUSTER_SIZE * NWARPS; i += 32) {
+        const float2 q = slots[i];
+        combine(M, S, q.x, q.y);
+    }
+    warp_combine(M, S);
+    return make_float2(M, S);
+}
+
 // 簇内合并：warp内蝶形合并；lane r把本warp的(m, s)写进第r块的slots（分布式共享内存），
 // 一次cluster.sync()（释放/获取语义）之后，每块的slots里是整个簇所有warp的结果，各块只读本地的共享内存。
 // 返回整行的(M, S)。调用之前簇里每一块都必须已经开始运行（写别的块的共享内存）。
@@ -400,13 +412,7 @@ __device__ __forceinline__ float2 cluster_merge(float2 *slots, float m, float s)
         slots[warp] = make_float2(m, s);
     __syncthreads();
 #endif
-    float M = NEG_INF, S = 0.0f;
-    for (int i = lane; i < CLUSTER_SIZE * NWARPS; i += 32) {
-        const float2 q = slots[i];
-        combine(M, S, q.x, q.y);
-    }
-    warp_combine(M, S);
-    return make_float2(M, S);
+    return merge_slots(slots, lane);
 }
 // --8<-- [end:steps]
 
@@ -513,17 +519,12 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
         slots[warp] = make_float2(m, s);
     __syncthreads();
 #endif
-    float M = NEG_INF, S = 0.0f;
-    for (int i = lane; i < CLUSTER_SIZE * NWARPS; i += 32) {
-        const float2 q = slots[i];
-        combine(M, S, q.x, q.y);
-    }
-    warp_combine(M, S);
+    const float2 MS = merge_slots(slots, lane);
 
     // 4. 写：y = exp(x - M) / S = f * exp(m - M) / S，一个warp一个系数
     floatX *yr = y + row * y_row_stride;
     const bool vector_ok = head == (int)((reinterpret_cast<unsigned long long>(yr) / sizeof(floatX)) % VEC);
-    const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - M) * LOG2E) / S;
+    const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - MS.x) * LOG2E) / MS.y;
 #pragma unroll
     for (int p = 0; p < PACKS; p++) {
 #pragma unroll

@@ -189,6 +189,7 @@ def main() -> int:
                     "torch": torch.__version__, "python": platform.python_version(),
                     "date": dt.datetime.now().isoformat(timespec="seconds"),
                     "total_elems": args.total_elems, "quick": args.quick, "smoke": args.smoke,
+                    "command": "python scripts/tune_cuda_softmax.py " + " ".join(sys.argv[1:]),
                     "method": "validate every candidate against float64 torch.softmax, then time with "
                               "triton.testing.do_bench (median, L2 flushed); GB/s = 2*M*N*itemsize / time"},
            "results": [], "failures": [], "table": {}}

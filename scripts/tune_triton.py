@@ -40,6 +40,12 @@ def main():
                     help="softmax 候选的种类，逗号分隔：rows、split、packed、online、persistent")
     ap.add_argument("--warps", default="4,8,16,32", help="softmax 候选的 num_warps（逗号分隔）")
     ap.add_argument("--chunks", default="4096,8192,16384,32768", help="split / packed 候选的每段列数（逗号分隔）")
+    ap.add_argument("--rs-elems", default="4096,8192,16384", help="row_sum 常驻内核每次读的元素数（逗号分隔）")
+    ap.add_argument("--rs-warps", default="4,8,16", help="row_sum 候选的 num_warps（逗号分隔）")
+    ap.add_argument("--rs-pps", default="2,4,8", help="row_sum 常驻内核每个 SM 的 program 数（逗号分隔）")
+    ap.add_argument("--rs-stages", default="2,3", help="row_sum 常驻内核的流水级数（逗号分隔）")
+    ap.add_argument("--rs-block-n", default="4096",
+                    help="row_sum 每次读的列数上限（逗号分隔）；N >= 8192 时另试分段内核（一行一个 program）的这些列数")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     warps_list = [int(v) for v in args.warps.split(",")]
@@ -102,13 +108,23 @@ def main():
                 rows["softmax"].append({"kind": kind, **kw, "error": str(exc)[:200]})
         rows["softmax_default"] = 2 * nbytes / bench(lambda: softmax(x)) / 1e9
         # row_sum 候选：常驻内核（n_split=1）的块形状、warp 数、每 SM program 数、流水级数
-        bn = min(triton.next_power_of_2(n), 4096)
-        grid = itertools.product([4096, 8192, 16384], [4, 8, 16], [2, 4, 8], [2, 3]) if "row_sum" in only else []
-        for elems, warps, pps, stages in grid:
-            bm = max(1, elems // bn)
-            if not (8 <= bm * bn // (32 * warps) <= 64):
-                continue
-            kw = dict(block_m=bm, block_n=bn, num_warps=warps, n_split=1, programs_per_sm=pps, num_stages=stages)
+        ints = lambda v: [int(t) for t in v.split(",")]
+        rs_cands = []
+        if "row_sum" in only:
+            for cap, elems, warps, pps, stages in itertools.product(ints(args.rs_block_n), ints(args.rs_elems),
+                                                                    ints(args.rs_warps), ints(args.rs_pps),
+                                                                    ints(args.rs_stages)):
+                bn = min(triton.next_power_of_2(n), cap)
+                bm = max(1, elems // bn)
+                if bm * bn == elems and 8 <= bm * bn // (32 * warps) <= 64:
+                    rs_cands.append(dict(block_m=bm, block_n=bn, num_warps=warps, n_split=1, programs_per_sm=pps,
+                                         num_stages=stages))
+            if n >= 8192:                       # 分段内核：一行一个 program（段数按默认），按 block_n 循环
+                for bn, warps in itertools.product(ints(args.rs_block_n), ints(args.rs_warps) + [32]):
+                    if bn < n and 8 <= bn // (32 * warps) <= 64:
+                        rs_cands.append(dict(block_m=1, block_n=bn, num_warps=warps))
+        rs_cands = list({tuple(sorted(c.items())): c for c in rs_cands}.values())
+        for kw in rs_cands:
             try:
                 f = lambda: row_sum(x, **kw)
                 ok = torch.allclose(f().float(), ref_sum.float(), atol=1e-2, rtol=1e-4 if dtype == torch.float32 else 2e-2)

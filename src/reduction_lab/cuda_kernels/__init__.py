@@ -254,17 +254,15 @@ _SOFTMAX_NAMES = {"rows": "softmax_rows", "warp": "softmax_rows_warp", "block": 
 #: 它写出的 JSON 里 ``best`` 一栏就是这张表的一项，抄过来即可。
 SOFTMAX_CONFIGS = {
     # H200，scripts/tune_cuda_softmax.py 的两次运行（docs/data/h200_cuda_softmax.json：warp / block / split；
-    # docs/data/h200_cuda_softmax_cluster.json：cluster）：每个 N 最快的候选。cluster 各项在寄存器版改成
-    # st.async + mbarrier 交换之后重新挑过：H200 上对每个 N 试 6 到 8 种线程数 x 包数，取最快的，选中的配置由
-    # 基准扫描复测（docs/data/h200.json 的 softmax 套件，CUDA C 一栏）。h200_cuda_softmax_cluster.json 是第一版的
-    # 扫描；scripts/tune_cuda_softmax.py --kernels cluster 的候选包含这些配置，还没有对新内核重跑
+    # docs/data/h200_cuda_softmax_cluster_mbar.json：cluster，即现在的 st.async + mbarrier 交换）：每个 N 最快的
+    # 候选（差不到一个百分点时留用原来的）。docs/data/h200_cuda_softmax_cluster.json 是第一版（cluster.sync 交换）的扫描
     4: ((512, "warp", 128, 4),
         (1024, "block", 64, 4),
         (2048, "warp", 128, 16),
         (4096, "block", 64, 16),
         (8192, "block", 128, 16),
         (16384, "block", 512, 8),
-        (32768, "block", 512, 16),
+        (32768, "cluster", 256, 4),
         (65536, "cluster", 128, 8),
         (131072, "cluster", 256, 8),
         (262144, "cluster", 512, 8),
@@ -274,7 +272,7 @@ SOFTMAX_CONFIGS = {
         (2048, "warp", 128, 8),
         (4096, "block", 64, 8),
         (8192, "block", 128, 8),
-        (16384, "cluster", 256, 4),
+        (32768, "cluster", 256, 4),
         (65536, "cluster", 128, 8),
         (262144, "cluster", 256, 8),
         (None, "split", 256, 4)),

@@ -164,9 +164,10 @@ def split_config(n_cols: int, element_size: int) -> tuple[int, int]:
     """分段内核的默认 (每段列数, num_warps)，H200 上 scripts/tune_triton.py --kinds packed 扫描得到
     （M x N = 2^26）：float32 每段 16384 列、16 个 warp（N = 65536 … 262144 时 89% / 87% / 84%），
     N > 262144 时每段 32768 列、32 个 warp（N = 2^20：76%）；16 位每段 8192 列、8 个 warp（每段 16 KiB：
-    N = 65536 … 262144 时 74% / 79% / 73%，每段 16384 列时 262144 只有 61%）。"""
+    N = 65536 … 262144 时 74% / 79% / 73%，每段 16384 列时 262144 只有 61%），N > 262144 时也是每段 32768 列、
+    32 个 warp（bf16 N = 2^20：55%，每段 8192 列只有 43%；scripts/tune_triton.py --kinds packed）。"""
     if element_size == 2:
-        return 8192, 8
+        return (8192, 8) if n_cols <= 262144 else (4 * SPLIT_CHUNK, 32)
     if n_cols <= 262144:
         return 2 * SPLIT_CHUNK, 16
     return 4 * SPLIT_CHUNK, 32

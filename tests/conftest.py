@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import reduction_lab  # noqa: F401  必须先于 triton 导入（sim 模式要打开解释器）
-from reduction_lab.api import BACKENDS
+from reduction_lab.api import IMPLEMENTATIONS
 
 # 每种实现需要的第三方模块；缺了就跳过并说明原因
 _REQUIRES = {"tilelang": "tilelang", "cuda": "pycparser"}
@@ -32,7 +32,7 @@ def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
         chosen = metafunc.config.getoption("--backend")
         chosen = _ALIASES.get(chosen, chosen)
-        names = [chosen] if chosen else list(BACKENDS)
+        names = [chosen] if chosen else list(IMPLEMENTATIONS)   # auto 另有测试（test_auto_backend.py）
         params = []
         for name in names:
             reason = _available(name)

@@ -49,7 +49,7 @@ _LAZY = {
 }
 
 _SUBMODULES = {"simt", "cuda_kernels", "tilelang_kernels", "bench", "triton_kernels", "reference",
-               "memcount", "api", "checks", "runtime", "autograd", "datafiles"}
+               "memcount", "api", "auto", "checks", "runtime", "autograd", "datafiles"}
 
 __all__ = ["MODE", "DEVICE", "ModeError", *sorted(_LAZY)]
 

@@ -1,7 +1,8 @@
 """统一入口：同一个归约，四种实现。
 
 ``reduce_sum(x, dim=1, backend=..., out=None)`` 与 ``softmax(x, dim=-1, backend=..., out=None)``，
-``backend`` 取 ``"torch"``（PyTorch 自带的算子，作对照）、``"triton"``、``"cuda"``（CUDA C 源码，GPU 上经
+``backend`` 取 ``"auto"``（默认：按行长、dtype 与 GPU 选下面的一个，规则见 :mod:`reduction_lab.auto`）、
+``"torch"``（PyTorch 自带的算子，作对照）、``"triton"``、``"cuda"``（CUDA C 源码，GPU 上经
 CuPy，CPU 上经 :mod:`reduction_lab.simt`）、``"tilelang"``。在哪里运行由模式决定
 （:mod:`reduction_lab.runtime`），与 backend 无关。
 
@@ -12,7 +13,7 @@ CuPy，CPU 上经 :mod:`reduction_lab.simt`）、``"tilelang"``。在哪里运�
 * 返回的张量总是新分配的连续张量（或者就是 ``out``），不沿用 ``x`` 的步长；
 * 所有参数都在启动任何内核之前检查。
 
-dtype：torch 与 triton 接受 float32、float16、bfloat16、float64（float64 按 float64 计算，
+dtype：auto、torch 与 triton 接受 float32、float16、bfloat16、float64（float64 按 float64 计算，
 ``torch.autograd.gradcheck`` 用它）；cuda 与 tilelang 接受 float32、bfloat16、float16：按输入的 dtype 读写，
 在 float32 里累加、求 exp，结果与输入同 dtype（前向与反向都是）。sim 模式下 tilelang 不接受 bfloat16
 （TileLang 的 C 目标没有 bfloat16，见 ``reduction_lab.tilelang_kernels.BF16_C_TARGET``）。
@@ -24,14 +25,18 @@ import importlib
 
 import torch
 
+from .auto import resolve as _auto
 from .checks import MAX_COLS, check_matrix, check_no_overlap, check_out
 from .runtime import DEVICE
 
-BACKENDS = ("torch", "triton", "cuda", "tilelang")
+#: 四种具体实现；BACKENDS 另有 "auto"（按形状选其中之一，见 reduction_lab.auto）
+IMPLEMENTATIONS = ("torch", "triton", "cuda", "tilelang")
+BACKENDS = ("auto", *IMPLEMENTATIONS)
 _BACKEND_SET = frozenset(BACKENDS)
 
 #: 每个 backend 接受的输入 dtype
 DTYPES = {
+    "auto": (torch.float32, torch.float16, torch.bfloat16, torch.float64),     # float64 总是交给 triton
     "torch": (torch.float32, torch.float16, torch.bfloat16, torch.float64),
     "triton": (torch.float32, torch.float16, torch.bfloat16, torch.float64),
     "cuda": (torch.float32, torch.bfloat16, torch.float16),
@@ -75,7 +80,7 @@ def _check_dim(x: torch.Tensor, dim) -> None:
 
 
 #: 沿列（dim=0）求和：torch 与 triton（reduction_lab.triton_kernels.col_sum，课程页面 docs/triton/column-sum.md）
-COLUMN_BACKENDS = ("torch", "triton")
+COLUMN_BACKENDS = ("auto", "torch", "triton")
 
 
 _DTYPE_SETS = {b: frozenset(d) for b, d in DTYPES.items()}
@@ -139,11 +144,13 @@ def _into(out, result):
     return out.copy_(result)
 
 
-def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "triton", *,
+def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "auto", *,
                out: torch.Tensor | None = None) -> torch.Tensor:
     """每行求和：(M, N) -> (M,)，dtype 与 x 相同。``out``：调用者提供的 (M,) 连续输出。
-    ``dim=0``（torch 与 triton 后端）：每列求和 (M, N) -> (N,)，不做转置拷贝（docs/triton/column-sum.md）。"""
+    ``dim=0``（auto、torch 与 triton 后端）：每列求和 (M, N) -> (N,)，不做转置拷贝（docs/triton/column-sum.md）。"""
     needs_grad = _check_args(x, dim, backend, out, "reduce_sum")
+    if backend == "auto":
+        backend = _auto("reduce_sum", x)
     if dim in (0, -2):
         return _column_sum(x, backend, out, needs_grad)
     if backend == "torch":
@@ -184,10 +191,12 @@ def _column_sum(x, backend, out, needs_grad):
     return _into(out, col_sum(x))
 
 
-def softmax(x: torch.Tensor, dim: int = -1, backend: str = "triton", *,
+def softmax(x: torch.Tensor, dim: int = -1, backend: str = "auto", *,
             out: torch.Tensor | None = None) -> torch.Tensor:
     """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同。``out``：调用者提供的 (M, N) 连续输出。"""
     needs_grad = _check_args(x, dim, backend, out, "softmax")
+    if backend == "auto":
+        backend = _auto("softmax", x)
     if backend == "torch":
         return torch.softmax(x, dim=-1) if out is None else out.copy_(torch.softmax(x, dim=-1))
     if needs_grad:

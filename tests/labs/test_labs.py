@@ -53,7 +53,7 @@ def test_registry_matches_files():
 
 
 def test_backend_choices_match_api():
-    assert set(BACKEND_CHOICES) - {"nvidia"} == set(rl.api.BACKENDS)
+    assert set(BACKEND_CHOICES) - {"nvidia"} == set(rl.api.IMPLEMENTATIONS)
 
 
 @pytest.mark.parametrize("name", [_param(n) for n in NAMES])

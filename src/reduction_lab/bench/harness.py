@@ -322,6 +322,7 @@ def metadata(argv: Sequence[str] | None = None) -> dict:
     }
     if MODE == "gpu":
         meta["cuda"] = torch.version.cuda
+        meta["compute_capability"] = ".".join(map(str, torch.cuda.get_device_capability(torch.cuda.current_device())))
     return meta
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: 与 reduction_lab.api.BACKENDS 相同（测试核对），另加课程原来的别名 nvidia = cuda
+#: 与 reduction_lab.api.IMPLEMENTATIONS 相同（测试核对），另加课程原来的别名 nvidia = cuda
 BACKEND_CHOICES = ("torch", "triton", "cuda", "tilelang", "nvidia")
 
 _CASES_MODULE = Path(__file__).with_name("lab_cases.py")

@@ -80,7 +80,7 @@ def _check_dim(x: torch.Tensor, dim) -> None:
 
 
 #: 沿列（dim=0）求和：torch 与 triton（reduction_lab.triton_kernels.col_sum，课程页面 docs/triton/column-sum.md）
-COLUMN_BACKENDS = ("auto", "torch", "triton")
+COLUMN_BACKENDS = ("torch", "triton")         # 以及 auto（它用 triton）
 
 
 _DTYPE_SETS = {b: frozenset(d) for b, d in DTYPES.items()}
@@ -110,7 +110,7 @@ def _check_args(x, dim, backend, out, op):
     _check_backend(backend)
     check_matrix(x, "x", dtypes=DTYPES[backend], device=DEVICE)
     if op == "reduce_sum" and not isinstance(dim, bool) and dim in (0, -2):
-        if backend not in COLUMN_BACKENDS:
+        if backend not in COLUMN_BACKENDS and backend != "auto":
             raise ValueError(f"沿列求和（dim=0）只有 {', '.join(COLUMN_BACKENDS)} 后端支持，得到 backend={backend!r} "
                              f"(dim=0 is supported by the {COLUMN_BACKENDS} backends only)")
         if out is not None:
@@ -147,7 +147,7 @@ def _into(out, result):
 def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "auto", *,
                out: torch.Tensor | None = None) -> torch.Tensor:
     """每行求和：(M, N) -> (M,)，dtype 与 x 相同。``out``：调用者提供的 (M,) 连续输出。
-    ``dim=0``（auto、torch 与 triton 后端）：每列求和 (M, N) -> (N,)，不做转置拷贝（docs/triton/column-sum.md）。"""
+    ``dim=0``（torch 与 triton 后端，auto 用 triton）：每列求和 (M, N) -> (N,)，不做转置拷贝（docs/triton/column-sum.md）。"""
     needs_grad = _check_args(x, dim, backend, out, "reduce_sum")
     if backend == "auto":
         backend = _auto("reduce_sum", x)

@@ -84,7 +84,8 @@ def probes() -> dict:
     # 一次 rl.softmax 调用里的各段（Triton 默认 backend）：检查、计划、分配输出、启动
     from reduction_lab.triton_kernels import softmax as tsm
 
-    out["rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x))
+    out["rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x, backend="triton"))
+    out["rl.softmax(x) auto"] = per_call_us(lambda: rl.softmax(x))               # 默认 backend：这里选 triton
     out["softmax_checked(x)"] = per_call_us(lambda: tsm.softmax_checked(x))
     out["torch.empty_like"] = per_call_us(lambda: torch.empty_like(x))
     launcher, grid, kw, kw_key = tsm._rows_plan(x.shape[0], x.shape[1], x.dtype)
@@ -103,14 +104,14 @@ def probes() -> dict:
     out["FastLaunch._hooks_on"] = per_call_us(launcher._hooks_on)
     out["x.data_ptr()"] = per_call_us(lambda: x.data_ptr())
     out["rl.api._check_args"] = per_call_us(lambda: rl.api._check_args(x, -1, "triton", None, "softmax"))
-    out["rl.reduce_sum(x) triton"] = per_call_us(lambda: rl.reduce_sum(x))
+    out["rl.reduce_sum(x) triton"] = per_call_us(lambda: rl.reduce_sum(x, backend="triton"))
     # bf16：同一个计划第二次起应当命中 FastLaunch 的缓存（缓存项的个数不再增长）
     from reduction_lab.triton_kernels import row_sum as trs
 
     xb = x.to(torch.bfloat16)
-    out["rl.softmax(x bf16) triton"] = per_call_us(lambda: rl.softmax(xb))
+    out["rl.softmax(x bf16) triton"] = per_call_us(lambda: rl.softmax(xb, backend="triton"))
     before = (len(trs._persistent_launch.cache), len(trs._tiled_launch.cache))
-    out["rl.reduce_sum(x bf16) triton"] = per_call_us(lambda: rl.reduce_sum(xb))
+    out["rl.reduce_sum(x bf16) triton"] = per_call_us(lambda: rl.reduce_sum(xb, backend="triton"))
     out["row-sum FastLaunch cache entries before/after bf16 calls"] = \
         f"{before} -> {(len(trs._persistent_launch.cache), len(trs._tiled_launch.cache))}"
     out["row_sum_checked(x bf16)"] = per_call_us(lambda: trs.row_sum_checked(xb))

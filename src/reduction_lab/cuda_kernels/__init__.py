@@ -220,7 +220,11 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
     acc = out if x.dtype == torch.float32 else torch.empty((M,), dtype=torch.float32, device=x.device)
     if chunks > 1:
         acc.zero_()
-    launch("reduce_sum.cu", name, grid, block, (x, acc, x.stride(0), M, N, cols), defines=defines)
+    if lp is not None:                               # 热路径：同上（acc 是 float32 的连续张量，与第一次相同）
+        lp.launch_values((x.data_ptr(), acc.data_ptr(), x.stride(0), M, N, cols))
+    else:
+        launch("reduce_sum.cu", name, grid, block, (x, acc, x.stride(0), M, N, cols), defines=defines)
+        plan[5] = _trusted(cached_plan("reduce_sum.cu", name, grid, block, 0, defines))
     if acc is not out:
         out.copy_(acc)
     return out

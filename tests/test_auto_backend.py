@@ -89,7 +89,8 @@ def test_api_default_is_auto_and_runs_the_chosen_backend(dtype):
     y = rl.softmax(x)
     _close(y, x)
     assert torch.equal(y, rl.softmax(x, backend=pick))                # 同一个内核、同一个计划：逐位相同
-    assert torch.equal(rl.reduce_sum(x), rl.reduce_sum(x, backend="triton"))
+    # 按行求和：行数少于 SM 数时 Triton 把一行切成几段、原子加合并，两次调用的加法顺序可以不同
+    torch.testing.assert_close(rl.reduce_sum(x), rl.reduce_sum(x, backend="triton"), rtol=1e-5, atol=1e-5)
     out = torch.empty_like(x)
     assert rl.softmax(x, out=out) is out and torch.equal(out, y)
 

@@ -354,7 +354,7 @@ def _render_percall(rec: dict) -> str:
     if gpu:
         lines.append("每格是一次调用的墙钟时间（µs），括号里是只算内核的时间（µs）；二者之差是主机端的开销。"
                      "比值表：每个实现的墙钟时间除以同一进程里交替测的torch eager（同一个操作、同一个输入）；"
-                     "目标：Triton（默认backend）不超过1倍，CUDA C与TileLang不超过1.5倍。")
+                     "目标：默认backend（auto，短行上它选Triton）不超过1倍，CUDA C与TileLang不超过1.5倍。")
     else:
         lines.append("每格是一次调用的墙钟时间（µs，CPU上的模拟）。")
     extra = _skipped_lines(rec)

@@ -318,6 +318,49 @@ def test_target_verdicts():
     assert "低于92%、低于对照" in report.render_targets(doc)
 
 
+def _two_impls(n, triton_frac, cuda_frac, peer_frac, meta_extra):
+    rec = _fake_rec("triton", 100.0, 100.0 * triton_frac)
+    rec["meta"].update(meta_extra)
+    e = rec["shapes"][0]
+    e["N"] = n
+    e["results"]["cuda"] = {"status": "ok", "gbps": 100.0 * cuda_frac, "frac_copy": cuda_frac}
+    e["results"]["quack"] = {"status": "ok", "gbps": 100.0 * peer_frac, "frac_copy": peer_frac}
+    rec["impls"] += [{"name": "cuda", "label": "CUDA C", "kind": "ours"},
+                     {"name": "quack", "label": "quack", "kind": "peer"}]
+    return rec
+
+
+@pytest.mark.parametrize("meta,subject", [
+    ({"mode": "gpu", "device": "NVIDIA H200", "cupy": "14.2.0"}, "cuda"),          # 旧数据：按设备名认出线程块簇
+    ({"mode": "gpu", "device": "NVIDIA A100", "compute_capability": "8.0", "cupy": "14.2.0"}, "triton"),
+    ({"mode": "gpu", "device": "NVIDIA H200", "compute_capability": "9.0", "cupy": None}, "triton"),   # 没有 CuPy
+])
+def test_softmax_verdict_judges_the_default_backend(meta, subject):
+    """softmax 判定 auto 在那块 GPU 上选的实现，而不是最快的一个；最快的另写在判定后面。"""
+    rec = _two_impls(65536, 0.99, 0.93, 0.95, meta)
+    (row,) = report.target_verdicts({"suites": {"softmax": rec}}, "softmax", "float32")
+    assert row["ours"] == subject and row["best"] == "triton"
+    text = report.render_targets({"suites": {"softmax": rec}})
+    if subject == "cuda":
+        assert "| 65536 | 93%（CUDA C） | 95（quack） | 低于对照（最好的：triton 99%） |" in text
+    else:
+        assert "| 65536 | 99%（triton） | 95（quack） | 达标 |" in text
+
+
+def test_row_sum_verdict_judges_the_slowest_backend():
+    rec = _two_impls(4096, 0.99, 0.90, 0.95, {})
+    rec["suite"] = "row-sum"
+    e = rec["shapes"][0]
+    e["results"]["cupy"] = e["results"].pop("quack")
+    rec["impls"][-1] = {"name": "cupy", "label": "CuPy", "kind": "peer"}
+    doc = {"suites": {"row-sum": rec}}
+    (row,) = report.target_verdicts(doc, "row-sum", "float32")
+    assert row["ours"] == "cuda" and not row["ok_frac"] and row["ok_peer"] is False and row["best"] == "triton"
+    e["results"]["cuda"] = {"status": "error", "reason": "boom"}                 # 有一个 backend 没有结果：不判定
+    (row,) = report.target_verdicts(doc, "row-sum", "float32")
+    assert row["ours"] is None and "| 4096 | — | — | — |" in report.render_targets(doc)
+
+
 def test_softmax_long_row_target_is_85_percent():
     rec = _fake_rec("triton", 100.0, 86.0)
     e = rec["shapes"][0]

@@ -25,7 +25,6 @@ from .runtime import MODE
 __all__ = ["OPS", "choice", "resolve"]
 
 OPS = ("softmax", "reduce_sum")
-_CUDA_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def choice(op: str, n_cols: int, dtype: torch.dtype, *, clusters: bool, cupy: bool = True,
@@ -36,10 +35,12 @@ def choice(op: str, n_cols: int, dtype: torch.dtype, *, clusters: bool, cupy: bo
     加载内核）；``aligned``：每行是否从 16 字节边界开始（不对齐时簇内核每行多占一个向量，可能放不下）。"""
     if op not in OPS:
         raise ValueError(f"op 只能是 {', '.join(OPS)} 之一，得到 {op!r} (op must be one of {OPS})")
-    if op == "reduce_sum" or not (clusters and cupy) or dtype not in _CUDA_DTYPES:
+    if op == "reduce_sum" or not (clusters and cupy):
         return "triton"
-    from .cuda_kernels import softmax_plan
+    from .cuda_kernels import DTYPES, softmax_plan
 
+    if dtype not in DTYPES:                         # CUDA C 不接受的 dtype（float64）
+        return "triton"
     plan = softmax_plan(1, n_cols, dtype, clusters=True, aligned=aligned)
     return "cuda" if plan["kernel"] in ("cluster", "pipe") else "triton"
 

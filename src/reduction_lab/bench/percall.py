@@ -62,7 +62,8 @@ def percall_impl_names() -> list[str]:
     return names
 
 
-#: 一次调用的目标（相对同一进程里的 torch eager）：默认 backend（Triton）不超过 torch，CUDA C 与 TileLang 不超过 1.5 倍
+#: 一次调用的目标（相对同一进程里的 torch eager）：Triton（默认 backend auto 在这些短行上选它）不超过 torch，
+#: CUDA C 与 TileLang 不超过 1.5 倍
 PERCALL_TARGETS = {"triton": 1.0, "cuda": 1.5, "tilelang": 1.5}
 
 

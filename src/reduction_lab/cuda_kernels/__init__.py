@@ -209,21 +209,19 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
     name, grid, block, defines, split, lp = plan
     if out is None:
         out = torch.empty((M,), dtype=x.dtype, device=x.device)
+    # warp 内核直接写 out；split 内核写 float32 的 acc（16 位时另分配，段数 > 1 时先清零），最后转成 x 的 dtype
     if split is None:
-        if lp is not None:                           # 热路径：见 softmax_checked
-            lp.launch_values((x.data_ptr(), out.data_ptr(), x.stride(0), M, N))
-            return out
-        launch("reduce_sum.cu", name, grid, block, (x, out, x.stride(0), M, N), defines=defines)
-        plan[5] = _trusted(cached_plan("reduce_sum.cu", name, grid, block, 0, defines))
-        return out
-    cols, chunks = split
-    acc = out if x.dtype == torch.float32 else torch.empty((M,), dtype=torch.float32, device=x.device)
-    if chunks > 1:
-        acc.zero_()
-    if lp is not None:                               # 热路径：同上（acc 是 float32 的连续张量，与第一次相同）
-        lp.launch_values((x.data_ptr(), acc.data_ptr(), x.stride(0), M, N, cols))
+        acc, tail = out, ()
     else:
-        launch("reduce_sum.cu", name, grid, block, (x, acc, x.stride(0), M, N, cols), defines=defines)
+        cols, chunks = split
+        acc = out if x.dtype == torch.float32 else torch.empty((M,), dtype=torch.float32, device=x.device)
+        if chunks > 1:
+            acc.zero_()
+        tail = (cols,)
+    if lp is not None:                               # 热路径：见 softmax_checked
+        lp.launch_values((x.data_ptr(), acc.data_ptr(), x.stride(0), M, N, *tail))
+    else:
+        launch("reduce_sum.cu", name, grid, block, (x, acc, x.stride(0), M, N, *tail), defines=defines)
         plan[5] = _trusted(cached_plan("reduce_sum.cu", name, grid, block, 0, defines))
     if acc is not out:
         out.copy_(acc)

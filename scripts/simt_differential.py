@@ -176,6 +176,8 @@ def course_cases():
         _row_sum_case("warp", (37, 1000), 2))
     add("reduce_sum_rows_split", "reduce_sum.cu", "reduce_sum_rows_split", "按行求和（切段 + atomicAdd），(3, 9000)，3段",
         _row_sum_case("split", (3, 9000), 3, chunks=3))
+    add("reduce_sum_rows_split_one", "reduce_sum.cu", "reduce_sum_rows_split", "按行求和（一行一段，直接写出），(5, 9000)",
+        _row_sum_case("split", (5, 9000), 5, chunks=1))
     add("softmax_rows", "softmax.cu", "softmax_rows", "按行softmax（课程版，读三遍），(6, 1000)",
         _softmax_case((6, 1000), 4, kernel="rows"))
     add("softmax_rows_warp", "softmax.cu", "softmax_rows_warp", "按行softmax，一个warp一行，(37, 1000)",

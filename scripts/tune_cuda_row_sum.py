@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 import torch
 import reduction_lab as rl
 from reduction_lab import cuda_kernels as ck
 from reduction_lab.bench import timing
 
+NS = (8192, 32768, 131072, 262144)
 FLUSH = None
 
 
@@ -32,6 +34,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--ns", default=",".join(map(str, NS)))
+    ap.add_argument("--blocks", default="256,512,1024", help="每块线程数（逗号分隔）")
+    ap.add_argument("--chunks", default="None,1,2,4,8", help="段数（逗号分隔；None 是包装函数的默认段数）")
     ap.add_argument("--total-elems", type=int, default=1 << 26)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -40,7 +44,12 @@ def main() -> int:
     FLUSH = timing.L2Flusher(timing.l2_bytes())
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     out = {"meta": {"device": torch.cuda.get_device_name(0), "sm_count": sms, "torch": torch.__version__,
-                    "command": "python scripts/tune_cuda_row_sum.py " + " ".join(sys.argv[1:])}, "results": []}
+                    "command": "python scripts/tune_cuda_row_sum.py " + " ".join(sys.argv[1:]),
+                    "method": "validate against float64 x.sum(1), then time the whole call with "
+                              "reduction_lab.bench.timing.time_gpu (CUDA events, read-only sweep of 4x L2 before "
+                              "each call, median of 40); GB/s = M*N*itemsize / time; frac_copy against y.copy_(x) "
+                              "(read + write bytes / time) timed the same way",
+                    "date": time.strftime("%Y-%m-%d")}, "results": []}
     bad = 0
     for dname in args.dtypes.split(","):
         dtype = getattr(torch, dname)
@@ -51,8 +60,8 @@ def main() -> int:
             ref = x.double().sum(1)
             copy = 2 * x.numel() * x.element_size() / (bench_ms(lambda: y.copy_(x)) * 1e-3)
             rows = []
-            for b in (256, 512, 1024):
-                for c in (None, 1, 2, 4, 8):
+            for b in map(int, args.blocks.split(",")):
+                for c in (None if v == "None" else int(v) for v in args.chunks.split(",")):
                     f = (lambda b=b, c=c: ck.reduce_sum(x, kernel="split", block_size=b, chunks=c))
                     got = f().double()
                     tol = 1e-4 * ref.abs() + 1e-3 if dtype == torch.float32 else 2 ** -7 * ref.abs() + 1e-3

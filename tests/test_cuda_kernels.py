@@ -64,6 +64,27 @@ def test_reduce_sum_split_uses_several_chunks_and_atomics():
     assert rep.global_load_bytes == x.numel() * 4
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_reduce_sum_split_one_chunk_writes_dtype_directly(dtype):
+    """行数不少于 SM 数时一行一段：split 内核自己把和舍入成 x 的 dtype 写进 out（没有原子加、没有 float32
+    缓冲区，也就没有清零与转换两次额外的启动）。写出的字节数 = 行数 x 元素字节数；和与 float64 的精确和舍入后逐位相等。"""
+    assert ck._split_plan(132, 5000, 256, 132)[1] == 1 and ck._split_plan(131, 5000, 256, 132)[1] > 1
+    x = torch.randint(-3, 4, (3, 5000)).to(dtype)
+    out = torch.empty(3, dtype=dtype)
+    y, rep = ck.reduce_sum(x, kernel="split", chunks=1, out=out, return_report=True, mode="sim")
+    assert y is out and torch.equal(y, x.double().sum(1).to(dtype))
+    assert rep.atomic_ops == 0 and rep.global_store_bytes == 3 * x.element_size()
+    y, rep = ck.reduce_sum(x, kernel="split", chunks=2, return_report=True, mode="sim")
+    assert torch.equal(y, x.double().sum(1).to(dtype)) and rep.atomic_ops == 6
+
+
+def test_reduce_sum_split_block_size_follows_row_bytes():
+    # 一行不到 64 KiB：256 个线程；不到 512 KiB：512 个；更长：1024 个（H200 的扫描，docs/data/h200_cuda_row_sum_sweep.json）
+    assert ck._split_block(2048, 16383, 4, 132) == 256 and ck._split_block(2048, 16384, 4, 132) == 512
+    assert ck._split_block(2048, 32768, 2, 132) == 512 and ck._split_block(2048, 32767, 2, 132) == 256
+    assert ck._split_block(256, 131071, 4, 132) == 512 and ck._split_block(256, 131072, 4, 132) == 1024
+
+
 def test_reduce_sum_strided_rows():
     base = _rand((4, 300), seed=4)
     x = base[:, 10:260]                        # 行距 300，每行 250 个元素
@@ -428,13 +449,14 @@ def test_launch_sees_an_edited_source_file(tmp_path):
     assert out.cpu().tolist() == [4.0] * 32
 
 
-@pytest.mark.parametrize("dtype,n,kernel", [(torch.float32, 2048, "reduce_sum_rows_warp"),
-                                            (torch.float32, 2049, "reduce_sum_rows_split"),
-                                            (torch.bfloat16, 4096, "reduce_sum_rows_warp"),
-                                            (torch.float16, 4097, "reduce_sum_rows_split")])
+@pytest.mark.parametrize("dtype,n,kernel", [(torch.float32, 1024, "reduce_sum_rows_warp"),
+                                            (torch.float32, 1025, "reduce_sum_rows_split"),
+                                            (torch.bfloat16, 2048, "reduce_sum_rows_warp"),
+                                            (torch.float16, 2049, "reduce_sum_rows_split")])
 def test_reduce_sum_auto_picks_warp_kernel_by_row_bytes(dtype, n, kernel):
-    """一行不超过 8 KiB 用 warp-per-row 内核（float32 2048 列、16 位 4096 列）：它直接写 x 的 dtype，一次启动；
-    更长的行用 split（16 位时先在 float32 里累加，再转换）。两条路的和都与 float64 的精确和舍入后逐位相等。"""
+    """一行不超过 4 KiB 用 warp-per-row 内核（float32 1024 列、16 位 2048 列）：它直接写 x 的 dtype，一次启动；
+    更长的行用 split（这里只有 3 行、切成几段：16 位时先在 float32 里累加，再转换）。两条路的和都与 float64 的精确和
+    舍入后逐位相等。"""
     x = torch.randint(-3, 4, (3, n)).to(dtype)
     y, rep = ck.reduce_sum(x, return_report=True, mode="sim")
     assert rep.kernel == kernel

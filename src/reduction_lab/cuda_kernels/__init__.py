@@ -114,9 +114,11 @@ def _finish(out, reports, return_report):
 # ---------------------------------------------------------------- reduce_sum
 
 _REDUCE_KERNELS = ("auto", "tree", "warp", "split")
-#: 一行不超过这么多字节时用 warp-per-row 内核（float32 2048 列、16 位 4096 列）：它直接写 x 的 dtype，
-#: 一次启动；更长的行用 split，16 位时还要一个 float32 缓冲区和一次转换（三次启动）
-_WARP_MAX_BYTES = 8192
+#: 一行不超过这么多字节时用 warp-per-row 内核（float32 1024 列、16 位 2048 列）；更长的行用 split
+#: （H200 上 bf16 的 N = 4096：warp 89%，split 一行一块 96%，docs/data/h200_cuda_row_sum_sweep.json）。
+#: 两者在一段时都直接写 x 的 dtype、一次启动；split 分成几段时要清零一个 float32 缓冲区，
+#: 16 位时最后还要一次转换（三次启动），所以只在行数少于 SM 数时分段
+_WARP_MAX_BYTES = 4096
 
 
 _UNROLL = 8                    # 生产版内核里每个线程同时在途的加载数
@@ -153,7 +155,10 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         raise ValueError(f"chunks 必须是正整数，得到 {chunks!r} (chunks must be a positive int)")
     if chunks is not None and kernel != "split":
         raise ValueError(f"chunks 只用于 kernel='split'，当前 kernel={kernel!r} (chunks applies to the split kernel only)")
-    B = _check_block(block_size if block_size is not None else 256, 32)
+    if block_size is None:
+        B = _split_block(M, N, x.element_size(), _sm_count(x, m)) if kernel == "split" and chunks is None else 256
+    else:
+        B = _check_block(block_size, 32)
     out = _check_out(out, (M,), x)
     defines = _defines(B, x.dtype)
     if kernel == "tree":
@@ -169,15 +174,23 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
             quantum = B * _UNROLL
             cols = _cdiv(_cdiv(N, chunks), quantum) * quantum
             chunks = _cdiv(N, cols)
-        # split 内核的输出总是 float32：各段用 atomicAdd 累加到清零的 float32，最后才舍入成 x 的 dtype
-        acc = out if x.dtype == torch.float32 else torch.empty((M,), dtype=torch.float32, device=x.device)
-        if chunks > 1:
-            acc.zero_()
+        # 一段：内核直接写 out。几段：各段用 atomicAdd 累加到清零的 float32 acc，最后才舍入成 x 的 dtype
+        acc = _split_acc(out, chunks)
         rep = launch("reduce_sum.cu", "reduce_sum_rows_split", grid=(chunks, min(M, 65535)), block=B,
-                     args=(x, acc, x.stride(0), M, N, cols), defines=defines, mode=m)
-        if acc is not out:
+                     args=(x, out, acc, x.stride(0), M, N, cols), defines=defines, mode=m)
+        if chunks > 1 and acc is not out:
             out.copy_(acc)
     return _finish(out, rep, return_report)
+
+
+def _split_acc(out: torch.Tensor, chunks: int) -> torch.Tensor:
+    """split 内核的形参 acc（float*）：段数 > 1 时是清零的 float32（float32 的 out 本身就是）；一段时内核不写它，
+    float32 时传 out，16 位时传一个元素的占位张量（形参的类型要对上）。"""
+    if out.dtype == torch.float32:
+        return out.zero_() if chunks > 1 else out
+    if chunks == 1:
+        return torch.empty(1, dtype=torch.float32, device=out.device)
+    return torch.zeros(out.shape, dtype=torch.float32, device=out.device)
 
 
 def _trusted(lp):
@@ -198,40 +211,56 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
     key = (M, N, x.dtype, x.get_device())
     plan = _SUM_PLANS.get(key)
     if plan is None:
-        B = 256
-        defines = _defines(B, x.dtype)
         if _warp_rows(N, x.dtype):
-            plan = ["reduce_sum_rows_warp", _cdiv(M, B // 32), B, defines, None, None]
+            B = 256
+            plan = ["reduce_sum_rows_warp", _cdiv(M, B // 32), B, _defines(B, x.dtype), None, None]
         else:
-            cols, chunks = _split_plan(M, N, B, _sm_count(x, _mode(None)))
-            plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, defines, (cols, chunks), None]
+            sms = _sm_count(x, _mode(None))
+            B = _split_block(M, N, x.element_size(), sms)
+            cols, chunks = _split_plan(M, N, B, sms)
+            plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, _defines(B, x.dtype), (cols, chunks), None]
         _SUM_PLANS[key] = plan
     name, grid, block, defines, split, lp = plan
     if out is None:
         out = torch.empty((M,), dtype=x.dtype, device=x.device)
-    # warp 内核直接写 out；split 内核写 float32 的 acc（16 位时另分配，段数 > 1 时先清零），最后转成 x 的 dtype
+    # warp 内核与一段的 split 内核直接写 out；分段时 split 内核累加到清零的 float32 acc，最后转成 x 的 dtype
     if split is None:
-        acc, tail = out, ()
+        if lp is not None:                           # 热路径：见 softmax_checked
+            lp.launch_values((x.data_ptr(), out.data_ptr(), x.stride(0), M, N))
+            return out
+        args = (x, out, x.stride(0), M, N)
     else:
         cols, chunks = split
-        acc = out if x.dtype == torch.float32 else torch.empty((M,), dtype=torch.float32, device=x.device)
-        if chunks > 1:
-            acc.zero_()
-        tail = (cols,)
-    if lp is not None:                               # 热路径：见 softmax_checked
-        lp.launch_values((x.data_ptr(), acc.data_ptr(), x.stride(0), M, N, *tail))
-    else:
-        launch("reduce_sum.cu", name, grid, block, (x, acc, x.stride(0), M, N, *tail), defines=defines)
+        if lp is not None and chunks == 1:           # 一段：内核不写 acc，占位的指针就用 out 的
+            lp.launch_values((x.data_ptr(), out.data_ptr(), out.data_ptr(), x.stride(0), M, N, cols))
+            return out
+        acc = _split_acc(out, chunks)
+        if lp is not None:
+            lp.launch_values((x.data_ptr(), out.data_ptr(), acc.data_ptr(), x.stride(0), M, N, cols))
+        args = (x, out, acc, x.stride(0), M, N, cols)
+    if lp is None:
+        launch("reduce_sum.cu", name, grid, block, args, defines=defines)
         plan[5] = _trusted(cached_plan("reduce_sum.cu", name, grid, block, 0, defines))
-    if acc is not out:
+    if split is not None and split[1] > 1 and acc is not out:
         out.copy_(acc)
     return out
 
 
+def _split_block(M: int, N: int, itemsize: int, sm_count: int) -> int:
+    """split 内核默认的每块线程数（H200 上 scripts/tune_cuda_row_sum.py 的扫描，docs/data/h200_cuda_row_sum_sweep.json）：
+    一行不到 64 KiB 时 256 个线程，不到 512 KiB 时 512 个，更长时 1024 个（float32 的 N = 262144：256 个线程只有
+    拷贝的 74%，1024 个 99%：一行一块、只有 256 块时，每个 SM 上同时在途的加载要靠更多的线程）。"""
+    row = N * itemsize
+    return 256 if row < 65536 else 512 if row < 524288 else 1024
+
+
 def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:
-    """长行切段：返回 (每段列数, 段数)。目标是约 4 轮常驻线程块（每 SM 2048 个线程），
-    每段至少让每个线程做两轮 8 路加载；每段列数取 B*8 的倍数，段首按 128 字节对齐。"""
+    """长行切段：返回 (每段列数, 段数)。行数不少于 SM 数时一行一段（一个线程块读完一行，直接写出结果，
+    一次启动）；更少时切段，目标是约 4 轮常驻线程块（每 SM 2048 个线程），每段至少让每个线程做两轮
+    8 路加载；每段列数取 B*8 的倍数，段首按 128 字节对齐。"""
     quantum = B * _UNROLL
+    if M >= sm_count:
+        return _cdiv(N, quantum) * quantum, 1
     target_blocks = sm_count * (2048 // B) * 4
     chunks = max(1, min(_cdiv(target_blocks, M), _cdiv(N, 2 * quantum)))
     cols = _cdiv(_cdiv(N, chunks), quantum) * quantum

@@ -4,7 +4,8 @@
 //   reduce_sum_rows        课程版：一行一个线程块，共享内存树形归约（顺序寻址）
 //   reduce_sum_rows_warp   短行（生产版）：一个warp一行，每个线程8路独立加载，warp洗牌归约
 //   reduce_sum_rows_split  长行（生产版）：grid = (段数, 行数)，一行切成几段各由一个线程块处理，
-//                          warp洗牌 + 共享内存归约，段数 > 1时atomicAdd到清零的输出（输出总是float）
+//                          warp洗牌 + 共享内存归约；只有一段时直接写floatX的输出（一次启动），
+//                          段数 > 1时atomicAdd到事先清零的float缓冲区
 //   bf16 / fp16：两个生产版内核每个线程一次读16字节（8个元素，sum_x8），课程版逐个读。
 //
 // 编译期常量：BLOCK_SIZE（每块线程数，32到1024之间的2的幂，启动时必须等于blockDim.x）；
@@ -136,8 +137,10 @@ extern "C" __global__ void reduce_sum_rows_warp(const floatX *__restrict__ x, fl
 
 // --8<-- [start:reduce_sum_rows_split]
 // 长行：blockIdx.x选段，blockIdx.y选行（行数超过gridDim.y时循环）。
-// 段数gridDim.x > 1时各段用atomicAdd累加到事先清零的out[row]（out总是float）。
-extern "C" __global__ void reduce_sum_rows_split(const floatX *__restrict__ x, float *__restrict__ out, long long row_stride,
+// 只有一段（gridDim.x == 1）时这一行的和直接写成floatX：out[row]，不需要别的启动；
+// 段数 > 1时各段用atomicAdd累加到事先清零的float缓冲区acc[row]（16位时之后再转换成floatX）。
+// float32时acc可以就是out：一次启动只写其中一个。
+extern "C" __global__ void reduce_sum_rows_split(const floatX *__restrict__ x, floatX *out, float *acc, long long row_stride,
                                                  int n_rows, int n_cols, int cols_per_block)
 {
     __shared__ float warp_sums[BLOCK_SIZE / 32];
@@ -175,9 +178,9 @@ extern "C" __global__ void reduce_sum_rows_split(const floatX *__restrict__ x, f
             v = warp_reduce_sum(v);
             if (lane == 0) {
                 if (gridDim.x == 1)
-                    out[row] = v;
+                    out[row] = (floatX)v;
                 else
-                    atomicAdd(out + row, v);
+                    atomicAdd(acc + row, v);
             }
         }
         __syncthreads();                                     // warp_sums在下一行复用之前

@@ -93,25 +93,30 @@ def row_sum_persistent_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, n_
 
 
 def _tiled_config(n_rows: int, n_cols: int, elem_size: int = 4):
-    """(BLOCK_M, BLOCK_N, n_split, num_warps, persistent)，在 H200 上扫描得到（scripts/tune_triton.py）：
+    """(BLOCK_M, BLOCK_N, n_split, num_warps, persistent)，来自 H200 上的扫描（scripts/tune_triton_row_sum.py，
+    docs/data/h200_triton_row_sum_sweep.json；计时与基准相同：每次调用前只读地扫过 4 倍 L2）：
 
-    * 短行（一行不到 16 KiB：float32 的 N < 4096，16 位的 N < 8192）：常驻内核，每次读 BLOCK_M x BLOCK_N
-      个元素、共 16 KiB。16 位输入按字节而不是按元素分块：按 float32 的 4096 个元素分块时，bf16 在
-      N = 512 … 4096 只有拷贝带宽的 70%–79%，按 8192 个元素是 87%–90%（docs/data/h200_followup.json）；
-    * 长行：一行一个 program，按 4096 列循环，16 个 warp（16 位输入也是 4096 列：每次 8192 列时
-      bf16 在 N = 8192 从 96% 降到 80%，N = 262144 从 85% 降到 78%）；
+    * 默认都用分块内核（一个 program 读 BLOCK_M 行 x BLOCK_N 列，grid = 行块数 x 段数），不用常驻内核：
+      短行时它在 float32 的 N = 512 … 2048 快 2–3 个百分点，bf16 快 1–4 个；
+    * float32（与 float64）：一块 4096 个元素（16 KiB）、16 个 warp，每个线程一轮两次 16 字节的加载。
+      短行时一块装 4096 / N 行，长行时 BLOCK_N = 4096、在 program 内循环；
+    * 16 位：N <= 2048 时一块 2048 个元素、4 个 warp；N = 4096 时 BLOCK_N = 2048、8 个 warp；N = 8192 时
+      BLOCK_N = 4096、16 个 warp；更长的行 BLOCK_N = 16384、8 个 warp（每个线程一轮 8 次 16 字节的加载同时在途）；
     * 行数少于 SM 数时把一行切成几段（原子加合并），让所有 SM 都有活干。"""
-    tile = 4096 * 4 // elem_size if elem_size in (2, 4) else 4096
-    if n_cols < tile:
-        block_n = next_pow2(n_cols)
-        block_m = max(1, min(tile // block_n, next_pow2(n_rows)))
-        # 每个线程的元素数与 float32 时相同（16 位时 warp 数加倍）：寄存器用量不变
-        return block_m, block_n, 1, (8 if block_n <= 1024 * 4 // elem_size else 4) * (tile // 4096), True
-    block_n = 4096
+    if elem_size == 2:
+        if n_cols <= 2048:
+            block_n = next_pow2(n_cols)
+            return max(1, min(2048 // block_n, next_pow2(n_rows))), block_n, 1, 4, False
+        block_n, warps = (2048, 8) if n_cols <= 4096 else (4096, 16) if n_cols <= 8192 else (16384, 8)
+    else:
+        if n_cols < 4096:
+            block_n = next_pow2(n_cols)
+            return max(1, min(4096 // block_n, next_pow2(n_rows))), block_n, 1, 16, False
+        block_n, warps = 4096, 16
     n_split = 1
     while n_rows * n_split < sm_count() and cdiv(n_cols, n_split * 2) >= 4 * block_n:
         n_split *= 2
-    return 1, block_n, n_split, 16, False
+    return 1, block_n, n_split, warps, False
 
 
 def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | None = None,
@@ -153,14 +158,14 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
     bm, bn, ns, nw = block_m or bm, block_n or bn, n_split or ns, num_warps or nw
     check_triton_tuning(block_m=bm, block_n=bn)       # 块内元素不超过 Triton 的上限
     if persistent:
-        out = torch.empty(n_rows, device=x.device, dtype=acc_torch)
+        out = torch.empty(n_rows, device=x.device, dtype=x.dtype)   # 内核直接写 x 的 dtype
         n_row_blocks = cdiv(n_rows, bm)
         slots = programs_per_sm * sm_count() if sm_count() > 1 else 8
         grid = (min(n_row_blocks, slots),)
         row_sum_persistent_kernel[grid](out, x, x.stride(0), n_rows, n_cols, cdiv(n_cols, bn),
                                         BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=num_stages,
                                         EVICT=eviction_policy, ACC=acc_t, num_warps=nw)
-        return out.to(x.dtype)
+        return out
     cols_per_split = cdiv(cdiv(n_cols, ns), bn) * bn
     ns = cdiv(n_cols, cols_per_split)
     if ns > 1 and deterministic:
@@ -178,7 +183,9 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
             BLOCK_M=bm2, BLOCK_N=bn2, ATOMIC=False, ACC=acc_t, num_warps=4,
         )
         return out.to(x.dtype)
-    out = (torch.zeros if ns > 1 else torch.empty)(n_rows, device=x.device, dtype=acc_torch)
+    # 分段时各段原子加到清零的 float32（float64 输入时 float64），最后舍入成 x 的 dtype；一段时内核直接写 x 的 dtype
+    out = torch.zeros(n_rows, device=x.device, dtype=acc_torch) if ns > 1 else torch.empty(n_rows, device=x.device,
+                                                                                            dtype=x.dtype)
     row_sum_tiled_kernel[(cdiv(n_rows, bm), ns)](
         out, x, x.stride(0), n_rows, n_cols, cols_per_split,
         BLOCK_M=bm, BLOCK_N=bn, ATOMIC=ns > 1, EVICT=eviction_policy, ACC=acc_t, num_warps=nw,

@@ -239,3 +239,27 @@ def test_repeated_calls_use_the_compiled_kernel_and_stay_right():
     assert {k[0] for k in keys} == {"reduce_sum"}
     # softmax：M 是运行期变量，快速路径按 (N, dtype, 设备, 参数) 缓存，与行数无关
     assert [k for k in tk._SOFTMAX_COMPILED if k[0] == 96 and k[1] == torch.float32]
+
+
+@pytest.mark.skipif(not rl.runtime.is_gpu(), reason="api 检查之后的快速路径只在 gpu 模式下启用（sim 模式照常经包装函数）")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_checked_path_calls_the_ffi_executable_and_stays_right(dtype):
+    """api 检查过输入之后，同一形状第二次起直接调用 TVM-FFI 的可执行函数（跳过编译好的内核对象的 Python 包装）。
+    每次的输出先填满 NaN 再交给内核（softmax），或者由 FFI 新分配（求和）：值只能来自这一次的内核。"""
+    x = torch.randn(64, 1000, device=DEV).to(dtype)
+    for _ in range(3):
+        y = rl.softmax(x, backend="tilelang")
+        s = rl.reduce_sum(x, backend="tilelang")
+    call, stats = tk._CHECKED[("softmax", 64, 1000, dtype, x.get_device())]
+    assert type(call).__name__ != "JITKernel", "softmax 没有走 FFI 的快速路径"
+    call_s, ffi = tk._CHECKED[("reduce_sum", 64, 1000, dtype, x.get_device())]
+    assert ffi, "求和没有走 FFI 的快速路径"
+    for seed in range(3):
+        x = (torch.randn(64, 1000, device=DEV) * (seed + 1)).to(dtype)
+        out = torch.full_like(x, float("nan"))
+        got = rl.softmax(x, backend="tilelang", out=out)
+        assert got is out
+        tol = dict(atol=1e-6, rtol=1e-5) if dtype == torch.float32 else dict(atol=8e-3, rtol=1.6e-2)
+        torch.testing.assert_close(out.float(), torch.softmax(x.double(), 1).float(), **tol)
+        tol = dict(atol=1e-3, rtol=1e-5) if dtype == torch.float32 else dict(atol=0.5, rtol=1.6e-2)
+        torch.testing.assert_close(rl.reduce_sum(x, backend="tilelang").float(), x.double().sum(1).float(), **tol)

@@ -39,6 +39,8 @@ TRITON_BAD = [
     ("row_sum", lambda: row_sum(X, num_warps=64), ValueError, "num_warps"),
     ("row_sum", lambda: row_sum(X, programs_per_sm=0), ValueError, "programs_per_sm"),
     ("row_sum", lambda: row_sum(X, num_stages=0), ValueError, "num_stages"),
+    ("row_sum", lambda: row_sum(X, num_stages=2), ValueError, "n_split=1"),           # 只用于常驻内核
+    ("row_sum", lambda: row_sum(X, block_m=2, programs_per_sm=4), ValueError, "n_split=1"),
     ("row_sum", lambda: row_sum(X, eviction_policy="evict_all"), ValueError, "eviction_policy"),
     ("row_sum", lambda: row_sum(X.double(), 128), TypeError, "float64"),
     ("softmax", lambda: softmax(X, block_m=0), ValueError, "block_m"),

@@ -67,7 +67,7 @@ def test_softmax_production_configs(kw):
 
 
 @pytest.mark.parametrize("kw", [{}, {"n_split": 4, "block_n": 64}, {"block_m": 2, "block_n": 128},
-                                {"block_m": 4, "block_n": 256, "programs_per_sm": 1}])
+                                {"block_m": 4, "block_n": 256, "n_split": 1, "programs_per_sm": 1}])
 def test_row_sum_production_configs(kw):
     x = _rand(5, 1000, seed=5)
     torch.testing.assert_close(rl.row_sum(x, **kw).double(), x.double().sum(1), atol=1e-3, rtol=1e-5)

@@ -156,7 +156,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     if chunks is not None and kernel != "split":
         raise ValueError(f"chunks 只用于 kernel='split'，当前 kernel={kernel!r} (chunks applies to the split kernel only)")
     if block_size is None:
-        B = _split_block(M, N, x.element_size(), _sm_count(x, m)) if kernel == "split" and chunks is None else 256
+        B = _split_block(N, x.element_size()) if kernel == "split" and chunks is None else 256
     else:
         B = _check_block(block_size, 32)
     out = _check_out(out, (M,), x)
@@ -216,7 +216,7 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
             plan = ["reduce_sum_rows_warp", _cdiv(M, B // 32), B, _defines(B, x.dtype), None, None]
         else:
             sms = _sm_count(x, _mode(None))
-            B = _split_block(M, N, x.element_size(), sms)
+            B = _split_block(N, x.element_size())
             cols, chunks = _split_plan(M, N, B, sms)
             plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, _defines(B, x.dtype), (cols, chunks), None]
         _SUM_PLANS[key] = plan
@@ -246,7 +246,7 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
     return out
 
 
-def _split_block(M: int, N: int, itemsize: int, sm_count: int) -> int:
+def _split_block(N: int, itemsize: int) -> int:
     """split 内核默认的每块线程数（H200 上 scripts/tune_cuda_row_sum.py 的扫描，docs/data/h200_cuda_row_sum_sweep.json）：
     一行不到 64 KiB 时 256 个线程，不到 512 KiB 时 512 个，更长时 1024 个（float32 的 N = 262144：256 个线程只有
     拷贝的 74%，1024 个 99%：一行一块、只有 256 块时，每个 SM 上同时在途的加载要靠更多的线程）。"""

@@ -483,7 +483,8 @@ def _run_softmax(x: torch.Tensor, y: torch.Tensor, stats: torch.Tensor, cfg: dic
     compiled(x, y, stats)
 
 
-#: reduction_lab.api 检查过输入之后的默认配置：(操作, M, N, dtype, 设备) -> (可调用对象, 是否直接调用 FFI, 占位的 stats)
+#: reduction_lab.api 检查过输入之后的默认配置：(操作, M, N, dtype, 设备) -> softmax：(可调用对象, 占位的 stats)；
+#: 求和：(可调用对象, 是否直接调用 FFI)
 _CHECKED: dict = {}
 
 

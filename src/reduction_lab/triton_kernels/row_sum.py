@@ -93,7 +93,7 @@ def row_sum_persistent_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, n_
 
 
 def _tiled_config(n_rows: int, n_cols: int, elem_size: int = 4):
-    """(BLOCK_M, BLOCK_N, n_split, num_warps, persistent)，来自 H200 上的扫描（scripts/tune_triton_row_sum.py，
+    """(BLOCK_M, BLOCK_N, n_split, num_warps)，分块内核的默认配置，来自 H200 上的扫描（scripts/tune_triton_row_sum.py，
     docs/data/h200_triton_row_sum_sweep.json；计时与基准相同：每次调用前只读地扫过 4 倍 L2）：
 
     * 默认都用分块内核（一个 program 读 BLOCK_M 行 x BLOCK_N 列，grid = 行块数 x 段数），不用常驻内核：
@@ -106,17 +106,17 @@ def _tiled_config(n_rows: int, n_cols: int, elem_size: int = 4):
     if elem_size == 2:
         if n_cols <= 2048:
             block_n = next_pow2(n_cols)
-            return max(1, min(2048 // block_n, next_pow2(n_rows))), block_n, 1, 4, False
+            return max(1, min(2048 // block_n, next_pow2(n_rows))), block_n, 1, 4
         block_n, warps = (2048, 8) if n_cols <= 4096 else (4096, 16) if n_cols <= 8192 else (16384, 8)
     else:
         if n_cols < 4096:
             block_n = next_pow2(n_cols)
-            return max(1, min(4096 // block_n, next_pow2(n_rows))), block_n, 1, 16, False
+            return max(1, min(4096 // block_n, next_pow2(n_rows))), block_n, 1, 16
         block_n, warps = 4096, 16
     n_split = 1
     while n_rows * n_split < sm_count() and cdiv(n_cols, n_split * 2) >= 4 * block_n:
         n_split *= 2
-    return 1, block_n, n_split, warps, False
+    return 1, block_n, n_split, warps
 
 
 def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | None = None,
@@ -152,9 +152,11 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
         row_sum_kernel[(n_rows,)](out, x, x.stride(0), n_cols, BLOCK_SIZE=block_size,
                                   num_warps=warps_for(block_size))
         return out.to(x.dtype)
-    bm, bn, ns, nw, persistent = _tiled_config(n_rows, n_cols, x.element_size())
-    if block_m or block_n or num_warps or n_split:
-        persistent = n_split == 1
+    bm, bn, ns, nw = _tiled_config(n_rows, n_cols, x.element_size())
+    persistent = n_split == 1                         # 显式的 n_split=1：常驻内核
+    if not persistent and (programs_per_sm, num_stages) != (2, 3):
+        raise ValueError("programs_per_sm 与 num_stages 只用于常驻内核：同时给出 n_split=1 "
+                         "(programs_per_sm and num_stages apply to the persistent kernel only: pass n_split=1)")
     bm, bn, ns, nw = block_m or bm, block_n or bn, n_split or ns, num_warps or nw
     check_triton_tuning(block_m=bm, block_n=bn)       # 块内元素不超过 Triton 的上限
     if persistent:
@@ -193,24 +195,19 @@ def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | No
     return out.to(x.dtype)
 
 
-_persistent_launch = FastLaunch(row_sum_persistent_kernel)
 _tiled_launch = FastLaunch(row_sum_tiled_kernel)
 
 
 @functools.lru_cache(maxsize=4096)
 def _plan(n_rows: int, n_cols: int, dtype: torch.dtype):
-    """默认参数下的启动计划，按形状与 dtype 缓存：(常驻?, grid, 额外的整数参数, constexpr 与 num_warps,
-    输出 dtype)。不用原子加时内核直接写出 x 的 dtype；分段（原子加）时先在 float32 里累加。"""
-    bm, bn, ns, nw, persistent = _tiled_config(n_rows, n_cols, dtype.itemsize)
+    """默认参数下分块内核的启动计划，按形状与 dtype 缓存：(grid, 每段列数, constexpr 与 num_warps, 其键, 输出 dtype)。
+    不用原子加时内核直接写出 x 的 dtype；分段（原子加）时先在 float32 里累加。"""
+    bm, bn, ns, nw = _tiled_config(n_rows, n_cols, dtype.itemsize)
     acc_t, acc_torch = (tl.float64, torch.float64) if dtype == torch.float64 else (tl.float32, torch.float32)
-    if persistent:
-        grid = (min(cdiv(n_rows, bm), 2 * sm_count() if sm_count() > 1 else 8),)
-        kw = {"BLOCK_M": bm, "BLOCK_N": bn, "NUM_STAGES": 3, "EVICT": "", "ACC": acc_t, "num_warps": nw}
-        return True, grid, cdiv(n_cols, bn), kw, tuple(kw.items()), dtype
     cols_per_split = cdiv(cdiv(n_cols, ns), bn) * bn
     ns = cdiv(n_cols, cols_per_split)
     kw = {"BLOCK_M": bm, "BLOCK_N": bn, "ATOMIC": ns > 1, "EVICT": "", "ACC": acc_t, "num_warps": nw}
-    return False, (cdiv(n_rows, bm), ns), cols_per_split, kw, tuple(kw.items()), (acc_torch if ns > 1 else dtype)
+    return (cdiv(n_rows, bm), ns), cols_per_split, kw, tuple(kw.items()), (acc_torch if ns > 1 else dtype)
 
 
 _PLANS: dict = {}
@@ -224,9 +221,8 @@ def row_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
     plan = _PLANS.get((n_rows, n_cols, dtype))
     if plan is None:
         plan = _PLANS[(n_rows, n_cols, dtype)] = _plan(n_rows, n_cols, dtype)
-    persistent, grid, extra, kw, kw_key, res_dtype = plan
-    launcher = _persistent_launch if persistent else _tiled_launch
-    if not persistent and kw["ATOMIC"]:
+    grid, extra, kw, kw_key, res_dtype = plan
+    if kw["ATOMIC"]:
         res = torch.zeros(n_rows, device=x.device, dtype=res_dtype)
     elif out is not None and res_dtype == dtype:
         res = out
@@ -235,7 +231,7 @@ def row_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
     pr, px, sx = res.data_ptr(), x.data_ptr(), x.stride(0)
     dev = x.get_device()
     key = (kw_key, dtype, res_dtype, dev, pr & 15 == 0, px & 15 == 0, sx, n_rows, n_cols, extra)
-    launcher.launch_keyed(grid, key, dev, (pr, px, sx, n_rows, n_cols, extra), (res, x, sx, n_rows, n_cols, extra), kw)
+    _tiled_launch.launch_keyed(grid, key, dev, (pr, px, sx, n_rows, n_cols, extra), (res, x, sx, n_rows, n_cols, extra), kw)
     if res.dtype != dtype:
         res = res.to(dtype)
     if out is not None and res is not out:

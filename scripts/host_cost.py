@@ -110,10 +110,10 @@ def probes() -> dict:
 
     xb = x.to(torch.bfloat16)
     out["rl.softmax(x bf16) triton"] = per_call_us(lambda: rl.softmax(xb, backend="triton"))
-    before = (len(trs._persistent_launch.cache), len(trs._tiled_launch.cache))
+    before = len(trs._tiled_launch.cache)
     out["rl.reduce_sum(x bf16) triton"] = per_call_us(lambda: rl.reduce_sum(xb, backend="triton"))
     out["row-sum FastLaunch cache entries before/after bf16 calls"] = \
-        f"{before} -> {(len(trs._persistent_launch.cache), len(trs._tiled_launch.cache))}"
+        f"{before} -> {len(trs._tiled_launch.cache)}"
     out["row_sum_checked(x bf16)"] = per_call_us(lambda: trs.row_sum_checked(xb))
     out["torch.empty(64, bf16)"] = per_call_us(lambda: torch.empty(64, device=xb.device, dtype=torch.bfloat16))
     out["rl.softmax(x) cuda"] = per_call_us(lambda: rl.softmax(x, backend="cuda"))

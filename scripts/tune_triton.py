@@ -1,10 +1,11 @@
-"""在 GPU 上扫描 Triton 生产版内核的参数（块形状、warp 数、分段），打印每个形状的最佳配置。
+"""在 GPU 上扫描 Triton 生产版 softmax 内核的参数（块形状、warp 数、分段），打印每个形状的最佳配置。
 
     REDUCTION_LAB_MODE=gpu python scripts/tune_triton.py [--total-elems 67108864] [--json out.json]
-    REDUCTION_LAB_MODE=gpu python scripts/tune_triton.py --dtype bfloat16 --only softmax --ns 512,1024,2048,4096
+    REDUCTION_LAB_MODE=gpu python scripts/tune_triton.py --dtype bfloat16 --ns 512,1024,2048,4096
 
-输入 fp32（--dtype 可改成 bfloat16 / float16），M x N = total-elems；softmax 计 读+写 字节，行求和计 读 字节。同一次运行里测设备拷贝带宽作上限。
-结果用来确定 softmax.py / row_sum.py / online_softmax.py 里的默认参数。
+输入 fp32（--dtype 可改成 bfloat16 / float16），M x N = total-elems；计 读+写 字节。同一次运行里测设备拷贝带宽作上限。
+结果用来确定 softmax.py / online_softmax.py 里的默认参数。按行求和的扫描是 scripts/tune_triton_row_sum.py
+（与基准同样的计时：每次调用前只读地扫过 4 倍 L2）。
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ import json
 
 import reduction_lab as rl
 import torch
-import triton
 
 from reduction_lab.bench import timing
 
 from reduction_lab.triton_kernels.online_softmax import online_softmax, split_softmax
-from reduction_lab.triton_kernels.row_sum import row_sum
 from reduction_lab.triton_kernels.softmax import softmax, softmax_persistent
 
 
@@ -35,22 +34,14 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--ns", default="512,1024,2048,4096,8192,16384,32768,65536,131072,262144")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    ap.add_argument("--only", default="softmax,row_sum", help="逗号分隔：softmax、row_sum")
     ap.add_argument("--kinds", default="rows,split,packed,online,persistent",
                     help="softmax 候选的种类，逗号分隔：rows、split、packed、online、persistent")
     ap.add_argument("--warps", default="4,8,16,32", help="softmax 候选的 num_warps（逗号分隔）")
     ap.add_argument("--chunks", default="4096,8192,16384,32768", help="split / packed 候选的每段列数（逗号分隔）")
-    ap.add_argument("--rs-elems", default="4096,8192,16384", help="row_sum 常驻内核每次读的元素数（逗号分隔）")
-    ap.add_argument("--rs-warps", default="4,8,16", help="row_sum 候选的 num_warps（逗号分隔）")
-    ap.add_argument("--rs-pps", default="2,4,8", help="row_sum 常驻内核每个 SM 的 program 数（逗号分隔）")
-    ap.add_argument("--rs-stages", default="2,3", help="row_sum 常驻内核的流水级数（逗号分隔）")
-    ap.add_argument("--rs-block-n", default="4096",
-                    help="row_sum 每次读的列数上限（逗号分隔）；N >= 8192 时另试分段内核（一行一个 program）的这些列数")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     warps_list = [int(v) for v in args.warps.split(",")]
     chunks = [int(v) for v in args.chunks.split(",")]
-    only = set(args.only.split(","))
     kinds = set(args.kinds.split(","))
     rl.runtime.require_gpu("tune_triton")
     results = []
@@ -61,32 +52,28 @@ def main():
         nbytes = x.numel() * x.element_size()
         copy = 2 * nbytes / bench(lambda: y.copy_(x))
         ref_sm = torch.softmax(x.float(), 1).to(dtype)
-        ref_sum = x.float().sum(1).to(dtype)
-        rows = {"N": n, "M": m, "copy": copy / 1e9, "softmax": [], "row_sum": []}
+        rows = {"N": n, "M": m, "copy": copy / 1e9, "softmax": []}
         rows["torch_softmax"] = 2 * nbytes / bench(lambda: torch.softmax(x, 1)) / 1e9
-        rows["torch_sum"] = nbytes / bench(lambda: x.sum(1)) / 1e9
         # softmax 候选
         cands = []
-        if "softmax" not in only:
-            pass
-        elif n <= 65536:
+        if n <= 65536:
             for elems, warps in itertools.product([2048, 4096, 8192, 16384, 32768, 65536], warps_list):
                 bm = elems // n
                 if bm < 1 or not (4 <= elems // (32 * warps) <= 64):
                     continue
                 cands.append(("rows", dict(block_m=bm, num_warps=warps)))
-        if n <= 32768 and "softmax" in only and "persistent" in kinds:
+        if n <= 32768 and "persistent" in kinds:
             for warps, pps, stages in itertools.product([w for w in warps_list if w >= 8], [1, 2, 4], [2, 3]):
                 if n // (32 * warps) > 64 or n // (32 * warps) < 4:
                     continue
                 cands.append(("persistent", dict(block_m=1, num_warps=warps, programs_per_sm=pps, num_stages=stages)))
-        if n >= 8192 and "softmax" in only:
+        if n >= 8192:
             for chunk, warps in itertools.product(chunks, warps_list):
                 if chunk > n or not (8 <= chunk // (32 * warps) <= 64):
                     continue
                 cands.append(("split", dict(chunk=chunk, num_warps=warps)))
                 cands.append(("packed", dict(chunk=chunk, num_warps=warps)))
-        if n >= 65536 and "softmax" in only:
+        if n >= 65536:
             cands.append(("online", dict(block_size=16384)))
         cands = [c for c in cands if c[0] in kinds]
         for kind, kw in cands:
@@ -107,38 +94,10 @@ def main():
             except Exception as exc:  # noqa: BLE001
                 rows["softmax"].append({"kind": kind, **kw, "error": str(exc)[:200]})
         rows["softmax_default"] = 2 * nbytes / bench(lambda: softmax(x)) / 1e9
-        # row_sum 候选：常驻内核（n_split=1）的块形状、warp 数、每 SM program 数、流水级数
-        ints = lambda v: [int(t) for t in v.split(",")]
-        rs_cands = []
-        if "row_sum" in only:
-            for cap, elems, warps, pps, stages in itertools.product(ints(args.rs_block_n), ints(args.rs_elems),
-                                                                    ints(args.rs_warps), ints(args.rs_pps),
-                                                                    ints(args.rs_stages)):
-                bn = min(triton.next_power_of_2(n), cap)
-                bm = max(1, elems // bn)
-                if bm * bn == elems and 8 <= bm * bn // (32 * warps) <= 64:
-                    rs_cands.append(dict(block_m=bm, block_n=bn, num_warps=warps, n_split=1, programs_per_sm=pps,
-                                         num_stages=stages))
-            if n >= 8192:                       # 分段内核：一行一个 program（段数按默认），按 block_n 循环
-                for bn, warps in itertools.product(ints(args.rs_block_n), ints(args.rs_warps) + [32]):
-                    if bn < n and 8 <= bn // (32 * warps) <= 64:
-                        rs_cands.append(dict(block_m=1, block_n=bn, num_warps=warps))
-        rs_cands = list({tuple(sorted(c.items())): c for c in rs_cands}.values())
-        for kw in rs_cands:
-            try:
-                f = lambda: row_sum(x, **kw)
-                ok = torch.allclose(f().float(), ref_sum.float(), atol=1e-2, rtol=1e-4 if dtype == torch.float32 else 2e-2)
-                gbs = nbytes / bench(f) / 1e9
-                rows["row_sum"].append({**kw, "gbs": gbs, "ok": ok})
-            except Exception as exc:  # noqa: BLE001
-                rows["row_sum"].append({**kw, "error": str(exc)[:200]})
-        rows["row_sum_default"] = nbytes / bench(lambda: row_sum(x)) / 1e9 if "row_sum" in only else 0.0
         best_sm = max((r for r in rows["softmax"] if r.get("ok")), key=lambda r: r["gbs"], default=None)
-        best_rs = max((r for r in rows["row_sum"] if r.get("ok")), key=lambda r: r["gbs"], default=None)
-        bad = [r for r in rows["softmax"] + rows["row_sum"] if not r.get("ok")]
+        bad = [r for r in rows["softmax"] if not r.get("ok")]
         print(f"N={n:>7} copy {rows['copy']:.0f} | torch.softmax {rows['torch_softmax']:.0f} "
-              f"default {rows['softmax_default']:.0f} best {best_sm} | torch.sum {rows['torch_sum']:.0f} "
-              f"default {rows['row_sum_default']:.0f} best {best_rs} | bad {len(bad)} {bad[:2]}", flush=True)
+              f"default {rows['softmax_default']:.0f} best {best_sm} | bad {len(bad)} {bad[:2]}", flush=True)
         results.append(rows)
         del x, y
         torch.cuda.empty_cache()

@@ -127,7 +127,8 @@ def test_kernel_list_matches_the_source():
     """包装函数的内核表、softmax.cu 里的内核与文件开头的说明一致。"""
     names = ck.kernel_names("softmax.cu")
     assert sorted(ck._SOFTMAX_NAMES.values()) == sorted(names)
-    assert set(ck.SOFTMAX_KERNELS) == {"auto", "cluster", "pipe", *ck._SOFTMAX_NAMES}   # cluster、pipe 在 softmax_cluster.cu
+    # cluster、pipe、grid 在 softmax_cluster.cu
+    assert set(ck.SOFTMAX_KERNELS) == {"auto", "cluster", "pipe", "grid", *ck._SOFTMAX_NAMES}
     header = ck.read_source("softmax.cu").split("#ifndef")[0]
     for name in names:
         assert f"//   {name} " in header, name
@@ -140,9 +141,15 @@ def test_auto_plan_follows_the_table():
             n = n_max if n_max is not None else 4 * table[i - 1][0]
             plan = ck.softmax_plan(64, n, dtype, clusters=True)
             assert (plan["kernel"], plan["block_size"], plan["packs"]) == (kernel, block, packs), (dtype, n)
-            if i > 0:                                # 比上一项的最大列数多一列：落到这一项
+            if i > 0:                                # 比上一项的最大列数多一列（grid 要整 16 字节：多一个向量）：落到这一项
                 prev = table[i - 1][0]
-                assert ck.softmax_plan(64, prev + 1, dtype, clusters=True)["kernel"] == kernel
+                step = 16 // itemsize if kernel == "grid" else 1
+                assert ck.softmax_plan(64, prev + step, dtype, clusters=True)["kernel"] == kernel
+            if kernel == "grid":                     # 没有簇、行的字节数不是 16 的倍数、行首不对齐：不常驻的 split
+                fallback = ("split", *ck._SPLIT_FALLBACK[itemsize])
+                for plan in (ck.softmax_plan(64, n, dtype), ck.softmax_plan(64, n + 1, dtype, clusters=True),
+                             ck.softmax_plan(64, n, dtype, clusters=True, aligned=False)):
+                    assert (plan["kernel"], plan["block_size"], plan["packs"]) == fallback, (dtype, n, plan)
             if kernel == "cluster":                  # 没有簇（sim 模式）：不用簇时测得最快的配置，放得下就 block，否则 split
                 sim = ck.softmax_plan(64, n, dtype)
                 b2, p2 = ck._no_cluster_config(n, dtype)
@@ -158,11 +165,11 @@ def test_table_is_well_formed():
         limits = [n for n, *_ in table]
         assert limits[-1] is None and all(a < b for a, b in zip(limits[:-2], limits[1:-1]))
         for n_max, kernel, block, packs in table:
-            assert kernel in ("warp", "block", "split", "cluster")
+            assert kernel in ("warp", "block", "split", "cluster", "grid")
             assert packs * vec <= 64 and block * packs * vec <= 32768, (n_max, kernel, block, packs)
             if kernel == "cluster":                  # 16 块的簇盖得住这一项的最大列数
                 assert n_max // vec <= 16 * block * packs, (n_max, kernel, block, packs)
-            elif kernel != "split":
+            elif kernel not in ("split", "grid"):    # 这两个把一行切成段，不限列数
                 per_row = 32 if kernel == "warp" else block
                 assert n_max // vec <= per_row * packs, (n_max, kernel, block, packs)
 

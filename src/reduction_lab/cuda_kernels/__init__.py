@@ -273,9 +273,11 @@ def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:
 #: ``split`` 一行切成几段、一段一个线程块，各段经全局内存交换 (m, s)（softmax.cu 的开头有说明）；
 #: ``cluster`` 一行交给一个线程块簇，各段经分布式共享内存交换 (m, s)（softmax_cluster.cu 的 softmax_cluster_regs，
 #: 只有 gpu 模式、计算能力 9.0 以上）；``pipe`` 同样一簇一行，但簇常驻、依次处理多行，每块把后面的行异步地预取进
-#: 共享内存（softmax_cluster.cu 的 softmax_cluster_pipe：每行从 16 字节边界开始、字节数是 16 的倍数时才能用）。
-#: 后五个整行（或整段）放在寄存器里，只读一遍。
-SOFTMAX_KERNELS = ("auto", "rows", "warp", "block", "split", "cluster", "pipe")
+#: 共享内存（softmax_cluster.cu 的 softmax_cluster_pipe：每行从 16 字节边界开始、字节数是 16 的倍数时才能用）；
+#: ``grid`` 一个簇也放不下一行时：常驻网格，各块依次处理各段，段预取进共享内存，各段经全局内存交换 (m, s)
+#: （softmax_cluster.cu 的 softmax_grid_pipe，包装函数在 grid.py；对齐要求同 pipe）。
+#: 后六个整行（或整段）放在片上（寄存器或共享内存），只读一遍。
+SOFTMAX_KERNELS = ("auto", "rows", "warp", "block", "split", "cluster", "pipe", "grid")
 _SOFTMAX_NAMES = {"rows": "softmax_rows", "warp": "softmax_rows_warp", "block": "softmax_rows_block",
                   "split": "softmax_rows_split"}
 
@@ -297,7 +299,7 @@ SOFTMAX_CONFIGS = {
         (65536, "cluster", 128, 8),
         (131072, "cluster", 256, 8),
         (262144, "cluster", 512, 8),
-        (None, "split", 256, 8)),
+        (None, "grid", 512, 8)),
     2: ((512, "warp", 256, 2),
         (1024, "warp", 128, 4),
         (2048, "warp", 128, 8),
@@ -306,8 +308,13 @@ SOFTMAX_CONFIGS = {
         (32768, "cluster", 256, 4),
         (65536, "cluster", 128, 8),
         (262144, "cluster", 256, 8),
-        (None, "split", 256, 4)),
+        (None, "grid", 512, 8)),
 }
+#: 表末行 grid 的 (ahead, delay)：scripts/tune_grid_softmax.py 在 H200 上每个 N、每种 dtype 最快的都是 (1, 1)
+#: （docs/data/h200_cuda_softmax_grid.json）；grid 用不了（没有簇的 GPU、sim 模式、行首不对齐）时改用
+#: split，配置是 _SPLIT_FALLBACK（换成 grid 之前表末行的 split）
+GRID_AHEAD_DELAY = (1, 1)
+_SPLIT_FALLBACK = {4: (256, 8), 2: (256, 4)}
 
 #: 一个线程块的寄存器里至多放这么多元素（BLOCK_SIZE * PACKS * VEC），每个线程至多 64 个：这样编译出来不溢出
 _MAX_BLOCK_ELEMS = 32768
@@ -353,8 +360,7 @@ def _no_cluster_config(N: int, dtype) -> tuple[int, int]:
     for block in (256, 512):
         if block * packs >= N // vec and block * packs * vec <= _MAX_BLOCK_ELEMS:
             return block, packs
-    _, _, block, packs = SOFTMAX_CONFIGS[dtype.itemsize][-1]
-    return block, packs
+    return _SPLIT_FALLBACK[dtype.itemsize]
 
 
 def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", block_size: int | None = None,
@@ -396,6 +402,34 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
     B = _check_block(block_size, 32)
     if kernel == "rows":
         return {"kernel": "rows", "block_size": B, "packs": None, "chunks": 1, "grid": M}
+    if kernel == "grid":
+        from .grid import grid_plan
+
+        if not clusters and not auto:
+            raise runtime.ModeError(
+                "kernel='grid' 只在 gpu 模式下、计算能力 9.0 以上的 GPU 上可用：模拟器逐块执行，块之间互相等待会死锁 "
+                "(kernel='grid' needs gpu mode on a GPU of compute capability 9.0+)")
+        try:
+            if not aligned:
+                raise ValueError("kernel='grid' 要求 x 与输出的每一行都从 16 字节边界开始 "
+                                 "(kernel='grid' needs rows that start on 16-byte boundaries)")
+            gp = grid_plan(N, dtype, B, packs, *GRID_AHEAD_DELAY)
+        except ValueError:
+            if not auto:
+                raise
+            gp = None
+        if gp is not None and clusters:
+            if gp.n_segs > sm_count:
+                if not auto:
+                    raise ValueError(f"kernel='grid' 一行 {gp.n_segs} 段多于 SM 数 {sm_count}：各段要同时驻留，"
+                                     f"请加大 packs / block_size ({gp.n_segs} segments per row exceed {sm_count} SMs)")
+            else:
+                return {"kernel": "grid", "block_size": B, "packs": packs, "chunks": gp.n_segs,
+                        "ahead": gp.ahead, "delay": gp.delay, "grid": min(M * gp.n_segs, sm_count)}
+        kernel = "split"        # auto：没有簇、sim 模式、行不对齐时经全局内存交换、不常驻的 split
+        if from_table:
+            block_size, packs = _SPLIT_FALLBACK[dtype.itemsize]
+            B = _check_block(block_size, 32)
     if kernel == "pipe":
         from .cluster import pipe_plan
 
@@ -497,6 +531,12 @@ def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
     y = _check_out(out, (M, N), x)
     plan = softmax_plan(M, N, x.dtype, kernel, block_size, packs, _sm_count(x, m), _clusters(x, m),
                         rows_aligned(x) and rows_aligned(y))
+    if plan["kernel"] == "grid":
+        from .grid import softmax_grid_pipe
+
+        softmax_grid_pipe(x, block_size=plan["block_size"], packs=plan["packs"], ahead=plan["ahead"],
+                          delay=plan["delay"], out=y)
+        return _finish(y, None, return_report)
     if plan["kernel"] == "pipe":
         from .cluster import softmax_cluster_pipe
 
@@ -558,11 +598,23 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
             from .cluster import pipe_plan
 
             extra = pipe_plan(N, x.dtype, p["cluster_size"], B, p["packs"], p["stages"])
+        elif p["kernel"] == "grid":
+            from .grid import grid_plan
+
+            extra = grid_plan(N, x.dtype, B, p["packs"], p["ahead"], p["delay"])
         else:
             extra = p.get("chunks")
         plan = _SOFTMAX_PLANS[key] = [_SOFTMAX_NAMES.get(p["kernel"]), p["grid"], B, defines, p["kernel"], extra, None]
-    kname, grid, B, defines, kind, extra, lp = plan      # extra：split 的段数，或 cluster / pipe 的配置
+    kname, grid, B, defines, kind, extra, lp = plan      # extra：split 的段数，或 cluster / pipe / grid 的配置
     xs, ys = x.stride(0), y.stride(0)
+    if kind == "grid":
+        from .grid import grid_launch, grid_launch_values
+
+        if lp is not None:
+            grid_launch_values(lp, x, y, extra)
+        else:
+            plan[6] = grid_launch(x, y, extra)
+        return y
     if kind in ("pipe", "cluster"):
         if lp is not None:                                # 热路径：同下，参数按地址写进启动缓冲区
             lp.launch_values((x.data_ptr(), y.data_ptr(), xs, ys, M, N, extra.seg_vecs) if kind == "pipe"

@@ -685,3 +685,158 @@ extern "C" __global__ void softmax_cluster_pipe(const floatX *__restrict__ x, fl
     // 最后一行的 cluster.sync() 之后没有块再访问别的块的共享内存，各块可以直接退出
 }
 // --8<-- [end:pipe]
+
+// ---------------------------------------------------------------- 一行放不进一个簇：softmax_grid_pipe
+//
+// N = 2^20 的 float32 行有 4 MiB，16 块的簇也放不下（每块至多 227 KiB 共享内存）。这里一行切成 n_segs 段，
+// 每段 seg_vecs 个 16 字节向量；第 w 个工作项是第 w / n_segs 行的第 w % n_segs 段。网格是常驻的 P 个块
+// （同时驻留得下的块数），块 b 依次处理第 b、b + P、b + 2P、……项（本块的第 0、1、2、……项）。
+// 每块有 AHEAD + DELAY + 1 段共享内存，排成一个环：第 j 项的段装进第 j % (AHEAD + DELAY + 1) 段。第 it 轮：
+//   1. 预取：用 cp.async 发出第 it + AHEAD 项的拷贝（不经寄存器）；
+//   2. 发布：等第 it 项到齐，算出它的 (m, s)，打包成一个 64 位字（高 32 位 m、低 32 位 s 的位模式）一次写进
+//      slots[w]，不等别的块。槽位启动前填成哨兵（低 32 位是 -1.0f：真实的 s >= 0），字本身就是「到了」的标志，
+//      不必再有计数器和 __threadfence()（后者要等本线程之前的写都到达 L2，一次就是几百纳秒）；
+//   3. 写出：第 it - DELAY 项——它那一行的各段早在 DELAY 轮之前就开始发布了，通常已经到齐：轮询这一行的
+//      n_segs 个槽位直到没有哨兵，合并出 (M, S)，从共享内存里的段算出 exp(x - M) / S 写回。
+// 交换 (m, s) 的往返（原子加、别的 SM 上的块、轮询）落在 DELAY 轮的间隔里，不让 HBM 停下来等。
+// 全局内存：每个元素读一次、写一次；exp 算两次（发布一次、写出一次），数据留在共享内存里。
+// 不会死锁的条件（包装函数保证）：P 个块同时驻留，并且 n_segs <= P（同一块的两项相隔 P >= n_segs，
+// 不在同一行）。一块只在写出时等待，等的是它更早的一项所在的行；行号最小的未完成行 r 的各段在不同的块上，
+// 这些块发布 r 的段之前只等过更早的行（已经完成），所以 r 的每一段都会发布。
+// 要求：x 与 y 的每一行从 16 字节边界开始、每行的字节数是 16 的倍数；BLOCK_SIZE * PACKS >= seg_vecs；
+//       slots 在启动前填满哨兵 SLOT_EMPTY。CLUSTER_SIZE 取 1。
+// 启动：grid = P，block = BLOCK_SIZE，动态共享内存 = (AHEAD + DELAY + 1) * seg_vecs * 16 字节。
+#ifndef AHEAD
+#define AHEAD 2
+#endif
+#ifndef DELAY
+#define DELAY 2
+#endif
+#if AHEAD < 1 || DELAY < 0 || AHEAD + DELAY + 1 > 8
+#error "need AHEAD >= 1, DELAY >= 0, AHEAD + DELAY + 1 <= 8"
+#endif
+constexpr int RING = AHEAD + DELAY + 1;
+
+#define SLOT_EMPTY 0xbf800000u   // 槽位低 32 位的哨兵：-1.0f 的位模式
+
+// 槽位的读写：64 位一次完成（别的块看到的要么是哨兵、要么是完整的一对），.relaxed.gpu 经 L2、对全 GPU 可见
+__device__ __forceinline__ void st_slot(unsigned long long *p, float m, float s)
+{
+    const unsigned long long v = ((unsigned long long)__float_as_uint(m) << 32) | __float_as_uint(s);
+    asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ld_slot(const unsigned long long *p)
+{
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+softmax_grid_pipe(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
+                  long long y_row_stride, int n_rows, int n_cols, int seg_vecs, int n_segs,
+                  unsigned long long *slots);
+
+// --8<-- [start:grid]
+extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, floatX *__restrict__ y,
+                                             long long x_row_stride, long long y_row_stride, int n_rows,
+                                             int n_cols, int seg_vecs, int n_segs, unsigned long long *slots)
+{
+    extern __shared__ uint4 ring[];              // RING 段，每段 seg_vecs 个 16 字节向量
+    __shared__ float2 red[NWARPS];               // 块内合并：每个 warp 的 (m, s)
+    __shared__ float2 row_ms;                    // 要写出的那一项所在行的 (M, S)：warp 0 合并好，全块来读
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long n_items = (long long)n_rows * n_segs;
+    const long long P = gridDim.x;
+    const int n_mine = (int)((n_items - blockIdx.x + P - 1) / P);   // 本块的项数
+    const int row_vecs = n_cols / VEC;
+    auto item = [&](int j) { return blockIdx.x + j * P; };          // 本块第 j 项的全局编号
+    auto seg_nv = [&](long long w) { return min(seg_vecs, row_vecs - (int)(w % n_segs) * seg_vecs); };
+    auto fetch = [&](int j) {                    // 本块的第 j 项装进第 j % RING 段
+        if (j < n_mine) {
+            const long long w = item(j);
+            const uint4 *src = reinterpret_cast<const uint4 *>(x + (w / n_segs) * x_row_stride) +
+                               (long long)(w % n_segs) * seg_vecs;
+            uint4 *buf = ring + (j % RING) * seg_vecs;
+            const int nv = seg_nv(w);
+#pragma unroll
+            for (int p = 0; p < PACKS; p++) {
+                const int k = threadIdx.x + p * BLOCK_SIZE;
+                if (k < nv)
+                    copy_async16(buf + k, src + k);
+            }
+        }
+        copy_commit();                           // 每项一组（没有的项也提交空组，组号与项号对齐）
+    };
+    for (int j = 0; j < AHEAD; j++)
+        fetch(j);
+
+    for (int it = 0; it < n_mine + DELAY; it++) {
+        const bool publish = it < n_mine, write = it >= DELAY;   // 整块一致的条件
+        float bm = NEG_INF, bs = 0.0f;
+        if (publish) {
+            // 1. 预取第 it + AHEAD 项：它覆盖的是第 it - DELAY - 1 项的段，本线程上一轮已经写出了
+            fetch(it + AHEAD);
+            copy_wait<AHEAD>();                  // 本线程第 it 项的拷贝已完成（每个线程只读自己拷的槽位）
+            const uint4 *buf = ring + (it % RING) * seg_vecs;
+            const int nv = seg_nv(item(it));
+            uint4 u[PACKS];
+#pragma unroll
+            for (int p = 0; p < PACKS; p++) {
+                const int k = threadIdx.x + p * BLOCK_SIZE;
+                u[p] = k < nv ? buf[k] : neg_inf_vec();
+            }
+            float f[PACKS][VEC];
+            bs = exp_segment(u, f, bm);          // 本线程的 (m, s)
+            warp_combine(bm, bs);
+            if (lane == 0)
+                red[warp] = make_float2(bm, bs);
+        }
+        __syncthreads();
+        if (warp == 0) {
+            if (publish) {                       // 2. 块内合并出本段的 (m, s)，线程 0 发布
+                float2 q = lane < NWARPS ? red[lane] : make_float2(NEG_INF, 0.0f);
+                warp_combine(q.x, q.y);
+                if (lane == 0)
+                    st_slot(slots + item(it), q.x, q.y);
+            }
+            if (write) {                         // 3. 要写出的那一项：轮询它那一行的槽位直到到齐，合并
+                const unsigned long long *rs = slots + item(it - DELAY) / n_segs * n_segs;
+                float M = NEG_INF, S = 0.0f;
+                for (int i = lane; i < n_segs; i += 32) {
+                    unsigned long long v = ld_slot(rs + i);
+                    while ((unsigned)v == SLOT_EMPTY)
+                        v = ld_slot(rs + i);
+                    combine(M, S, __uint_as_float((unsigned)(v >> 32)), __uint_as_float((unsigned)v));
+                }
+                warp_combine(M, S);
+                if (lane == 0)
+                    row_ms = make_float2(M, S);
+            }
+        }
+        __syncthreads();
+        if (write) {                             // 从共享内存里的段算出 y = exp(x - M) / S，流式写回
+            const int j = it - DELAY;
+            const long long w = item(j);
+            const int nv = seg_nv(w);
+            const float2 MS = row_ms;
+            const float mb = MS.x * LOG2E, inv = 1.0f / MS.y;
+            const uint4 *buf = ring + (j % RING) * seg_vecs;
+            uint4 *yr = reinterpret_cast<uint4 *>(y + (w / n_segs) * y_row_stride) + (long long)(w % n_segs) * seg_vecs;
+#pragma unroll
+            for (int p = 0; p < PACKS; p++) {
+                const int k = threadIdx.x + p * BLOCK_SIZE;
+                if (k < nv) {
+                    float f[VEC];
+                    unpack(buf[k], f);
+#pragma unroll
+                    for (int e = 0; e < VEC; e++)
+                        f[e] = fast_exp2(fmaf(f[e], LOG2E, -mb)) * inv;
+                    __stcs(yr + k, pack(f));
+                }
+            }
+        }
+    }
+    copy_wait<0>();                              // 末尾提交的空组：退出前等齐
+}
+// --8<-- [end:grid]

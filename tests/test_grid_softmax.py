@@ -136,7 +136,8 @@ def _x(shape, dtype, seed=0):
 def _check(y, x, what):
     ref = torch.softmax(x.double(), -1)
     rel = 1e-5 if x.dtype == torch.float32 else 1.01 * 2.0**-8 + 1e-5
-    err = ((y.double() - ref).abs() / (rel * ref.abs() + 1e-9)).max().item()
+    tiny = torch.finfo(x.dtype).smallest_normal                  # 输出 dtype 的次正规数：绝对误差至多这么大
+    err = ((y.double() - ref).abs() / (rel * ref.abs() + tiny)).max().item()
     assert err <= 1, (what, err)
 
 
@@ -180,11 +181,12 @@ def test_extreme_rows(dtype):
     x[1, :5000] = float("-inf")                             # 前几段全是 -inf
     x[2, -1] = 100.0
     x[3] = float("-inf")                                    # 整行 -inf：与 torch 一样是 nan
-    x = x.to(dtype).cuda()
+    x = torch.cat([x, torch.full((1, n), torch.finfo(dtype).min)]).to(dtype).cuda()   # 整行填成最小的有限数
     y = softmax_grid_pipe(x, block_size=64, packs=2, blocks=32)
     _check(y[:3], x[:3], "极端值")
     assert bool((y[1, :5000] == 0).all())
     assert bool(torch.isnan(y[3]).all())
+    _check(y[4:], x[4:], "整行 finfo.min：均匀的 1/N")
 
 
 @needs_hopper

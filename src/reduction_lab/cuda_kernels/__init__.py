@@ -396,6 +396,10 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
         if packs is not None:
             raise ValueError("packs 只用于 warp、block、split 内核 (packs applies to the warp, block and split kernels)")
         block_size = _softmax_block(N) if block_size is None else block_size
+    elif kernel == "grid":                      # 显式的 grid：默认取表末行的配置
+        _, _, table_block, table_packs = SOFTMAX_CONFIGS[dtype.itemsize][-1]
+        block_size = table_block if block_size is None else block_size
+        packs = table_packs if packs is None else packs
     else:
         block_size = 256 if block_size is None else block_size
         packs = 4 if packs is None else packs

@@ -700,6 +700,7 @@ extern "C" __global__ void softmax_cluster_pipe(const floatX *__restrict__ x, fl
 //      n_segs 个槽位直到没有哨兵，合并出 (M, S)，从共享内存里的段算出 exp(x - M) / S 写回。
 // 交换 (m, s) 的往返（原子加、别的 SM 上的块、轮询）落在 DELAY 轮的间隔里，不让 HBM 停下来等。
 // 全局内存：每个元素读一次、写一次；exp 算两次（发布一次、写出一次），数据留在共享内存里。
+// exp 的参数是 (x - m) * log2(e)：先相减（x 与 m 相近时差是精确的），不用 x * log2(e) - m * log2(e) 的 FFMA 写法。
 // 不会死锁的条件（包装函数保证）：P 个块同时驻留，并且 n_segs <= P（同一块的两项相隔 P >= n_segs，
 // 不在同一行）。一块只在写出时等待，等的是它更早的一项所在的行；行号最小的未完成行 r 的各段在不同的块上，
 // 这些块发布 r 的段之前只等过更早的行（已经完成），所以 r 的每一段都会发布。
@@ -786,8 +787,23 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
                 const int k = threadIdx.x + p * BLOCK_SIZE;
                 u[p] = k < nv ? buf[k] : neg_inf_vec();
             }
+            // 本线程的 (m, s)：先减最大值再乘 log2(e)。x * log2(e) - m * log2(e) 用一条 FFMA 更省，但 m * log2(e)
+            // 舍入的误差（|m| 很大时，例如整行填成 -3.4e38 的掩码）会整个进到 exp 的指数里
             float f[PACKS][VEC];
-            bs = exp_segment(u, f, bm);          // 本线程的 (m, s)
+#pragma unroll
+            for (int p = 0; p < PACKS; p++) {
+                unpack(u[p], f[p]);
+#pragma unroll
+                for (int e = 0; e < VEC; e++)
+                    bm = fmaxf(bm, f[p][e]);
+            }
+            if (bm != NEG_INF) {
+#pragma unroll
+                for (int p = 0; p < PACKS; p++)
+#pragma unroll
+                    for (int e = 0; e < VEC; e++)
+                        bs += fast_exp2((f[p][e] - bm) * LOG2E);
+            }
             warp_combine(bm, bs);
             if (lane == 0)
                 red[warp] = make_float2(bm, bs);
@@ -820,7 +836,7 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
             const long long w = item(j);
             const int nv = seg_nv(w);
             const float2 MS = row_ms;
-            const float mb = MS.x * LOG2E, inv = 1.0f / MS.y;
+            const float inv = 1.0f / MS.y;       // 整行 -inf：M = -inf、S = 0，下面得到 nan（与 torch 相同）
             const uint4 *buf = ring + (j % RING) * seg_vecs;
             uint4 *yr = reinterpret_cast<uint4 *>(y + (w / n_segs) * y_row_stride) + (long long)(w % n_segs) * seg_vecs;
 #pragma unroll
@@ -831,7 +847,7 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
                     unpack(buf[k], f);
 #pragma unroll
                     for (int e = 0; e < VEC; e++)
-                        f[e] = fast_exp2(fmaf(f[e], LOG2E, -mb)) * inv;
+                        f[e] = fast_exp2((f[e] - MS.x) * LOG2E) * inv;
                     __stcs(yr + k, pack(f));
                 }
             }

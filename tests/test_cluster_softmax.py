@@ -438,6 +438,20 @@ def test_regs_masked_entries_and_constant_rows(kernel):
 
 
 @needs_hopper
+@pytest.mark.parametrize("kernel", sorted(_REGS_OR_PIPE))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_regs_large_magnitudes_and_min_filled_rows(kernel, dtype):
+    """exp 的参数先减最大值：|x| ~ 3e4 时 float32 仍在 1e-4 之内（x * log2(e) - m * log2(e) 的写法误差约 6e-4）；
+    整行填成 finfo.min（常见的掩码写法）给出 1/N（那种写法里 m * log2(e) 溢出，结果是 nan）。"""
+    x = _input(3, 40000, torch.float32, seed=7) + 3.0e4
+    x[1] -= 6.0e4
+    x[2] = torch.finfo(dtype).min
+    x = x.to(dtype)
+    y = _REGS_OR_PIPE[kernel](x, cluster_size=8, block_size=256, packs=8)
+    _check(y, x)
+
+
+@needs_hopper
 def test_regs_through_the_cuda_backend():
     x = _input(64, 65536, torch.bfloat16)
     y = cuda_softmax(x, kernel="cluster", block_size=256, packs=4)

@@ -231,3 +231,22 @@ def softmax_grid_pipe(x: torch.Tensor, *, block_size: int = 512, packs: int | No
         except cupy.cuda.driver.CUDADriverError as e:
             raise RuntimeError(f"{GRID_KERNEL} 启动失败（{plan.to_dict()}）：{e} (launch of {GRID_KERNEL} failed)") from e
     return out
+
+
+def summary_table(doc: dict) -> str:
+    """scripts/tune_grid_softmax.py 写出的 JSON -> 等宽文本表：每个 (dtype, N) 同一次运行里默认 backend 的带宽、
+    常驻网格内核最快的配置（线程 x 包 / (ahead, delay) / 网格的块数）与它的带宽，以及表末行 grid 的配置
+    （SOFTMAX_CONFIGS 的 512 x 8、GRID_AHEAD_DELAY）测得的带宽；都是拷贝带宽的百分比。"""
+    from . import GRID_AHEAD_DELAY, SOFTMAX_CONFIGS
+
+    lines = [f"{'dtype':9s}{'N':>8s}{'默认backend':>12s}{'最快':>6s}{'配置':>18s}{'表里的配置':>10s}"]
+    for r in doc["rows"]:
+        ok = [c for c in r["cands"] if "frac" in c]
+        best = max(ok, key=lambda c: c["frac"])
+        _, _, b, p = SOFTMAX_CONFIGS[4 if r["dtype"] == "float32" else 2][-1]
+        table = [c["frac"] for c in ok if (c["b"], c["p"], tuple(c["st"]), c["grid"]) == (b, p, GRID_AHEAD_DELAY,
+                                                                                            "resident")]
+        cfg = f"{best['b']}x{best['p']}/{tuple(best['st'])}/{best['blocks']}"
+        tab = f"{100 * table[0]:9.0f}%" if table else f"{'-':>10s}"
+        lines.append(f"{r['dtype']:9s}{r['N']:8d}{100 * r['auto']:11.0f}%{100 * best['frac']:5.0f}%{cfg:>18s}{tab}")
+    return "\n".join(lines)

@@ -43,7 +43,7 @@ __all__ = ["softmax_cluster", "cluster_plan", "ClusterPlan", "CLUSTER_SIZES", "S
            "softmax_cluster_regs", "regs_launch_cached", "regs_plan", "RegsPlan", "REGS_KERNEL",
            "REGS_DTYPES", "regs_available", "rows_aligned",
            "softmax_cluster_pipe", "pipe_launch_cached", "pipe_plan", "PipePlan", "PIPE_KERNEL", "pipe_ok",
-           "PIPE_STAGES", "max_active_clusters", "pipe_summary_table"]
+           "PIPE_STAGES", "max_active_clusters", "pipe_summary_table", "aligned_out"]
 
 KERNEL_SOURCE = "softmax_cluster.cu"
 KERNEL_NAME = "softmax_cluster_rows"
@@ -502,6 +502,17 @@ def pipe_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None,
     return plan
 
 
+def aligned_out(x: torch.Tensor, out, kernel: str, hint: str = "") -> torch.Tensor:
+    """按 16 字节整行搬运的内核（softmax_cluster_pipe、grid.py 的 softmax_grid_pipe）共用：新建或检查 ``out``，
+    再要求 x 与 ``out`` 满足 :func:`pipe_ok`，否则报错并写出两者的首地址与 x 的行距；``hint`` 接在说明之后。"""
+    out = _grid_and_out(x, out, 1)
+    if not pipe_ok(x, out):
+        raise ValueError(f"{kernel} 要求 x 与 out 的每一行都从 16 字节边界开始（首地址与行距都是 16 字节的倍数），"
+                         f"得到 x 的首地址 {x.data_ptr():#x}、行距 {x.stride(0)}，out 的首地址 {out.data_ptr():#x}"
+                         f"{hint} (rows of x and out must start on 16-byte boundaries)")
+    return out
+
+
 def pipe_ok(x: torch.Tensor, y: torch.Tensor | None = None) -> bool:
     """x（与 y）的每一行都从 16 字节边界开始、每行的字节数是 16 的倍数：softmax_cluster_pipe 的条件。"""
     if (x.shape[1] * x.element_size()) % 16 or not rows_aligned(x):
@@ -592,11 +603,7 @@ def softmax_cluster_pipe(x: torch.Tensor, *, cluster_size: int | None = None, bl
         check_int(n_clusters, "n_clusters", lo=1, hi=2**31 - 1)
     plan = pipe_plan(x.shape[1], x.dtype, cluster_size, block_size, packs, stages, tma,
                      shared_limit=_device_info(index)[1])
-    out = _grid_and_out(x, out, 1)
-    if not pipe_ok(x, out):
-        raise ValueError(f"{PIPE_KERNEL} 要求 x 与 out 的每一行都从 16 字节边界开始（首地址与行距都是 16 字节的倍数），"
-                         f"得到 x 的首地址 {x.data_ptr():#x}、行距 {x.stride(0)}，out 的首地址 {out.data_ptr():#x}；"
-                         f"请用 softmax_cluster_regs (rows of x and out must start on 16-byte boundaries)")
+    out = aligned_out(x, out, PIPE_KERNEL, "；请用 softmax_cluster_regs")
     import cupy
 
     with cupy.cuda.Device(index):

@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 import torch
 
 from .. import runtime
-from ..checks import check_int, check_matrix, check_no_overlap, check_out
-from .cluster import REGS_DTYPES, SHARED_OPTIN_SM90, _compile_cluster_kernel, _device_info, pipe_ok
+from ..checks import check_int, check_matrix
+from .cluster import REGS_DTYPES, SHARED_OPTIN_SM90, _compile_cluster_kernel, _device_info, aligned_out
 
 __all__ = ["softmax_grid_pipe", "grid_plan", "GridPlan", "grid_launch", "grid_launch_values", "GRID_KERNEL", "MAX_RING", "blocks_per_sm"]
 
@@ -214,15 +214,7 @@ def softmax_grid_pipe(x: torch.Tensor, *, block_size: int = 512, packs: int | No
     M, N = x.shape
     if M * plan.n_segs > 2**31 - 1:
         raise ValueError(f"总段数 {M * plan.n_segs} 超过 2**31 - 1 (too many segments)")
-    if out is None:
-        out = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    else:
-        check_out(out, (M, N), x.dtype, x.device)
-        check_no_overlap(out, x)
-    if not pipe_ok(x, out):
-        raise ValueError(f"{GRID_KERNEL} 要求 x 与 out 的每一行都从 16 字节边界开始（首地址与行距都是 16 字节的倍数），"
-                         f"得到 x 的首地址 {x.data_ptr():#x}、行距 {x.stride(0)}，out 的首地址 {out.data_ptr():#x} "
-                         f"(rows of x and out must start on 16-byte boundaries)")
+    out = aligned_out(x, out, GRID_KERNEL)
     import cupy
 
     with cupy.cuda.Device(index):

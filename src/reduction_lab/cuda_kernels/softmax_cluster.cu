@@ -735,7 +735,7 @@ __device__ __forceinline__ unsigned long long ld_slot(const unsigned long long *
     return v;
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE)
 softmax_grid_pipe(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
                   long long y_row_stride, int n_rows, int n_cols, int seg_vecs, int n_segs,
                   unsigned long long *slots);

@@ -14,7 +14,6 @@ softmax_cluster_regs）并排比较。
 课程页面 docs/cuda/cluster-softmax.md 读它写出的 docs/data/h200_cuda_softmax_pipe.json。
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -92,9 +91,7 @@ def main() -> int:
             out["rows"].append(row)
             del x, y, ref
             torch.cuda.empty_cache()
-            if args.json:
-                with open(args.json, "w", encoding="utf-8") as f:
-                    json.dump(out, f, ensure_ascii=False, indent=1)
+            t.save_rows(out, args.json)
     return 0
 
 

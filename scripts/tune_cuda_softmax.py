@@ -115,6 +115,13 @@ def max_violation(y: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> flo
     return float("inf") if worst != worst else worst
 
 
+def save_rows(out: dict, path: str | None) -> None:
+    """扫描每做完一个形状就把已有的结果整个写出（JSON），中途超时也不丢前面的形状；``path`` 为 None 时不写。"""
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(out, f, ensure_ascii=False, indent=1)
+
+
 def ptxas_report(dtypes) -> int:
     """nvcc 编译每个候选（全部 N 的并集），打印每个内核的寄存器数与溢出字节。"""
     from reduction_lab.occupancy import cuda_resources

@@ -11,7 +11,6 @@
    ``frac`` = 拷贝时间 / 时间，``auto`` 是默认 backend 的同一比值。
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -106,9 +105,7 @@ def main() -> int:
             out["rows"].append(row)
             del x, y, ref
             torch.cuda.empty_cache()
-            if args.json:
-                with open(args.json, "w", encoding="utf-8") as f:
-                    json.dump(out, f, ensure_ascii=False, indent=1)
+            t.save_rows(out, args.json)
     return 0
 
 

@@ -43,7 +43,7 @@ __all__ = ["softmax_cluster", "cluster_plan", "ClusterPlan", "CLUSTER_SIZES", "S
            "softmax_cluster_regs", "regs_launch_cached", "regs_plan", "RegsPlan", "REGS_KERNEL",
            "REGS_DTYPES", "regs_available", "rows_aligned",
            "softmax_cluster_pipe", "pipe_launch_cached", "pipe_plan", "PipePlan", "PIPE_KERNEL", "pipe_ok",
-           "PIPE_STAGES", "max_active_clusters", "pipe_summary_table", "aligned_out"]
+           "PIPE_STAGES", "max_active_clusters", "pipe_summary_table", "aligned_out", "launch_on", "first_launch"]
 
 KERNEL_SOURCE = "softmax_cluster.cu"
 KERNEL_NAME = "softmax_cluster_rows"
@@ -414,15 +414,20 @@ def softmax_cluster_regs(x: torch.Tensor, *, cluster_size: int | None = None, bl
     index = _check_gpu_input(x, REGS_DTYPES, "softmax_cluster_regs")
     plan = regs_plan(x.shape[1], x.dtype, cluster_size, block_size, packs, rows_aligned(x))
     out = _grid_and_out(x, out, plan.cluster_size)
+    launch_on(index, REGS_KERNEL, plan, regs_launch_cached, x, out, plan)
+    return out
+
+
+def launch_on(index: int, kernel: str, plan, launch, *args):
+    """在第 ``index`` 块 GPU 上调用 ``launch(*args)``（各内核的 ``*_launch_cached``）；驱动报错时改成写明
+    内核名与配置（``plan.to_dict()``）的 RuntimeError。"""
     import cupy
 
     with cupy.cuda.Device(index):
         try:
-            regs_launch_cached(x, out, plan)
+            return launch(*args)
         except cupy.cuda.driver.CUDADriverError as e:
-            raise RuntimeError(f"{REGS_KERNEL} 启动失败（{plan.to_dict()}）：{e} "
-                               f"(launch of {REGS_KERNEL} failed)") from e
-    return out
+            raise RuntimeError(f"{kernel} 启动失败（{plan.to_dict()}）：{e} (launch of {kernel} failed)") from e
 
 
 def regs_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan):
@@ -570,23 +575,29 @@ def pipe_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: PipePlan, n_clust
     args = (x, y, x.stride(0), y.stride(0), M, N, plan.seg_vecs)
     if hit is not None and hit(args):
         return hit
-    from .launcher import _Plan
-
     index = key[2]
-    kern, func = _pipe_kernel(plan, x.dtype, index)
+    _, func = _pipe_kernel(plan, x.dtype, index)
     if n_clusters is None:
         fit = max_active_clusters(int(func.ptr), plan.cluster_size, plan.block_size, plan.shared_bytes)
         n_clusters = fit or max(1, _device_info(index)[2] // plan.cluster_size)
     n_clusters = max(1, min(M, n_clusters))
     if n_clusters * plan.cluster_size > 2**31 - 1:
         raise ValueError("网格超过上限 2**31 - 1 (grid too large)")
-    launcher = _Plan(func, (n_clusters * plan.cluster_size, 1, 1), (plan.block_size, 1, 1), plan.shared_bytes,
-                     _PIPE_SIG, args, None)
+    return first_launch(_PIPE_PLANS, key, PIPE_KERNEL, func, n_clusters * plan.cluster_size, plan.block_size,
+                        plan.shared_bytes, _PIPE_SIG, args)
+
+
+def first_launch(cache: dict, key, kernel: str, func, grid: int, block: int, shared_bytes: int, sig, args):
+    """一维网格的常驻内核（pipe、grid.py 的 grid）第一次以某个形状启动：建 ``launcher._Plan``、用它启动，
+    再按 ``key`` 存进 ``cache``（超过 1024 项时清空），返回它。"""
+    from .launcher import _Plan
+
+    launcher = _Plan(func, (grid, 1, 1), (block, 1, 1), shared_bytes, sig, args, None)
     if not launcher(args):
-        raise RuntimeError(f"{PIPE_KERNEL} 的参数不符合启动计划 (arguments do not match the launch plan)")
-    if len(_PIPE_PLANS) > 1024:
-        _PIPE_PLANS.clear()
-    _PIPE_PLANS[key] = launcher
+        raise RuntimeError(f"{kernel} 的参数不符合启动计划 (arguments do not match the launch plan)")
+    if len(cache) > 1024:
+        cache.clear()
+    cache[key] = launcher
     return launcher
 
 
@@ -604,13 +615,7 @@ def softmax_cluster_pipe(x: torch.Tensor, *, cluster_size: int | None = None, bl
     plan = pipe_plan(x.shape[1], x.dtype, cluster_size, block_size, packs, stages, tma,
                      shared_limit=_device_info(index)[1])
     out = aligned_out(x, out, PIPE_KERNEL, "；请用 softmax_cluster_regs")
-    import cupy
-
-    with cupy.cuda.Device(index):
-        try:
-            pipe_launch_cached(x, out, plan, n_clusters)
-        except cupy.cuda.driver.CUDADriverError as e:
-            raise RuntimeError(f"{PIPE_KERNEL} 启动失败（{plan.to_dict()}）：{e} (launch of {PIPE_KERNEL} failed)") from e
+    launch_on(index, PIPE_KERNEL, plan, pipe_launch_cached, x, out, plan, n_clusters)
     return out
 
 

@@ -27,7 +27,8 @@ import torch
 
 from .. import runtime
 from ..checks import check_int, check_matrix
-from .cluster import REGS_DTYPES, SHARED_OPTIN_SM90, _compile_cluster_kernel, _device_info, aligned_out
+from .cluster import (REGS_DTYPES, SHARED_OPTIN_SM90, _compile_cluster_kernel, _device_info, aligned_out,
+                      first_launch, launch_on)
 
 __all__ = ["softmax_grid_pipe", "grid_plan", "GridPlan", "grid_launch", "grid_launch_values", "GRID_KERNEL", "MAX_RING", "blocks_per_sm"]
 
@@ -161,35 +162,32 @@ def _resident(plan: GridPlan, M: int, index: int, func_ptr: int, blocks: int | N
     return P
 
 
+def _empty_slots(x: torch.Tensor, plan: GridPlan) -> torch.Tensor:
+    """每段一个 (m, s) 槽位，填满哨兵：一次填充，与这次调用在同一个流里排队。"""
+    return torch.full((x.shape[0] * plan.n_segs,), SLOT_EMPTY, dtype=torch.int64, device=x.device)
+
+
 def grid_launch(x: torch.Tensor, y: torch.Tensor, plan: GridPlan, blocks: int | None = None):
     """按 ``plan`` 启动，``x`` / ``y`` 已经检查过（含 :func:`pipe_ok`）、在当前设备上。每次调用新建填满哨兵的
     (m, s) 槽位（一次填充，与调用在同一个流里排队，不必同步）。启动计划按形状与配置缓存。"""
     M, N = x.shape
-    slots = torch.full((M * plan.n_segs,), SLOT_EMPTY, dtype=torch.int64, device=x.device)
+    slots = _empty_slots(x, plan)
     args = (x, y, x.stride(0), y.stride(0), M, N, plan.seg_vecs, plan.n_segs, slots)
     key = (M, N, x.get_device(), plan, blocks)
     hit = _PLANS.get(key)
     if hit is not None and hit(args):
         return hit
-    from .launcher import _Plan
-
     index = key[2]
     _, func = _kernel(plan, x.dtype, index)
     P = _resident(plan, M, index, int(func.ptr), blocks)
-    launcher = _Plan(func, (P, 1, 1), (plan.block_size, 1, 1), plan.shared_bytes, _SIG, args, None)
-    if not launcher(args):
-        raise RuntimeError(f"{GRID_KERNEL} 的参数不符合启动计划 (arguments do not match the launch plan)")
-    if len(_PLANS) > 1024:
-        _PLANS.clear()
-    _PLANS[key] = launcher
-    return launcher
+    return first_launch(_PLANS, key, GRID_KERNEL, func, P, plan.block_size, plan.shared_bytes, _SIG, args)
 
 
 def grid_launch_values(lp, x: torch.Tensor, y: torch.Tensor, plan: GridPlan) -> None:
     """热路径：``lp`` 是 :func:`grid_launch` 为同一形状返回的启动计划，``x`` / ``y`` 已经检查过、满足它的条件
     （:mod:`reduction_lab.cuda_kernels` 的 ``softmax_checked`` 按形状、dtype、设备与对齐缓存它）。"""
     M, N = x.shape
-    slots = torch.full((M * plan.n_segs,), SLOT_EMPTY, dtype=torch.int64, device=x.device)
+    slots = _empty_slots(x, plan)
     lp.launch_values((x.data_ptr(), y.data_ptr(), x.stride(0), y.stride(0), M, N, plan.seg_vecs, plan.n_segs,
                       slots.data_ptr()))
 
@@ -215,13 +213,7 @@ def softmax_grid_pipe(x: torch.Tensor, *, block_size: int = 512, packs: int | No
     if M * plan.n_segs > 2**31 - 1:
         raise ValueError(f"总段数 {M * plan.n_segs} 超过 2**31 - 1 (too many segments)")
     out = aligned_out(x, out, GRID_KERNEL)
-    import cupy
-
-    with cupy.cuda.Device(index):
-        try:
-            grid_launch(x, out, plan, blocks)
-        except cupy.cuda.driver.CUDADriverError as e:
-            raise RuntimeError(f"{GRID_KERNEL} 启动失败（{plan.to_dict()}）：{e} (launch of {GRID_KERNEL} failed)") from e
+    launch_on(index, GRID_KERNEL, plan, grid_launch, x, out, plan, blocks)
     return out
 
 

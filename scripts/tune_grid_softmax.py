@@ -33,7 +33,7 @@ def bench(fn):
 def candidates(n: int, dtype):
     vec = 16 // dtype.itemsize
     for b in (256, 512):
-        for seg_kib in (16, 32, 64):
+        for seg_kib in (16, 32, 48, 64):
             p = seg_kib * 1024 // 16 // b
             if not 1 <= p <= 16 or p * vec > gr.MAX_THREAD_ELEMS:
                 continue

@@ -67,7 +67,8 @@ class GridPlan:
 
     @property
     def shared_bytes(self) -> int:
-        return (self.ahead + self.delay + 1) * self.seg_vecs * 16
+        # 每段：seg_vecs 个 16 字节向量；float32 的行再加每个线程的最大值（写出时按它缩放共享内存里的 e）
+        return (self.ahead + self.delay + 1) * (self.seg_vecs * 16 + (self.block_size * 4 if self.vec == 4 else 0))
 
     def to_dict(self) -> dict:
         d = asdict(self)

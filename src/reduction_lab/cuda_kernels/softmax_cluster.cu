@@ -695,25 +695,30 @@ extern "C" __global__ void softmax_cluster_pipe(const floatX *__restrict__ x, fl
 // （同时驻留得下的块数），块 b 依次处理第 b、b + P、b + 2P、……项（本块的第 0、1、2、……项）。
 // 每块有 AHEAD + DELAY + 1 段共享内存，排成一个环：第 j 项的段装进第 j % (AHEAD + DELAY + 1) 段。第 it 轮：
 //   1. 预取：用 cp.async 发出第 it + AHEAD 项的拷贝（不经寄存器）；
-//   2. 发布：等第 it 项到齐，算出它的 (m, s)，打包成一个 64 位字（高 32 位 m、低 32 位 s 的位模式）一次写进
-//      slots[w]，不等别的块。槽位启动前填成哨兵（低 32 位是 -1.0f：真实的 s >= 0），字本身就是「到了」的标志，
+//   2. 发布：等第 it 项到齐，算出它的 (m, s)（float32 的行把 e = exp(x - 线程最大值) 写回共享内存里原来的
+//      位置），打包成一个 64 位字（高 32 位 m、低 32 位 s 的位模式）一次写进 slots[w]，不等别的块。槽位启动前填成哨兵（低 32 位是 -1.0f：真实的 s >= 0），字本身就是「到了」的标志，
 //      不必再有计数器和 __threadfence()（后者要等本线程之前的写都到达 L2，一次就是几百纳秒）；
 //   3. 写出：第 it - DELAY 项——它那一行的各段早在 DELAY 轮之前就开始发布了，通常已经到齐：轮询这一行的
-//      n_segs 个槽位直到没有哨兵，合并出 (M, S)，从共享内存里的段算出 exp(x - M) / S 写回。
+//      n_segs 个槽位直到没有哨兵，合并出 (M, S)，算出 exp(x - M) / S 写回（float32 的行：e 乘上
+//      exp(线程最大值 - M) / S）。warp 0 在每轮开头先发出这些槽位的读，多数时候合并时已经到了。
 // 交换 (m, s) 的往返（原子加、别的 SM 上的块、轮询）落在 DELAY 轮的间隔里，不让 HBM 停下来等。
-// 全局内存：每个元素读一次、写一次；exp 算两次（发布一次、写出一次），数据留在共享内存里。
+// 全局内存：每个元素读一次、写一次；float32 的行每个元素算一次 exp，16 位的行两次（发布一次、写出一次）。
 // exp 的参数是 (x - m) * log2(e)：先相减（x 与 m 相近时差是精确的），不用 x * log2(e) - m * log2(e) 的 FFMA 写法。
 // 不会死锁的条件（包装函数保证）：P 个块同时驻留，并且 n_segs <= P（同一块的两项相隔 P >= n_segs，
 // 不在同一行）。一块只在写出时等待，等的是它更早的一项所在的行；行号最小的未完成行 r 的各段在不同的块上，
 // 这些块发布 r 的段之前只等过更早的行（已经完成），所以 r 的每一段都会发布。
 // 要求：x 与 y 的每一行从 16 字节边界开始、每行的字节数是 16 的倍数；BLOCK_SIZE * PACKS >= seg_vecs；
 //       slots 在启动前填满哨兵 SLOT_EMPTY。CLUSTER_SIZE 取 1。
-// 启动：grid = P，block = BLOCK_SIZE，动态共享内存 = (AHEAD + DELAY + 1) * seg_vecs * 16 字节。
+// 启动：grid = P，block = BLOCK_SIZE，动态共享内存 = (AHEAD + DELAY + 1) * seg_vecs * 16 字节，
+//       float32 的行每段再加 BLOCK_SIZE * 4 字节（每个线程的最大值）。
 #ifndef AHEAD
 #define AHEAD 2
 #endif
 #ifndef DELAY
 #define DELAY 2
+#endif
+#ifndef EARLY_POLL
+#define EARLY_POLL 1
 #endif
 #if AHEAD < 1 || DELAY < 0 || AHEAD + DELAY + 1 > 8
 #error "need AHEAD >= 1, DELAY >= 0, AHEAD + DELAY + 1 <= 8"
@@ -735,6 +740,11 @@ __device__ __forceinline__ unsigned long long ld_slot(const unsigned long long *
     return v;
 }
 
+// 共享内存里存什么：float32 的行在发布时把 e = exp(x - 线程最大值) 写回 x 原来的位置（同样大小、同样精度），写出时
+// 每个元素只乘一个数，exp 只算一次。16 位的行放不下 float 的 e：存成 fp16 的 e 有 2^-11 的相对误差，结果就不再
+// 落在正确舍入的半个 ulp 之内，所以 16 位的行留着 x，写出时重算 exp(x - M)。
+#define STORE_E (!(USE_BF16 || USE_FP16))
+
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE)
 softmax_grid_pipe(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
                   long long y_row_stride, int n_rows, int n_cols, int seg_vecs, int n_segs,
@@ -746,6 +756,9 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
                                              int n_cols, int seg_vecs, int n_segs, unsigned long long *slots)
 {
     extern __shared__ uint4 ring[];              // RING 段，每段 seg_vecs 个 16 字节向量
+#if STORE_E
+    float *tmax = reinterpret_cast<float *>(ring + RING * seg_vecs);   // 每段每线程的最大值（float32 的行）
+#endif
     __shared__ float2 red[NWARPS];               // 块内合并：每个 warp 的 (m, s)
     __shared__ float2 row_ms;                    // 要写出的那一项所在行的 (M, S)：warp 0 合并好，全块来读
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -777,6 +790,18 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
     for (int it = 0; it < n_mine + DELAY; it++) {
         const bool publish = it < n_mine, write = it >= DELAY;   // 整块一致的条件
         float bm = NEG_INF, bs = 0.0f;
+#if EARLY_POLL
+        // 先发出读：要写出的那一项所在行的前 64 个槽位，合并时才用。多数行这时早已到齐，这次 L2 往返就落在
+        // 下面的计算里；没到齐的，发布本项之后再轮询（等待只发生在发布之后，不会死锁）
+        unsigned long long pre0 = SLOT_EMPTY, pre1 = SLOT_EMPTY;
+        if (warp == 0 && write) {
+            const unsigned long long *rs = slots + item(it - DELAY) / n_segs * n_segs;
+            if (lane < n_segs)
+                pre0 = ld_slot(rs + lane);
+            if (lane + 32 < n_segs)
+                pre1 = ld_slot(rs + lane + 32);
+        }
+#endif
         if (publish) {
             // 1. 预取第 it + AHEAD 项：它覆盖的是第 it - DELAY - 1 项的段，本线程上一轮已经写出了
             fetch(it + AHEAD);
@@ -799,6 +824,23 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
                 for (int e = 0; e < VEC; e++)
                     bm = fmaxf(bm, f[p][e]);
             }
+#if STORE_E
+            // e = exp(x - 本线程的最大值) 写回原处（覆盖 x）：写出时只需乘一个数
+#pragma unroll
+            for (int p = 0; p < PACKS; p++) {
+#pragma unroll
+                for (int e = 0; e < VEC; e++) {
+                    const float v = bm != NEG_INF ? fast_exp2((f[p][e] - bm) * LOG2E)
+                                                  : (isnan(f[p][e]) ? f[p][e] : 0.0f);   // 全是 -inf：e = 0
+                    bs += v;
+                    f[p][e] = v;
+                }
+                const int k = threadIdx.x + p * BLOCK_SIZE;
+                if (k < nv)
+                    ring[(it % RING) * seg_vecs + k] = pack(f[p]);
+            }
+            tmax[(it % RING) * BLOCK_SIZE + threadIdx.x] = bm;
+#else
             if (bm != NEG_INF) {
 #pragma unroll
                 for (int p = 0; p < PACKS; p++)
@@ -806,6 +848,7 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
                     for (int e = 0; e < VEC; e++)
                         bs += fast_exp2((f[p][e] - bm) * LOG2E);
             }
+#endif
             warp_combine(bm, bs);
             if (lane == 0)
                 red[warp] = make_float2(bm, bs);
@@ -822,7 +865,13 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
                 const unsigned long long *rs = slots + item(it - DELAY) / n_segs * n_segs;
                 float M = NEG_INF, S = 0.0f;
                 for (int i = lane; i < n_segs; i += 32) {
+#if EARLY_POLL
+                    unsigned long long v = i == lane ? pre0 : i == lane + 32 ? pre1 : SLOT_EMPTY;
+                    if ((unsigned)v == SLOT_EMPTY)
+                        v = ld_slot(rs + i);
+#else
                     unsigned long long v = ld_slot(rs + i);
+#endif
                     while ((unsigned)v == SLOT_EMPTY)
                         v = ld_slot(rs + i);
                     combine(M, S, __uint_as_float((unsigned)(v >> 32)), __uint_as_float((unsigned)v));
@@ -838,7 +887,12 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
             const long long w = item(j);
             const int nv = seg_nv(w);
             const float2 MS = row_ms;
-            const float inv = 1.0f / MS.y;       // 整行 -inf：M = -inf、S = 0，下面得到 nan（与 torch 相同）
+            // 整行 -inf 时 M = -inf、S = 0，下面得到 nan（与 torch 相同）
+#if STORE_E
+            const float sc = fast_exp2((tmax[(j % RING) * BLOCK_SIZE + threadIdx.x] - MS.x) * LOG2E) / MS.y;
+#else
+            const float inv = 1.0f / MS.y;
+#endif
             const uint4 *buf = ring + (j % RING) * seg_vecs;
             uint4 *yr = reinterpret_cast<uint4 *>(y + (w / n_segs) * y_row_stride) + (long long)(w % n_segs) * seg_vecs;
 #pragma unroll
@@ -849,7 +903,11 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
                     unpack(buf[k], f);
 #pragma unroll
                     for (int e = 0; e < VEC; e++)
+#if STORE_E
+                        f[e] *= sc;                      // y = e * exp(m_线程 - M) / S
+#else
                         f[e] = fast_exp2((f[e] - MS.x) * LOG2E) * inv;
+#endif
                     __stcs(yr + k, pack(f));
                 }
             }

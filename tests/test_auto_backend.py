@@ -22,7 +22,7 @@ def test_without_clusters_or_cupy_auto_is_triton(dtype):
 
 
 def test_with_clusters_long_rows_go_to_the_cluster_kernel():
-    expect = {torch.float32: {16384: "triton", 32768: "cuda", 65536: "cuda", 262144: "cuda", 2**20: "cuda"},
+    expect = {torch.float32: {16384: "triton", 32768: "cuda", 65536: "cuda", 262144: "cuda", 2**20: "triton"},
               torch.bfloat16: {8192: "triton", 16384: "cuda", 131072: "cuda", 262144: "cuda", 2**20: "cuda"}}
     for dtype, cells in expect.items():
         for n, want in cells.items():

@@ -4,7 +4,7 @@
 * sim 模式：明确报错（模拟器逐块执行，块之间互相等待会死锁）；
 * gpu 模式（计算能力 9.0 以上）：与 float64 的 ``torch.softmax`` 比对——三种 dtype、每一种 (ahead, delay)、
   一块处理很多段（网格远小于总段数）、最后一段不满、网格恰好等于一行的段数、行距大于 N、极端值、调用者给的输出；
-  不对齐的行、段数多于网格、网格超过同时驻留的上限都报错；默认 backend 在 N = 2^20 上走这个内核。
+  不对齐的行、段数多于网格、网格超过同时驻留的上限都报错；默认 backend 在 16 位 N = 2^20 上走这个内核。
 """
 
 from __future__ import annotations
@@ -208,9 +208,11 @@ def test_out_and_errors():
 
 @needs_hopper
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_default_backend_takes_it_on_rows_no_cluster_holds(dtype):
+def test_default_backend_on_rows_no_cluster_holds(dtype):
+    """16 位：默认 backend 走常驻网格；float32：默认仍是 Triton，backend="cuda" 走常驻网格。"""
     x = _x((3, 1 << 20), dtype)
-    assert auto.resolve("softmax", x) == "cuda"
     assert ck.softmax_plan(3, 1 << 20, dtype, clusters=True)["kernel"] == "grid"
+    assert auto.resolve("softmax", x) == ("triton" if dtype == torch.float32 else "cuda")
     _check(rl.softmax(x), x, "rl.softmax")
-    _check(rl.softmax(x), x, "rl.softmax 第二次（缓存的启动计划）")
+    _check(rl.softmax(x, backend="cuda"), x, "backend=cuda")
+    _check(rl.softmax(x, backend="cuda"), x, "backend=cuda 第二次（缓存的启动计划）")

@@ -5,10 +5,11 @@
 * softmax：GPU 有线程块簇（计算能力 9.0 以上）、装了 CuPy、dtype 是 float32 / bfloat16 / float16，并且
   CUDA C 的启动计划在这个行长上是簇内核（:data:`reduction_lab.cuda_kernels.SOFTMAX_CONFIGS` 里的
   ``cluster``）时用 ``"cuda"``：一行分给一个簇，整行留在寄存器里，HBM 只读一遍——Triton 写不出线程块簇，
-  它的长行内核要经全局内存交换 (m, s)；行长到一个簇也放不下（表末行的 ``grid``：常驻网格，段预取进
-  共享内存）时也用 ``"cuda"``（N = 2^20，同一次扫描里的拷贝占比：bf16 约 70% 对 Triton 的 55%，float32 约 78.5%
-  对 Triton 分段内核的 76.6%，docs/data/h200_cuda_softmax_grid.json）；其余情形用 ``"triton"``（短行时它最快，
-  一次调用的主机开销也最少）；
+  它的长行内核要经全局内存交换 (m, s)；16 位的行长到一个簇也放不下（表末行的 ``grid``：常驻网格，段预取进
+  共享内存）时也用 ``"cuda"``（N = 2^20：bf16 约 70% 对 Triton 的 55%，docs/data/h200_cuda_softmax_grid.json）。
+  float32 这时两者相差在噪声之内（同一次扫描里常驻网格 78%、Triton 的分段内核 77%；提交的基准运行
+  docs/data/h200.json 的 CUDA C 一格还是换成常驻网格之前测的），仍用 ``"triton"``；其余情形用 ``"triton"``
+  （短行时它最快，一次调用的主机开销也最少）；
 * reduce_sum：总是 ``"triton"``。
 
 sim 模式（没有 GPU）总是 ``"triton"``，所以页面上的代码块在两种模式下走同一条路径时输出相同。
@@ -45,7 +46,9 @@ def choice(op: str, n_cols: int, dtype: torch.dtype, *, clusters: bool, cupy: bo
     if dtype not in DTYPES:                         # CUDA C 不接受的 dtype（float64）
         return "triton"
     plan = softmax_plan(1, n_cols, dtype, clusters=True, aligned=aligned)
-    return "cuda" if plan["kernel"] in ("cluster", "pipe", "grid") else "triton"
+    if plan["kernel"] in ("cluster", "pipe"):
+        return "cuda"
+    return "cuda" if plan["kernel"] == "grid" and dtype.itemsize == 2 else "triton"
 
 
 @functools.lru_cache(maxsize=None)

@@ -696,7 +696,8 @@ extern "C" __global__ void softmax_cluster_pipe(const floatX *__restrict__ x, fl
 // 每块有 AHEAD + DELAY + 1 段共享内存，排成一个环：第 j 项的段装进第 j % (AHEAD + DELAY + 1) 段。第 it 轮：
 //   1. 预取：用 cp.async 发出第 it + AHEAD 项的拷贝（不经寄存器）；
 //   2. 发布：等第 it 项到齐，算出它的 (m, s)（float32 的行把 e = exp(x - 线程最大值) 写回共享内存里原来的
-//      位置），打包成一个 64 位字（高 32 位 m、低 32 位 s 的位模式）一次写进 slots[w]，不等别的块。槽位启动前填成哨兵（低 32 位是 -1.0f：真实的 s >= 0），字本身就是「到了」的标志，
+//      位置），打包成一个 64 位字（高 32 位 m、低 32 位 s 的位模式）一次写进 slots[w]，不等别的块。
+//      槽位启动前填成哨兵（低 32 位是 -1.0f：真实的 s >= 0），字本身就是「到了」的标志，
 //      不必再有计数器和 __threadfence()（后者要等本线程之前的写都到达 L2，一次就是几百纳秒）；
 //   3. 写出：第 it - DELAY 项——它那一行的各段早在 DELAY 轮之前就开始发布了，通常已经到齐：轮询这一行的
 //      n_segs 个槽位直到没有哨兵，合并出 (M, S)，算出 exp(x - M) / S 写回（float32 的行：e 乘上
@@ -716,9 +717,6 @@ extern "C" __global__ void softmax_cluster_pipe(const floatX *__restrict__ x, fl
 #endif
 #ifndef DELAY
 #define DELAY 2
-#endif
-#ifndef EARLY_POLL
-#define EARLY_POLL 1
 #endif
 #if AHEAD < 1 || DELAY < 0 || AHEAD + DELAY + 1 > 8
 #error "need AHEAD >= 1, DELAY >= 0, AHEAD + DELAY + 1 <= 8"
@@ -790,7 +788,6 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
     for (int it = 0; it < n_mine + DELAY; it++) {
         const bool publish = it < n_mine, write = it >= DELAY;   // 整块一致的条件
         float bm = NEG_INF, bs = 0.0f;
-#if EARLY_POLL
         // 先发出读：要写出的那一项所在行的前 64 个槽位，合并时才用。多数行这时早已到齐，这次 L2 往返就落在
         // 下面的计算里；没到齐的，发布本项之后再轮询（等待只发生在发布之后，不会死锁）
         unsigned long long pre0 = SLOT_EMPTY, pre1 = SLOT_EMPTY;
@@ -801,7 +798,6 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
             if (lane + 32 < n_segs)
                 pre1 = ld_slot(rs + lane + 32);
         }
-#endif
         if (publish) {
             // 1. 预取第 it + AHEAD 项：它覆盖的是第 it - DELAY - 1 项的段，本线程上一轮已经写出了
             fetch(it + AHEAD);
@@ -865,13 +861,9 @@ extern "C" __global__ void softmax_grid_pipe(const floatX *__restrict__ x, float
                 const unsigned long long *rs = slots + item(it - DELAY) / n_segs * n_segs;
                 float M = NEG_INF, S = 0.0f;
                 for (int i = lane; i < n_segs; i += 32) {
-#if EARLY_POLL
-                    unsigned long long v = i == lane ? pre0 : i == lane + 32 ? pre1 : SLOT_EMPTY;
+                    unsigned long long v = i == lane ? pre0 : i == lane + 32 ? pre1 : SLOT_EMPTY;   // 先发出的读
                     if ((unsigned)v == SLOT_EMPTY)
                         v = ld_slot(rs + i);
-#else
-                    unsigned long long v = ld_slot(rs + i);
-#endif
                     while ((unsigned)v == SLOT_EMPTY)
                         v = ld_slot(rs + i);
                     combine(M, S, __uint_as_float((unsigned)(v >> 32)), __uint_as_float((unsigned)v));

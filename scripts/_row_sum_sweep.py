@@ -24,20 +24,25 @@ def common_args(ap, ns) -> None:
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--ns", default=",".join(map(str, ns)))
     ap.add_argument("--total-elems", type=int, default=1 << 26)
+    ap.add_argument("--repeats", type=int, default=1, help="交替测量的轮数（每个配置取各轮的中位数）")
     ap.add_argument("--json", default=None)
 
 
 def sweep(script: str, args, candidates, call, default_call, meta: dict | None = None) -> int:
     """``candidates(n)``：这一行长的候选（描述它的 dict 列表）；``call(x, cand)``：用这个候选求和；
-    ``default_call(x)``：默认配置。写出 ``{"meta", "results"}``，有候选出错或结果不对时返回 1。"""
+    ``default_call(x)``：默认配置。写出 ``{"meta", "results"}``，有候选出错或结果不对时返回 1。
+    ``args.repeats`` 轮：每一轮把拷贝、默认配置和全部候选各测一次（轮与轮之间 GPU 的时钟、温度会变，
+    交替测量让这种漂移落在所有候选上），每个配置取各轮的中位数。"""
     rl.runtime.require_gpu(script)
     flush = timing.L2Flusher(timing.l2_bytes())
     bench_ms = lambda f: timing.time_gpu([f], warmup=5, iters=40, flusher=flush).median_ms
+    repeats = getattr(args, "repeats", 1)
+    method = METHOD if repeats == 1 else METHOD + f"; {repeats} interleaved rounds (copy, default, every candidate), median of the rounds"
     out = {"meta": {"device": torch.cuda.get_device_name(0),
                     "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
                     "torch": torch.__version__, **(meta or {}),
                     "command": f"python scripts/{script}.py " + " ".join(sys.argv[1:]),
-                    "method": METHOD, "date": time.strftime("%Y-%m-%d")}, "results": []}
+                    "method": method, "date": time.strftime("%Y-%m-%d")}, "results": []}
     bad = 0
     for dname in args.dtypes.split(","):
         dtype = getattr(torch, dname)
@@ -48,8 +53,7 @@ def sweep(script: str, args, candidates, call, default_call, meta: dict | None =
             ref = x.double().sum(1)
             tol = 1e-4 * ref.abs() + 1e-3 if dtype == torch.float32 else 2 ** -7 * ref.abs() + 1e-3
             nbytes = x.numel() * x.element_size()
-            copy = 2 * nbytes / (bench_ms(lambda: y.copy_(x)) * 1e-3)
-            rows = []
+            rows, timed = [], []
             for c in candidates(n):
                 f = (lambda c=c: call(x, c))
                 try:
@@ -59,9 +63,24 @@ def sweep(script: str, args, candidates, call, default_call, meta: dict | None =
                     bad += 1
                     continue
                 bad += not ok
-                gbps = nbytes / (bench_ms(f) * 1e-3) / 1e9 if ok else float("nan")
-                rows.append({**c, "ok": ok, "gbps": gbps, "frac_copy": gbps * 1e9 / copy})
-            default = nbytes / (bench_ms(lambda: default_call(x)) * 1e-3) / 1e9
+                rows.append({**c, "ok": ok})
+                if ok:
+                    timed.append((rows[-1], f))
+            copy_ms, default_ms, cand_ms = [], [], [[] for _ in timed]
+            for _ in range(repeats):
+                copy_ms.append(bench_ms(lambda: y.copy_(x)))
+                default_ms.append(bench_ms(lambda: default_call(x)))
+                for i, (_, f) in enumerate(timed):
+                    cand_ms[i].append(bench_ms(f))
+            med = lambda v: sorted(v)[len(v) // 2]
+            copy = 2 * nbytes / (med(copy_ms) * 1e-3)
+            for (row, _), t in zip(timed, cand_ms):
+                row["gbps"] = nbytes / (med(t) * 1e-3) / 1e9
+                row["frac_copy"] = row["gbps"] * 1e9 / copy
+            for row in rows:
+                if not row["ok"] and "error" not in row:           # 结果不对：不计时
+                    row.update(gbps=float("nan"), frac_copy=float("nan"))
+            default = nbytes / (med(default_ms) * 1e-3) / 1e9
             ranked = sorted((r for r in rows if r["ok"]), key=lambda r: -r["gbps"])
             print(f"{dname:9s} N={n:7d} M={m:6d} default {default * 1e9 / copy:5.1%}", flush=True)
             for r in ranked[:5]:

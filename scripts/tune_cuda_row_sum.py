@@ -1,8 +1,10 @@
-"""CUDA C 按行求和（src/reduction_lab/cuda_kernels/reduce_sum.cu 的 split 内核）的线程数与段数扫描。
+"""CUDA C 按行求和（src/reduction_lab/cuda_kernels/reduce_sum.cu）的线程数与段数扫描。
 
     REDUCTION_LAB_MODE=gpu python scripts/tune_cuda_row_sum.py [--dtypes float32,bfloat16] [--json out.json]
+    REDUCTION_LAB_MODE=gpu python scripts/tune_cuda_row_sum.py --kernel warp --ns 512,1024,2048 [--json out.json]
 
-每个 (dtype, N)：M = 2^26 // N 行，候选是 (每块线程数, 段数)；段数 None 是包装函数的默认段数。验证与计时见
+每个 (dtype, N)：M = 2^26 // N 行。split 内核（默认）的候选是 (每块线程数, 段数)，段数 None 是包装函数的默认段数；
+``--kernel warp`` 扫短行的 warp-per-row 内核的每块线程数（``--blocks``，默认 64,128,256,512）。验证与计时见
 scripts/_row_sum_sweep.py（与基准相同：每次调用前只读地扫过 4 倍 L2；do_bench 的清空是写零，写回的脏行会拖慢只读的
 内核）。整个调用都计时：段数 > 1 时调用里还有清零与（16 位时）转换的两次小启动，它们也算在内。
 """
@@ -23,11 +25,16 @@ NS = (8192, 32768, 131072, 262144)
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     common_args(ap, NS)
-    ap.add_argument("--blocks", default="256,512,1024", help="每块线程数（逗号分隔）")
+    ap.add_argument("--kernel", choices=("split", "warp"), default="split")
+    ap.add_argument("--blocks", default=None, help="每块线程数（逗号分隔；默认 split 256,512,1024，warp 64,128,256,512）")
     ap.add_argument("--chunks", default="None,1,2,4,8", help="段数（逗号分隔；None 是包装函数的默认段数）")
     args = ap.parse_args()
-    blocks = [int(v) for v in args.blocks.split(",")]
+    blocks = [int(v) for v in (args.blocks or ("256,512,1024" if args.kernel == "split" else "64,128,256,512")).split(",")]
     chunks = [None if v == "None" else int(v) for v in args.chunks.split(",")]
+    if args.kernel == "warp":
+        return sweep("tune_cuda_row_sum", args, lambda n: [{"kernel": "warp", "block_size": b} for b in blocks],
+                     lambda x, c: ck.reduce_sum(x, kernel="warp", block_size=c["block_size"]),
+                     lambda x: rl.reduce_sum(x, backend="cuda"))
     return sweep("tune_cuda_row_sum", args,
                  lambda n: [{"block_size": b, "chunks": c} for b in blocks for c in chunks],
                  lambda x, c: ck.reduce_sum(x, kernel="split", **c),

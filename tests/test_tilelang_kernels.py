@@ -173,6 +173,11 @@ def test_default_config_shapes():
     assert tk.default_config("reduce_sum", 256, 262144, gpu=True)["n_split"] == 1   # 行块数 >= SM 数
     assert tk.default_config("reduce_sum", 8, 1 << 20, gpu=True)["n_split"] > 1      # 行太少：切分
     assert tk.default_config("reduce_sum", 32768, 2048, gpu=True)["n_split"] == 1
+    # 16 位的长行、行块数不到 2 倍 SM 数：512 个线程、一块 16384 个元素；float32 与行多的 16 位不变
+    big = tk.default_config("reduce_sum", 256, 262144, gpu=True, elem_size=2)
+    assert (big["threads"], big["block_n"], big["n_split"]) == (512, 16384, 1)
+    assert tk.default_config("reduce_sum", 512, 131072, gpu=True, elem_size=2)["threads"] == 256
+    assert tk.default_config("reduce_sum", 256, 262144, gpu=True)["threads"] == 256
     with pytest.raises(ValueError, match="未知的内核"):
         tk.default_config("mean", 4, 4)
 

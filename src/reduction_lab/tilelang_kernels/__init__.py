@@ -63,6 +63,8 @@ TUNABLES = {
 _MAX_ELEMS = 2**31 - 1
 # 默认每个块 threads * 16 个元素：每个线程每轮 4 次 128 位加载
 _ELEMS_PER_THREAD = 16
+#: 16 位按行求和换成大块（512 个线程 x 32 个元素）的最短行长：行块数少于 2 倍 SM 数时才换
+_LONG_HALF_TILE = 512 * 32
 _CPU_BLOCK_N = 1024
 _H200_SMS = 132
 
@@ -183,7 +185,8 @@ def default_config(kernel: str, M: int, N: int, gpu: bool | None = None, elem_si
     softmax：gpu 模式查 :data:`SOFTMAX_TABLE`；sim 模式 ``N <= 1024`` 时 row 路径，更长时 online 路径
     （``block_n=1024``）。
 
-    gpu：256 个线程，一块 ``threads*16`` 个元素（短行时一块装几行）；行块数不足
+    gpu：256 个线程，一块 ``threads*16`` 个元素（短行时一块装几行）；16 位的行长到 16384 以上、行块数
+    不到 2 倍 SM 数时换成 512 个线程、一块 ``threads*32`` 个元素；行块数不足
     SM 数时，把一行切成 ``n_split`` 段分给几个块，
     再用同一个内核把 (M, n_split) 的部分和加起来（第二阶段）。
     sim（C 目标，单线程）：一块一行，``block_n`` 不超过 1024，不切分。
@@ -198,8 +201,12 @@ def default_config(kernel: str, M: int, N: int, gpu: bool | None = None, elem_si
         if kernel == "reduce_sum":
             cfg.update(n_split=1, defer_reduce=True)
         return cfg
-    threads = 256
-    tile = threads * _ELEMS_PER_THREAD
+    threads, ept = 256, _ELEMS_PER_THREAD
+    if kernel == "reduce_sum" and elem_size == 2 and N >= _LONG_HALF_TILE and M < 2 * _sm_count():
+        # 16 位的长行、每个 SM 不到两个行块：每块 512 个线程、每个线程 32 个元素（一块 16384 个），
+        # 每个 SM 上同时在途的加载多几倍（H200 上 bf16 的 256 x 262144：拷贝的 89% -> 94%）
+        threads, ept = 512, 2 * _ELEMS_PER_THREAD
+    tile = threads * ept
     block_n = min(_next_pow2(N), tile)
     block_m = max(1, tile // block_n)
     block_m = min(block_m, _next_pow2(M))  # 行很少时不要空转
@@ -263,7 +270,7 @@ def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict, elem_size: in
                         f"{', '.join(TUNABLES[kernel])} (unknown keyword arguments {sorted(unknown)})")
     if kernel == "softmax":
         return _resolve_softmax(M, N, gpu, elem_size, {k: v for k, v in params.items() if v is not None})
-    cfg = default_config(kernel, M, N, gpu)
+    cfg = default_config(kernel, M, N, gpu, elem_size)
     given = {k: v for k, v in params.items() if v is not None}
     if gpu and "block_n" in given and "block_m" not in given and _is_pow2(given["block_n"]):
         # 只给了块宽：块的元素数仍按每线程 16 个来定行数
@@ -411,7 +418,7 @@ def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | No
     gpu = MODE == "gpu"
     cfg = _resolve("reduce_sum", M, N, gpu,
                    dict(block_m=block_m, block_n=block_n, threads=threads, n_split=n_split,
-                        defer_reduce=defer_reduce))
+                        defer_reduce=defer_reduce), elem_size=x.element_size())
     partial = _run("reduce_sum", x, cfg)          # (M, n_split)；分段时是 float32
     if cfg["n_split"] == 1:
         return partial[:, 0]
@@ -535,7 +542,7 @@ def reduce_sum_checked(x: torch.Tensor) -> torch.Tensor:
     entry = _CHECKED.get(key)
     if entry is None:
         res = reduce_sum(x)
-        cfg = _resolve("reduce_sum", M, N, True, {})
+        cfg = _resolve("reduce_sum", M, N, True, {}, elem_size=x.element_size())
         if cfg["n_split"] == 1:
             hit = _COMPILED.get(("reduce_sum", (M, N), x.dtype, x.device, tuple(cfg.items()), ()))
             if hit is not None:

@@ -122,9 +122,9 @@ _WARP_MAX_BYTES = 4096
 
 
 def _warp_block(itemsize: int) -> int:
-    """warp-per-row 内核的每块线程数：16 位 128 个（一块 4 行），float32 256 个。H200 上同一次运行里
-    （scripts/_row_sum_sweep.py 的计时），bf16 的 N = 512 / 1024 / 2048：128 个线程 93% / 94% / 95%，
-    256 个 91% / 93% / 91–92%；float32 两者相差在 1 个百分点之内。"""
+    """warp-per-row 内核的每块线程数：16 位 128 个（一块 4 行），float32 256 个。H200 上的扫描
+    （scripts/tune_cuda_row_sum.py --kernel warp，docs/data/h200_cuda_row_sum_warp.json）：bf16 的 N = 512 / 1024 / 2048
+    上 128 个线程 94% / 94% / 96%，256 个 93% / 95% / 96%，64 个 73% / 96% / 94%；float32 几种块大小相差不到 1 个百分点。"""
     return 128 if itemsize == 2 else 256
 
 

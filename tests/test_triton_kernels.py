@@ -73,6 +73,35 @@ def test_row_sum_production_configs(kw):
     torch.testing.assert_close(rl.row_sum(x, **kw).double(), x.double().sum(1), atol=1e-3, rtol=1e-5)
 
 
+# 分块内核的两个形状 constexpr 的每种组合：(形状, 显式参数, 期望的 ONE_TILE, EVEN_N)
+_FLAG_CASES = [
+    ((8, 512), {}, True, True),                                    # 一块装整行，没有列掩码
+    ((5, 300), {}, True, False),                                   # 一块装整行，行尾有列掩码
+    ((6, 512), {"block_m": 4, "block_n": 128}, False, True),       # 循环 4 块，最后一个行块不满
+    ((6, 500), {"block_m": 2, "block_n": 128}, False, False),      # 循环，最后一块不满
+    ((3, 1024), {"block_n": 256, "n_split": 2}, False, True),      # 两段，各段都满
+    ((3, 1000), {"block_n": 128, "n_split": 3}, False, False),     # 三段，最后一段不满
+    ((4, 1024), {"block_n": 256, "n_split": 4}, True, True),       # 四段，每段一块
+]
+
+
+@pytest.mark.parametrize("shape, kw, one_tile, even_n, deterministic",
+                         [(*c, det) for c in _FLAG_CASES for det in ((False, True) if c[1].get("n_split", 1) > 1
+                                                                      else (False,))])
+def test_row_sum_tiled_shape_flags(shape, kw, one_tile, even_n, deterministic):
+    # deterministic 只影响分段（n_split > 1）的路径：各段写部分和，第二次启动按固定顺序相加
+    from reduction_lab.triton_kernels import row_sum as rs
+
+    m, n = shape
+    bm, bn, ns, _ = rs._tiled_config(m, n, 4)
+    bn, ns = kw.get("block_n", bn), kw.get("n_split", ns)
+    cps = -(-(-(-n // ns)) // bn) * bn
+    assert rs._shape_flags(n, bn, cps) == {"ONE_TILE": one_tile, "EVEN_N": even_n}
+    x = torch.randint(-2, 3, (m, n), generator=torch.Generator().manual_seed(m * n)).float().to(rl.DEVICE)
+    got = rl.row_sum(x, deterministic=deterministic, **kw) if kw or deterministic else rl.reduce_sum(x, backend="triton")
+    assert torch.equal(got.double().cpu(), x.double().sum(1).cpu())     # 整数输入：任何顺序都精确
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_inputs(dtype):
     x = _rand(4, 333, seed=6, dtype=dtype)

@@ -48,7 +48,7 @@ def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_pe
     cols_per_split 是 BLOCK_N 的倍数，各段互不重叠，所以掩码只需和 n_cols 比较——
     这样编译器知道掩码按 4 个元素成组不变，可以用 128 位向量加载。
     ONE_TILE：一段只有一块（短行），不写循环，加载一次；EVEN_N：n_cols 是段长的整数倍，不要列掩码
-    （只剩行掩码）。H200 上 bf16 的 N = 512 … 2048 两者合起来快 3–7 个百分点。
+    （只剩行掩码）。H200 上的效果见 docs/bench/index.md 的 Triton 扫描表。
     ATOMIC：各段原子加到 out[row]（顺序不定）；PARTIAL：各段写 out[row, 段号]（out 是 M x n_split），
     之后按固定顺序再加一次（docs/numerics.md）。"""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -117,7 +117,7 @@ def _tiled_config(n_rows: int, n_cols: int, elem_size: int = 4):
     docs/data/h200_triton_row_sum_sweep.json；计时与基准相同：每次调用前只读地扫过 4 倍 L2）：
 
     * 默认都用分块内核（一个 program 读 BLOCK_M 行 x BLOCK_N 列，grid = 行块数 x 段数），不用常驻内核：
-      短行时它在 float32 的 N = 512 … 2048 快 2–3 个百分点，bf16 快 1–4 个；
+      短行时它在 float32 的 N = 512 … 2048 快 2–3 个百分点，bf16 快 5 个；
     * float32（与 float64）：一块 4096 个元素（16 KiB）、16 个 warp，每个线程一轮两次 16 字节的加载。
       短行时一块装 4096 / N 行，长行时 BLOCK_N = 4096、在 program 内循环；
     * 16 位：N <= 4096 时一块 4096 个元素（装 4096 / N 行）、8 个 warp；N <= 32768 时整行一块

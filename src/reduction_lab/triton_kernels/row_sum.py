@@ -38,6 +38,7 @@ def row_sum_kernel(out_ptr, in_ptr, in_row_stride, n_cols, BLOCK_SIZE: tl.conste
 # --8<-- [end:kernel]
 
 
+# --8<-- [start:tiled]
 @triton.jit
 def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_per_split,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ATOMIC: tl.constexpr,
@@ -78,6 +79,7 @@ def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_pe
         tl.store(out_ptr + rows.to(tl.int64) * tl.num_programs(1) + tl.program_id(1), total, mask=row_mask)
     else:
         tl.store(out_ptr + rows, total.to(out_ptr.dtype.element_ty), mask=row_mask)
+# --8<-- [end:tiled]
 
 
 def _shape_flags(n_cols: int, block_n: int, cols_per_split: int) -> dict:

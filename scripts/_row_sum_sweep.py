@@ -36,7 +36,7 @@ def sweep(script: str, args, candidates, call, default_call, meta: dict | None =
     rl.runtime.require_gpu(script)
     flush = timing.L2Flusher(timing.l2_bytes())
     bench_ms = lambda f: timing.time_gpu([f], warmup=5, iters=40, flusher=flush).median_ms
-    repeats = getattr(args, "repeats", 1)
+    repeats = args.repeats
     method = METHOD if repeats == 1 else METHOD + f"; {repeats} interleaved rounds (copy, default, every candidate), median of the rounds"
     out = {"meta": {"device": torch.cuda.get_device_name(0),
                     "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,

@@ -165,8 +165,10 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     if block_size is None:
         if kernel == "split" and chunks is None:
             B = _split_block(N, x.element_size())
+        elif kernel == "warp":
+            B = _warp_block(x.element_size())
         else:
-            B = _warp_block(x.element_size()) if kernel == "warp" else 256
+            B = 256
     else:
         B = _check_block(block_size, 32)
     out = _check_out(out, (M,), x)

@@ -40,6 +40,18 @@ def row_sum_kernel(out_ptr, in_ptr, in_row_stride, n_cols, BLOCK_SIZE: tl.conste
 
 # --8<-- [start:tiled]
 @triton.jit
+def _load_tile(base, row_mask, start, n_cols, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, EVICT: tl.constexpr,
+               ACC: tl.constexpr):
+    """从第 start 列起读 BLOCK_N 列，转成 ACC。EVEN_N 时只用行掩码（整块都在行内）。"""
+    cols = start + tl.arange(0, BLOCK_N)
+    if EVEN_N:
+        mask = row_mask[:, None]
+    else:
+        mask = row_mask[:, None] & (cols[None, :] < n_cols)
+    return tl.load(base + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICT).to(ACC)
+
+
+@triton.jit
 def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_per_split,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ATOMIC: tl.constexpr,
                          EVICT: tl.constexpr = "", ACC: tl.constexpr = tl.float32,
@@ -57,21 +69,11 @@ def row_sum_tiled_kernel(out_ptr, in_ptr, in_row_stride, n_rows, n_cols, cols_pe
     col_start = tl.program_id(1) * cols_per_split
     base = in_ptr + rows.to(tl.int64)[:, None] * in_row_stride
     if ONE_TILE:
-        cols = col_start + tl.arange(0, BLOCK_N)
-        if EVEN_N:
-            mask = row_mask[:, None]
-        else:
-            mask = row_mask[:, None] & (cols[None, :] < n_cols)
-        acc = tl.load(base + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICT).to(ACC)
+        acc = _load_tile(base, row_mask, col_start, n_cols, BLOCK_N, EVEN_N, EVICT, ACC)
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
         for k in range(0, cols_per_split, BLOCK_N):
-            cols = col_start + k + tl.arange(0, BLOCK_N)
-            if EVEN_N:
-                mask = row_mask[:, None]
-            else:
-                mask = row_mask[:, None] & (cols[None, :] < n_cols)
-            acc += tl.load(base + cols[None, :], mask=mask, other=0.0, eviction_policy=EVICT).to(ACC)
+            acc += _load_tile(base, row_mask, col_start + k, n_cols, BLOCK_N, EVEN_N, EVICT, ACC)
     total = tl.sum(acc, axis=1)
     if ATOMIC:
         tl.atomic_add(out_ptr + rows, total, mask=row_mask)

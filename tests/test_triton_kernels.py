@@ -209,6 +209,35 @@ def test_rows_config_16bit_uses_fewer_warps():
         assert chosen and chosen[0] >= 0.97 * max(c["gbs"] for c in ok), row["N"]
 
 
+def test_rows_config_fp32_short_rows_follow_the_sweep():
+    """float32、N <= 1024：每个 program 1024 个元素（N = 512 时 1 个 warp，1024 时 2 个）。扫描
+    （docs/data/h200_triton_softmax_short.json，与 torch.compile 在同一进程里交替测量）里这个配置不低于
+    最快的候选与 torch.compile 一个百分点以上（同一配置两次测量相差约半个百分点），而原来的配置
+    （4096 个元素、16 个warp）比 torch.compile 低一个百分点以上。"""
+    import json
+    from pathlib import Path
+
+    from reduction_lab.triton_kernels.softmax import _rows_config
+
+    assert _rows_config(1 << 17, 512, 4) == (2, 512, 1)
+    assert _rows_config(1 << 16, 1024, 4) == (1, 1024, 2)
+    assert _rows_config(3, 512, 4) == (2, 512, 1) and _rows_config(1, 512, 4) == (1, 512, 1)
+    assert _rows_config(1 << 15, 2048, 4) == (2, 2048, 16)         # 更长的行不变
+    assert _rows_config(1 << 17, 512, 8) == (8, 512, 16)           # float64 不变
+    data = json.loads((Path(__file__).resolve().parents[1] / "docs/data/h200_triton_softmax_short.json").read_text())
+    assert {r["N"] for r in data["results"]} >= {512, 1024}
+    for row in data["results"]:
+        bm, _, nw = _rows_config(row["M"], row["N"], 4)
+        assert row["default"] == {"block_m": bm, "num_warps": nw}, row["N"]
+        frac = row["frac"]
+        cands = {k: v for k, v in frac.items() if k.startswith("block_m=")}
+        chosen = frac[f"block_m={bm},num_warps={nw}"]
+        assert chosen >= max(cands.values()) - 0.01, row["N"]
+        if row["N"] <= 1024:
+            assert chosen >= frac["torch.compile"] - 0.01, row["N"]
+            assert frac[f"block_m={4096 // row['N']},num_warps=16"] < frac["torch.compile"] - 0.01, row["N"]
+
+
 def test_bf16_long_row_plan_follows_the_sweep():
     """16 位输入、N = 32768：默认计划用常驻内核（1 个 program/SM、32 个 warp、3 级流水），
     它在扫描里是最快的候选，比多行内核快。"""

@@ -8,7 +8,7 @@
   它的长行内核要经全局内存交换 (m, s)；16 位的行长到一个簇也放不下（表末行的 ``grid``：常驻网格，段预取进
   共享内存）时也用 ``"cuda"``（N = 2^20：bf16 约 70% 对 Triton 的 55%，docs/data/h200_cuda_softmax_grid.json）。
   float32 这时两者相差在噪声之内（同一次扫描里常驻网格 78%、Triton 的分段内核 77%；提交的基准运行
-  docs/data/h200.json 的 CUDA C 一格还是换成常驻网格之前测的），仍用 ``"triton"``；其余情形用 ``"triton"``
+  docs/data/h200.json 里两者都是 77%），仍用 ``"triton"``；其余情形用 ``"triton"``
   （短行时它最快，一次调用的主机开销也最少）；
 * reduce_sum：总是 ``"triton"``。
 

@@ -26,9 +26,8 @@ import triton.language as tl
 
 
 @triton.jit
-def stats_kernel(x_ptr, ws_ptr, row0, stride, n_cols, CHUNK: tl.constexpr, NS: tl.constexpr, EVICT: tl.constexpr):
-    seg = tl.program_id(0)
-    row = (row0 + tl.program_id(1)).to(tl.int64)
+def _stats(x_ptr, ws_ptr, row, seg, stride, n_cols, CHUNK: tl.constexpr, NS: tl.constexpr, EVICT: tl.constexpr):
+    """第一遍：这一段的 (m, d) 写进工作区。"""
     cols = seg * CHUNK + tl.arange(0, CHUNK)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf"), eviction_policy=EVICT).to(tl.float32)
@@ -39,10 +38,9 @@ def stats_kernel(x_ptr, ws_ptr, row0, stride, n_cols, CHUNK: tl.constexpr, NS: t
 
 
 @triton.jit
-def norm_kernel(y_ptr, x_ptr, ws_ptr, row0, stride, n_cols, CHUNK: tl.constexpr, NS: tl.constexpr, NS_P2: tl.constexpr,
-                EVICT: tl.constexpr, CM: tl.constexpr):
-    seg = tl.program_id(0)
-    row = (row0 + tl.program_id(1)).to(tl.int64)
+def _normalize(y_ptr, x_ptr, ws_ptr, row, seg, stride, n_cols, CHUNK: tl.constexpr, NS: tl.constexpr,
+               NS_P2: tl.constexpr, EVICT: tl.constexpr, CM: tl.constexpr):
+    """第二遍：合并这一行各段的 (m, d)，重读这一段（应当还在 L2 里），写出 y。"""
     offs = tl.arange(0, NS_P2)
     pmask = offs < NS
     pm = tl.load(ws_ptr + (row * NS + offs) * 2, mask=pmask, other=-float("inf"))
@@ -57,30 +55,26 @@ def norm_kernel(y_ptr, x_ptr, ws_ptr, row0, stride, n_cols, CHUNK: tl.constexpr,
 
 
 @triton.jit
+def stats_kernel(x_ptr, ws_ptr, row0, stride, n_cols, CHUNK: tl.constexpr, NS: tl.constexpr, EVICT: tl.constexpr):
+    _stats(x_ptr, ws_ptr, (row0 + tl.program_id(1)).to(tl.int64), tl.program_id(0), stride, n_cols, CHUNK, NS, EVICT)
+
+
+@triton.jit
+def norm_kernel(y_ptr, x_ptr, ws_ptr, row0, stride, n_cols, CHUNK: tl.constexpr, NS: tl.constexpr, NS_P2: tl.constexpr,
+                EVICT: tl.constexpr, CM: tl.constexpr):
+    _normalize(y_ptr, x_ptr, ws_ptr, (row0 + tl.program_id(1)).to(tl.int64), tl.program_id(0), stride, n_cols,
+               CHUNK, NS, NS_P2, EVICT, CM)
+
+
+@triton.jit
 def step_kernel(y_ptr, x_ptr, ws_ptr, nrow0, n_norm, srow0, stride, n_cols, CHUNK: tl.constexpr, NS: tl.constexpr,
                 NS_P2: tl.constexpr, EVA: tl.constexpr, EVB: tl.constexpr, CM: tl.constexpr):
     seg = tl.program_id(0)
     j = tl.program_id(1)
-    cols = seg * CHUNK + tl.arange(0, CHUNK)
-    mask = cols < n_cols
     if j < n_norm:       # 前 n_norm 行 program：上一批的归一化
-        row = (nrow0 + j).to(tl.int64)
-        offs = tl.arange(0, NS_P2)
-        pmask = offs < NS
-        pm = tl.load(ws_ptr + (row * NS + offs) * 2, mask=pmask, other=-float("inf"))
-        ps = tl.load(ws_ptr + (row * NS + offs) * 2 + 1, mask=pmask, other=0.0)
-        m_row = tl.max(pm, axis=0)
-        d_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
-        x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf"), eviction_policy=EVB).to(tl.float32)
-        y = tl.exp(x - m_row) * (1.0 / d_row)
-        tl.store(y_ptr + row * stride + cols, y.to(y_ptr.dtype.element_ty), mask=mask, cache_modifier=CM)
+        _normalize(y_ptr, x_ptr, ws_ptr, (nrow0 + j).to(tl.int64), seg, stride, n_cols, CHUNK, NS, NS_P2, EVB, CM)
     else:                # 其余：这一批的统计
-        row = (srow0 + j - n_norm).to(tl.int64)
-        x = tl.load(x_ptr + row * stride + cols, mask=mask, other=-float("inf"), eviction_policy=EVA).to(tl.float32)
-        m = tl.max(x, axis=0)
-        d = tl.sum(tl.exp(x - tl.where(m == -float("inf"), 0.0, m)), axis=0)
-        tl.store(ws_ptr + (row * NS + seg) * 2, m)
-        tl.store(ws_ptr + (row * NS + seg) * 2 + 1, d)
+        _stats(x_ptr, ws_ptr, (srow0 + j - n_norm).to(tl.int64), seg, stride, n_cols, CHUNK, NS, EVA)
 
 
 def make_step(x, y, ws, rpc, chunk, warps, ev_a, ev_b, cm):

@@ -130,9 +130,10 @@ def softmax_persistent(x: torch.Tensor, block_m: int | None = None, num_warps: i
 def _rows_config(n_rows: int, n_cols: int, element_size: int = 4):
     """(BLOCK_M, BLOCK_N, num_warps)。在 H200 上扫描过（scripts/tune_triton.py，M x N = 2^26）：
 
-    * float32，N <= 1024：每个 program 1024 个元素，N = 512 时 1 个 warp（两行），N = 1024 时 2 个 warp；
-      与同一进程里的 torch.compile 并排扫描（scripts/tune_softmax_short.py，docs/data/h200_triton_softmax_short.json），
-      下面的 4096 个元素、16 个 warp 在这两个行长上比 torch.compile 低约 1.5 个百分点，小 program 与它持平；
+    * float32，BLOCK_N 是 512 或 1024（N = 257 … 1024）：每个 program 1024 个元素，BLOCK_N = 512 时 1 个 warp
+      （两行），1024 时 2 个 warp；与同一进程里的 torch.compile 交替扫描（scripts/tune_softmax_short.py，
+      docs/data/h200_triton_softmax_short.json），下面的 4096 个元素、16 个 warp 在 N = 512、1024 上比 torch.compile
+      低一个半到两个百分点，小 program 与它持平（更短的行没有扫描，仍用下面的规则）；
     * float32，更长的行：每个 program 至少一行、约 4096 个元素，16 个 warp；N = 2048 … 32768 时达到拷贝带宽的 96%–99%；
     * 16 位（bfloat16 / float16），N <= 4096：4 个 warp，每个 program 约 2048 个元素（N = 512 时 4096 个），
       即每个线程 16 到 32 个元素；用 float32 的配置（16 个 warp）只有拷贝带宽的 78%，这样是 96%–100%。

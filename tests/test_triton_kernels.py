@@ -219,15 +219,27 @@ def test_rows_config_fp32_short_rows_follow_the_sweep():
 
     from reduction_lab.triton_kernels.softmax import _rows_config
 
-    assert _rows_config(1 << 17, 512, 4) == (2, 512, 1)
-    assert _rows_config(1 << 16, 1024, 4) == (1, 1024, 2)
-    assert _rows_config(3, 512, 4) == (2, 512, 1) and _rows_config(1, 512, 4) == (1, 512, 1)
-    assert _rows_config(1 << 15, 2048, 4) == (2, 2048, 16)         # 更长的行不变
-    assert _rows_config(1 << 17, 512, 8) == (8, 512, 16)           # float64 不变
+    assert _rows_config(1 << 17, 512, 4, gpu=True) == (2, 512, 1)
+    assert _rows_config(1 << 16, 1024, 4, gpu=True) == (1, 1024, 2)
+    assert _rows_config(3, 512, 4, gpu=True) == (2, 512, 1) and _rows_config(1, 512, 4, gpu=True) == (1, 512, 1)
+    assert _rows_config(1 << 15, 2048, 4, gpu=True) == (2, 2048, 16)         # 更长的行不变
+    assert _rows_config(1 << 17, 512, 8, gpu=True) == (8, 512, 16)           # float64 不变
+    # sim 模式（解释器逐个运行 program）仍是每个 program 约 4096 个元素
+    assert _rows_config(1 << 17, 512, 4, gpu=False) == (8, 512, 16)
+    assert _rows_config(1 << 16, 1024, 4, gpu=False) == (4, 1024, 16)
+    # 解释器里每行的结果与 block_m、num_warps 无关（逐位相同）；GPU 上 warp 数改变块内归约的顺序，只差舍入
+    from reduction_lab.triton_kernels.softmax import softmax
+
+    x = torch.randn(9, 500, device=rl.DEVICE) * 5
+    a, b = softmax(x, block_m=2, num_warps=1), softmax(x, block_m=8, num_warps=16)
+    if rl.MODE == "sim":
+        assert torch.equal(a, b)
+    else:
+        torch.testing.assert_close(a, b, atol=1e-7, rtol=1e-5)
     data = json.loads((Path(__file__).resolve().parents[1] / "docs/data/h200_triton_softmax_short.json").read_text())
     assert {r["N"] for r in data["results"]} >= {512, 1024}
     for row in data["results"]:
-        bm, _, nw = _rows_config(row["M"], row["N"], 4)
+        bm, _, nw = _rows_config(row["M"], row["N"], 4, gpu=True)
         assert row["default"] == {"block_m": bm, "num_warps": nw}, row["N"]
         frac = row["frac"]
         cands = {k: v for k, v in frac.items() if k.startswith("block_m=")}

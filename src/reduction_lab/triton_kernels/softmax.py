@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from ..checks import check_matrix, check_triton_tuning
-from ..runtime import DEVICE
+from ..runtime import DEVICE, MODE
 from ._launch import FastLaunch, cdiv, next_pow2, sm_count, warps_for
 from .online_softmax import SPLIT_THRESHOLD, split_softmax
 
@@ -127,19 +127,21 @@ def softmax_persistent(x: torch.Tensor, block_m: int | None = None, num_warps: i
     return out
 
 
-def _rows_config(n_rows: int, n_cols: int, element_size: int = 4):
+def _rows_config(n_rows: int, n_cols: int, element_size: int = 4, gpu: bool | None = None):
     """(BLOCK_M, BLOCK_N, num_warps)。在 H200 上扫描过（scripts/tune_triton.py，M x N = 2^26）：
 
     * float32，BLOCK_N 是 512 或 1024（N = 257 … 1024）：每个 program 1024 个元素，BLOCK_N = 512 时 1 个 warp
       （两行），1024 时 2 个 warp；与同一进程里的 torch.compile 交替扫描（scripts/tune_softmax_short.py，
       docs/data/h200_triton_softmax_short.json），下面的 4096 个元素、16 个 warp 在 N = 512、1024 上比 torch.compile
-      低一个半到两个百分点，小 program 与它持平（更短的行没有扫描，仍用下面的规则）；
+      低一个半到两个百分点，小 program 与它持平（更短的行没有扫描，仍用下面的规则）。只用于 GPU（``gpu``，
+      默认看当前模式）：sim 模式的解释器一个接一个地运行 program，program 多四倍就慢四倍，那里仍用下面的规则，
+      每行的结果与 block_m 无关；
     * float32，更长的行：每个 program 至少一行、约 4096 个元素，16 个 warp；N = 2048 … 32768 时达到拷贝带宽的 96%–99%；
     * 16 位（bfloat16 / float16），N <= 4096：4 个 warp，每个 program 约 2048 个元素（N = 512 时 4096 个），
       即每个线程 16 到 32 个元素；用 float32 的配置（16 个 warp）只有拷贝带宽的 78%，这样是 96%–100%。
     """
     block_n = next_pow2(n_cols)
-    if element_size == 4 and 512 <= block_n <= 1024:
+    if element_size == 4 and 512 <= block_n <= 1024 and (MODE == "gpu" if gpu is None else gpu):
         return max(1, min(1024 // block_n, next_pow2(n_rows))), block_n, 1 if block_n == 512 else 2
     if element_size == 2 and block_n <= 4096:
         per_program = 4096 if block_n <= 512 else 2048

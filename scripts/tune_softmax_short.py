@@ -18,6 +18,7 @@ import statistics
 import sys
 
 import torch
+import triton
 
 import reduction_lab as rl
 from reduction_lab.bench import timing
@@ -83,7 +84,7 @@ def main() -> int:
         torch.cuda.empty_cache()
     if args.json:
         meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                "triton": __import__("triton").__version__, "method": METHOD.format(r=args.repeats),
+                "triton": triton.__version__, "method": METHOD.format(r=args.repeats),
                 "command": f"python scripts/tune_softmax_short.py --ns {args.ns} --warps {args.warps} "
                            f"--repeats {args.repeats} --json docs/data/h200_triton_softmax_short.json"}
         with open(args.json, "w") as fh:

@@ -214,9 +214,6 @@ def test_rows_config_fp32_short_rows_follow_the_sweep():
     （docs/data/h200_triton_softmax_short.json，与 torch.compile 在同一进程里交替测量）里这个配置与最快的候选、
     与 torch.compile 都相差不到一个百分点（同一配置两次测量相差约半个百分点），而原来的配置
     （4096 个元素、16 个 warp）比 torch.compile 低一个百分点以上。"""
-    import json
-    from pathlib import Path
-
     from reduction_lab.triton_kernels.softmax import _rows_config
 
     assert _rows_config(1 << 17, 512, 4, gpu=True) == (2, 512, 1)
@@ -236,7 +233,7 @@ def test_rows_config_fp32_short_rows_follow_the_sweep():
         assert torch.equal(a, b)
     else:
         torch.testing.assert_close(a, b, atol=1e-7, rtol=1e-5)
-    data = json.loads((Path(__file__).resolve().parents[1] / "docs/data/h200_triton_softmax_short.json").read_text())
+    data = rl.load_data("h200_triton_softmax_short.json")
     assert {r["N"] for r in data["results"]} >= {512, 1024}
     for row in data["results"]:
         bm, _, nw = _rows_config(row["M"], row["N"], 4, gpu=True)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -26,6 +27,8 @@ def common_args(ap, ns) -> None:
     ap.add_argument("--total-elems", type=int, default=1 << 26)
     ap.add_argument("--repeats", type=int, default=1, help="交替测量的轮数（每个配置取各轮的中位数）")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--compile", action="store_true",
+                    help="每一轮也测 torch.compile（静态形状）的 x.sum(1)，与候选同一进程、交替测量")
 
 
 def sweep(script: str, args, candidates, call, default_call, meta: dict | None = None) -> int:
@@ -41,7 +44,8 @@ def sweep(script: str, args, candidates, call, default_call, meta: dict | None =
     out = {"meta": {"device": torch.cuda.get_device_name(0),
                     "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
                     "torch": torch.__version__, **(meta or {}),
-                    "command": f"python scripts/{script}.py " + " ".join(sys.argv[1:]),
+                    "command": f"python scripts/{script}.py " + " ".join(
+                        "docs/data/" + os.path.basename(a) if a.endswith(".json") else a for a in sys.argv[1:]),
                     "method": method, "date": time.strftime("%Y-%m-%d")}, "results": []}
     bad = 0
     for dname in args.dtypes.split(","):
@@ -66,10 +70,19 @@ def sweep(script: str, args, candidates, call, default_call, meta: dict | None =
                 rows.append({**c, "ok": ok})
                 if ok:
                     timed.append((rows[-1], f))
-            copy_ms, default_ms, cand_ms = [], [], [[] for _ in timed]
+            comp = None
+            if getattr(args, "compile", False):
+                torch._dynamo.config.cache_size_limit = 256
+                comp = torch.compile(lambda t: t.sum(1), dynamic=False)
+                if not bool(((comp(x).double() - ref).abs() <= tol).all()):
+                    print(f"{dname} N={n}: torch.compile 结果不对 (wrong result)", file=sys.stderr)
+                    comp = None
+            copy_ms, default_ms, comp_ms, cand_ms = [], [], [], [[] for _ in timed]
             for _ in range(repeats):
                 copy_ms.append(bench_ms(lambda: y.copy_(x)))
                 default_ms.append(bench_ms(lambda: default_call(x)))
+                if comp is not None:
+                    comp_ms.append(bench_ms(lambda: comp(x)))
                 for i, (_, f) in enumerate(timed):
                     cand_ms[i].append(bench_ms(f))
             med = lambda v: sorted(v)[len(v) // 2]
@@ -82,11 +95,14 @@ def sweep(script: str, args, candidates, call, default_call, meta: dict | None =
                     row.update(gbps=float("nan"), frac_copy=float("nan"))
             default = nbytes / (med(default_ms) * 1e-3) / 1e9
             ranked = sorted((r for r in rows if r["ok"]), key=lambda r: -r["gbps"])
-            print(f"{dname:9s} N={n:7d} M={m:6d} default {default * 1e9 / copy:5.1%}", flush=True)
+            compile_frac = nbytes / (med(comp_ms) * 1e-3) / copy if comp_ms else None
+            print(f"{dname:9s} N={n:7d} M={m:6d} default {default * 1e9 / copy:5.1%}"
+                  + (f" torch.compile {compile_frac:5.1%}" if compile_frac else ""), flush=True)
             for r in ranked[:5]:
                 print(f"      {r['frac_copy']:6.1%}  {({k: v for k, v in r.items() if k not in ('ok', 'gbps', 'frac_copy')})}")
             out["results"].append({"dtype": dname, "N": n, "M": m, "copy_gbps": copy / 1e9,
-                                   "default_frac_copy": default * 1e9 / copy, "candidates": rows})
+                                   "default_frac_copy": default * 1e9 / copy,
+                                   **({"compile_frac_copy": compile_frac} if compile_frac else {}), "candidates": rows})
             del x, y
             torch.cuda.empty_cache()
     if args.json:

@@ -25,17 +25,18 @@ from _row_sum_sweep import common_args, sweep
 NS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
 
 
-def candidates(n: int, tiles, warps, pps) -> list[dict]:
+def candidates(n: int, tiles, warps, pps, evicts=("",)) -> list[dict]:
     out = []
-    for tile, w in itertools.product(tiles, warps):
-        if not 8 <= tile // (32 * w) <= 64:          # 每个线程 8 到 64 个元素
+    for tile, w, ev in itertools.product(tiles, warps, evicts):
+        e = {"eviction_policy": ev} if ev else {}
+        if not 4 <= tile // (32 * w) <= 64:          # 每个线程 4 到 64 个元素
             continue
         if n < tile:
-            out.append({"kind": "tiled", "block_m": tile // n, "block_n": n, "num_warps": w})
+            out.append({"kind": "tiled", "block_m": tile // n, "block_n": n, "num_warps": w, **e})
             out.extend({"kind": "persistent", "block_m": tile // n, "block_n": n, "num_warps": w, "n_split": 1,
-                        "programs_per_sm": p} for p in pps)
+                        "programs_per_sm": p, **e} for p in pps)
         else:
-            out.append({"kind": "tiled", "block_m": 1, "block_n": tile, "num_warps": w})
+            out.append({"kind": "tiled", "block_m": 1, "block_n": tile, "num_warps": w, **e})
     return out
 
 
@@ -44,11 +45,13 @@ def main() -> int:
     common_args(ap, NS)
     ap.add_argument("--tiles", default="4096,8192,16384", help="一块的元素数（逗号分隔）")
     ap.add_argument("--warps", default="4,8,16")
-    ap.add_argument("--pps", default="2,4", help="常驻内核每个 SM 的 program 数")
+    ap.add_argument("--pps", default="2,4", help="常驻内核每个 SM 的 program 数（空串：不测常驻内核）")
+    ap.add_argument("--evict", default="", help="加载的 eviction_policy（逗号分隔；空串是默认）")
     args = ap.parse_args()
     ints = lambda s: [int(v) for v in s.split(",")]
-    tiles, warps, pps = ints(args.tiles), ints(args.warps), ints(args.pps)
-    return sweep("tune_triton_row_sum", args, lambda n: candidates(n, tiles, warps, pps),
+    tiles, warps, pps = ints(args.tiles), ints(args.warps), ints(args.pps) if args.pps else []
+    evicts = args.evict.split(",")
+    return sweep("tune_triton_row_sum", args, lambda n: candidates(n, tiles, warps, pps, evicts),
                  lambda x, c: row_sum(x, **{k: v for k, v in c.items() if k != "kind"}),
                  lambda x: rl.reduce_sum(x, backend="triton"),
                  meta={"triton": __import__("triton").__version__})

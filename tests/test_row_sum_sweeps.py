@@ -52,3 +52,20 @@ def test_cuda_warp_block_is_within_tolerance_of_the_fastest(r):
     ok = {c["block_size"]: c["frac_copy"] for c in r["candidates"] if c["ok"]}
     mine = (ok[B] + r["default_frac_copy"]) / 2
     assert mine >= max(ok.values()) - TOL, (B, mine, ok)
+
+
+@pytest.mark.parametrize("r", _rows("h200_triton_row_sum_evict.json"))
+def test_triton_default_eviction_follows_the_sweep(r, monkeypatch):
+    """默认配置的加载提示（rs._default_evict）：扫描（h200_triton_row_sum_evict.json，同一进程里标与不标
+    evict_first 的同一配置交替测量）里，选中的那个不比另一个慢（差不到半个百分点）。"""
+    monkeypatch.setattr(rs, "sm_count", lambda: SMS)
+    dtype = getattr(torch, r["dtype"])
+    bm, bn, _, nw = rs._tiled_config(r["M"], r["N"], dtype.itemsize)
+    same = {c.get("eviction_policy", ""): c["frac_copy"] for c in r["candidates"]
+            if c.get("ok") and (c["block_m"], c["block_n"], c["num_warps"]) == (bm, bn, nw)}
+    if len(same) < 2:
+        pytest.skip(f"默认配置 {(bm, bn, nw)} 超出这次扫描的块大小（最大 8192 个元素），两种提示都没有测")
+    chosen = rs._default_evict(r["N"], dtype.itemsize)
+    other = "" if chosen else "evict_first"
+    assert same[chosen] >= same[other] - 0.005, (chosen, same)
+    assert rs._plan(r["M"], r["N"], dtype)[2]["EVICT"] == chosen

@@ -146,6 +146,14 @@ def _tiled_config(n_rows: int, n_cols: int, elem_size: int = 4):
     return 1, block_n, n_split, warps
 
 
+def _default_evict(n_cols: int, elem_size: int) -> str:
+    """默认配置的加载提示：每个元素只读一次，标成 ``evict_first``，让它们在 L2 里先被替换（torch.compile
+    生成的求和内核也这样标）。H200 上同一进程的扫描（scripts/tune_triton_row_sum.py --evict ,evict_first，
+    docs/data/h200_triton_row_sum_evict.json）：float32 在每个 N 上都不低于不标的同一配置（N = 512 … 2048 高
+    1–3 个百分点）；16 位只在 N <= 4096（一块装下整行的短行）时更快，更长的行反而慢 1–2 个百分点。"""
+    return "evict_first" if elem_size != 2 or next_pow2(n_cols) <= 4096 else ""
+
+
 def row_sum(x: torch.Tensor, block_size: int | None = None, *, block_m: int | None = None,
             block_n: int | None = None, n_split: int | None = None, num_warps: int | None = None,
             programs_per_sm: int = 2, num_stages: int = 3, eviction_policy: str = "",
@@ -235,7 +243,7 @@ def _plan(n_rows: int, n_cols: int, dtype: torch.dtype):
     acc_t, acc_torch = (tl.float64, torch.float64) if dtype == torch.float64 else (tl.float32, torch.float32)
     cols_per_split = cdiv(cdiv(n_cols, ns), bn) * bn
     ns = cdiv(n_cols, cols_per_split)
-    kw = {"BLOCK_M": bm, "BLOCK_N": bn, "ATOMIC": ns > 1, "EVICT": "", "ACC": acc_t,
+    kw = {"BLOCK_M": bm, "BLOCK_N": bn, "ATOMIC": ns > 1, "EVICT": _default_evict(n_cols, dtype.itemsize), "ACC": acc_t,
           **_shape_flags(n_cols, bn, cols_per_split), "num_warps": nw}
     return (cdiv(n_rows, bm), ns), cols_per_split, kw, tuple(kw.items()), (acc_torch if ns > 1 else dtype)
 

@@ -139,14 +139,23 @@ def _rows_config(n_rows: int, n_cols: int, element_size: int = 4, gpu: bool | No
     * float32，更长的行：每个 program 至少一行、约 4096 个元素，16 个 warp；N = 2048 … 32768 时达到拷贝带宽的 96%–99%；
     * 16 位（bfloat16 / float16），N <= 4096：4 个 warp，每个 program 约 2048 个元素（N = 512 时 4096 个），
       即每个线程 16 到 32 个元素；用 float32 的配置（16 个 warp）只有拷贝带宽的 78%，这样是 96%–100%。
+      BLOCK_N = 512 时（只在 GPU 上，理由同上）每个 program 两行、1 个 warp：与 torch.compile 选的一样，
+      同一进程的扫描里是拷贝的 100.0%，4096 个元素、4 个 warp 是 98.4%
+      （docs/data/h200_triton_softmax_short_bf16.json）；
+    * 16 位，BLOCK_N = 8192：一行、8 个 warp（每个线程 32 个元素），同一扫描里 99.6%，16 个 warp 是 97.6%。
     """
     block_n = next_pow2(n_cols)
-    if element_size == 4 and 512 <= block_n <= 1024 and (MODE == "gpu" if gpu is None else gpu):
+    on_gpu = MODE == "gpu" if gpu is None else gpu
+    if element_size == 4 and 512 <= block_n <= 1024 and on_gpu:
         return max(1, min(1024 // block_n, next_pow2(n_rows))), block_n, 1 if block_n == 512 else 2
+    if element_size == 2 and block_n == 512 and on_gpu:
+        return max(1, min(2, next_pow2(n_rows))), block_n, 1
     if element_size == 2 and block_n <= 4096:
         per_program = 4096 if block_n <= 512 else 2048
         block_m = max(1, min(per_program // block_n, next_pow2(n_rows)))
         return block_m, block_n, 4
+    if element_size == 2 and block_n == 8192:
+        return 1, block_n, 8
     block_m = max(1, min(4096 // block_n, next_pow2(n_rows)))
     num_warps = 16 if block_m * block_n >= 2048 else warps_for(block_m * block_n)
     return block_m, block_n, num_warps

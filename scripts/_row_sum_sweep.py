@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -41,11 +42,13 @@ def sweep(script: str, args, candidates, call, default_call, meta: dict | None =
     bench_ms = lambda f: timing.time_gpu([f], warmup=5, iters=40, flusher=flush).median_ms
     repeats = args.repeats
     method = METHOD if repeats == 1 else METHOD + f"; {repeats} interleaved rounds (copy, default, every candidate), median of the rounds"
+    if args.compile:
+        method += "; torch.compile (dynamic=False) of x.sum(1) validated the same way and timed in every round beside them"
     out = {"meta": {"device": torch.cuda.get_device_name(0),
                     "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
                     "torch": torch.__version__, **(meta or {}),
-                    "command": f"python scripts/{script}.py " + " ".join(
-                        "docs/data/" + os.path.basename(a) if a.endswith(".json") else a for a in sys.argv[1:]),
+                    "command": f"python scripts/{script}.py " + " ".join(shlex.quote(
+                        "docs/data/" + os.path.basename(a) if a.endswith(".json") else a) for a in sys.argv[1:]),
                     "method": method, "date": time.strftime("%Y-%m-%d")}, "results": []}
     bad = 0
     for dname in args.dtypes.split(","):
@@ -71,7 +74,7 @@ def sweep(script: str, args, candidates, call, default_call, meta: dict | None =
                 if ok:
                     timed.append((rows[-1], f))
             comp = None
-            if getattr(args, "compile", False):
+            if args.compile:
                 torch._dynamo.config.cache_size_limit = 256
                 comp = torch.compile(lambda t: t.sum(1), dynamic=False)
                 if not bool(((comp(x).double() - ref).abs() <= tol).all()):

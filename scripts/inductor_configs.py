@@ -3,7 +3,7 @@
     REDUCTION_LAB_MODE=gpu python scripts/inductor_configs.py --json docs/data/h200_inductor_configs.json
 
 每个 (op, dtype, N)，M = 2^26 / N：编译 ``torch.softmax(x, -1)`` 或 ``x.sum(1)``，跑一次（Inductor 在第一次调用时
-在几个候选里计时挑选），然后从生成的模块里取出每个内核选中的配置（XBLOCK、R0_BLOCK、num_warps、num_stages）、
+定下配置，有几个候选时计时挑选），然后从生成的模块里取出每个内核选中的配置（XBLOCK、R0_BLOCK、num_warps、num_stages）、
 它是「整行一块」（persistent_reduction）还是分块循环（reduction），以及加载用了哪种 eviction_policy。
 这些是与 :mod:`reduction_lab.triton_kernels` 的默认配置对照的事实，不计时（计时见 tune_softmax_short.py
 与 tune_triton_row_sum.py，同一进程里与 torch.compile 交替测量）。
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import re
 import sys
 
@@ -74,8 +75,6 @@ def main() -> int:
                 fn = torch.compile(OPS[op], dynamic=False)
                 _, codes = run_and_get_code(fn, x)
                 if args.code_dir:
-                    import pathlib
-
                     d = pathlib.Path(args.code_dir)
                     d.mkdir(parents=True, exist_ok=True)
                     (d / f"{op}_{dname}_{n}.py").write_text("\n\n".join(codes))

@@ -7,8 +7,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import sys
 import time
 
@@ -16,6 +14,8 @@ import torch
 
 import reduction_lab as rl
 from reduction_lab.bench import timing
+
+from _command import recorded_command
 
 METHOD = ("validate against float64 x.sum(1), then time the whole call with reduction_lab.bench.timing.time_gpu "
           "(CUDA events, read-only sweep of 4x L2 before each call, median of 40); GB/s = M*N*itemsize / time; "
@@ -47,8 +47,7 @@ def sweep(script: str, args, candidates, call, default_call, meta: dict | None =
     out = {"meta": {"device": torch.cuda.get_device_name(0),
                     "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
                     "torch": torch.__version__, **(meta or {}),
-                    "command": f"python scripts/{script}.py " + " ".join(shlex.quote(
-                        "docs/data/" + os.path.basename(a) if a.endswith(".json") else a) for a in sys.argv[1:]),
+                    "command": recorded_command(script),
                     "method": method, "date": time.strftime("%Y-%m-%d")}, "results": []}
     bad = 0
     for dname in args.dtypes.split(","):

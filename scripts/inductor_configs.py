@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import re
 import sys
 
 import torch
+
+from _command import recorded_command
 
 NS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
 OPS = {"softmax": lambda t: torch.softmax(t, -1), "row_sum": lambda t: t.sum(1)}
@@ -90,8 +91,7 @@ def main() -> int:
     if args.json:
         meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                 "triton": __import__("triton").__version__,
-                "command": "python scripts/inductor_configs.py " + " ".join(
-                    "docs/data/" + os.path.basename(a) if a.endswith(".json") else a for a in sys.argv[1:])}
+                "command": recorded_command("inductor_configs")}
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "results": rows}, fh, indent=1)
     return 0

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import statistics
 import sys
 
@@ -27,6 +26,8 @@ import triton
 import reduction_lab as rl
 from reduction_lab.bench import timing
 from reduction_lab.triton_kernels.softmax import _rows_config, softmax
+
+from _command import recorded_command
 
 METHOD = ("validate against float64 torch.softmax ({tol}), then reduction_lab.bench.timing.time_gpu "
           "(CUDA events, read-only sweep of 4x L2 before each call, median of 40); {r} interleaved rounds of copy, "
@@ -95,8 +96,7 @@ def main() -> int:
         meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                 "triton": triton.__version__,
                 "method": METHOD.format(r=args.repeats, tol=f"atol {atol:g}, rtol {rtol:g}"),
-                "command": "python scripts/tune_softmax_short.py " + " ".join(
-                    "docs/data/" + os.path.basename(a) if a.endswith(".json") else a for a in sys.argv[1:])}
+                "command": recorded_command("tune_softmax_short")}
         with open(args.json, "w") as fh:
             json.dump({"meta": meta, "results": results}, fh, indent=1)
     return 1 if failed else 0

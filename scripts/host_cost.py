@@ -68,6 +68,7 @@ def probes() -> dict:
     from reduction_lab import torch_launcher
 
     out["torch launcher kind"] = str(torch_launcher.kind())
+    out.update(floor_probe(x))
     # 同一个已编译的 Triton 内核，两种启动器各自只启动（参数都已备好）
     compiled = _copy_kernel[(64,)](y, x, x.numel(), BLOCK=1024)
     stream0 = torch._C._cuda_getCurrentRawStream(x.get_device())
@@ -84,6 +85,7 @@ def probes() -> dict:
     # 一次 rl.softmax 调用里的各段（Triton 默认 backend）：检查、计划、分配输出、启动
     from reduction_lab.triton_kernels import softmax as tsm
 
+    out.update(bound_probe(x))
     out["rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x, backend="triton"))
     out["rl.softmax(x) auto"] = per_call_us(lambda: rl.softmax(x))               # 默认 backend：这里选 triton
     out["softmax_checked(x)"] = per_call_us(lambda: tsm.softmax_checked(x))
@@ -98,6 +100,8 @@ def probes() -> dict:
     stream = torch._C._cuda_getCurrentRawStream(0)
     if entry is not None:
         out["Triton launch only (_call, all args precomputed)"] = per_call_us(lambda: _launch._call(entry, grid, stream, flat))
+        if entry[0] == _launch._TORCH:
+            out.update(lean_probe(x, entry, grid))
         if entry[0] != _launch._TORCH:          # torch 的启动器没有 Triton 的元数据元组可拆
             out.update(driver_probe(entry, grid, kw, stream, flat))
     out["torch._C._cuda_getCurrentRawStream(0)"] = per_call_us(lambda: torch._C._cuda_getCurrentRawStream(0))
@@ -116,6 +120,16 @@ def probes() -> dict:
         f"{before} -> {len(trs._tiled_launch.cache)}"
     out["row_sum_checked(x bf16)"] = per_call_us(lambda: trs.row_sum_checked(xb))
     out["torch.empty(64, bf16)"] = per_call_us(lambda: torch.empty(64, device=xb.device, dtype=torch.bfloat16))
+    try:
+        out.update(_other_backends(x, y))
+    except Exception as exc:  # noqa: BLE001 - 报告而不中断（例如没有装 CUDA C 或 TileLang 的依赖）
+        out["cuda / tilelang"] = f"{type(exc).__name__}: {exc}"
+    out["torch.cuda.current_stream().cuda_stream"] = per_call_us(lambda: torch.cuda.current_stream().cuda_stream)
+    return out
+
+
+def _other_backends(x, y) -> dict:
+    out = {}
     out["rl.softmax(x) cuda"] = per_call_us(lambda: rl.softmax(x, backend="cuda"))
     from reduction_lab import cuda_kernels as ck
 
@@ -128,7 +142,6 @@ def probes() -> dict:
             out["cuda _Plan.launch_values (precomputed)"] = per_call_us(lambda: lp.launch_values(vals))
     out["rl.reduce_sum(x) cuda"] = per_call_us(lambda: rl.reduce_sum(x, backend="cuda"))
     out["rl.softmax(x) tilelang"] = per_call_us(lambda: rl.softmax(x, backend="tilelang"))
-    out["torch.cuda.current_stream().cuda_stream"] = per_call_us(lambda: torch.cuda.current_stream().cuda_stream)
     out["rl checks (_check_args)"] = per_call_us(lambda: rl.api._check_args(x, -1, "triton", None, "softmax"))
     try:
         import cupy
@@ -140,6 +153,94 @@ def probes() -> dict:
         out["cupy ExternalStream wrap"] = per_call_us(lambda: cupy.cuda.ExternalStream(ptr))
     except Exception as exc:  # noqa: BLE001 - 报告而不中断
         out["cupy"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def bound_probe(x) -> dict:
+    """api 的快速路径（reduction_lab.fastcall）的绑定启动经哪个启动器更快：两种各建一次 runner，与同一次运行里的
+    torch 交替测量。"""
+    from reduction_lab import fastcall
+
+    out = {}
+    xb = x.to(torch.bfloat16)
+    for which in ("triton", "torch"):
+        _launch.BOUND_LAUNCHER = which
+        fastcall.clear()
+        for _ in range(2):
+            rl.softmax(x, backend="triton"), rl.reduce_sum(x, backend="triton")
+            rl.softmax(xb, backend="triton"), rl.reduce_sum(xb, backend="triton")
+        out[f"fast path, {which} launcher: rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x, backend="triton"))
+        out[f"fast path, {which} launcher: torch.softmax"] = per_call_us(lambda: torch.softmax(x, -1))
+        out[f"fast path, {which} launcher: rl.reduce_sum(x) triton"] = per_call_us(
+            lambda: rl.reduce_sum(x, backend="triton"))
+        out[f"fast path, {which} launcher: x.sum(1)"] = per_call_us(lambda: x.sum(1))
+        out[f"fast path, {which} launcher: rl.softmax(x bf16) triton"] = per_call_us(
+            lambda: rl.softmax(xb, backend="triton"))
+        out[f"fast path, {which} launcher: rl.reduce_sum(x bf16) triton"] = per_call_us(
+            lambda: rl.reduce_sum(xb, backend="triton"))
+    _launch.BOUND_LAUNCHER = "triton"
+    fastcall.clear()
+    return out
+
+
+def lean_probe(x, entry, grid) -> dict:
+    """能做到多少：同一个多行 softmax 内核，只留分配输出、取两个地址、经 torch 的启动器启动这三步（形状、
+    行距与启动器都预先取好，不做任何检查）。"""
+    _, fn, keep, _ = entry
+    n_rows, n_cols = x.shape
+    sx = x.stride(0)
+    g0 = grid[0]
+    stream = torch._C._cuda_getCurrentRawStream
+    dev = x.get_device()
+    empty_like = torch.empty_like
+
+    def lean():
+        out = empty_like(x)
+        vals = (out.data_ptr(), x.data_ptr(), sx, sx, n_rows, n_cols)
+        fn(g0, 1, 1, stream(dev), *(vals if keep is None else [vals[i] for i in keep]))
+        return out
+
+    y = lean()
+    torch.cuda.synchronize()
+    assert torch.allclose(y, torch.softmax(x, -1), atol=1e-6), "精简路径的结果不对"
+    return {"lean: empty_like + 2 data_ptr + torch launcher (softmax rows)": per_call_us(lean),
+            "lean: same, torch.softmax in the same run": per_call_us(lambda: torch.softmax(x, -1))}
+
+
+def floor_probe(x) -> dict:
+    """启动本身的下限：一个什么也不做的内核（1 个 program、1 个 warp），参数都已备好，分别经 ctypes 调用驱动的
+    cuLaunchKernel、torch 的 C++ 启动器、Triton 的 C 启动函数。GPU 上几乎没有活，量到的是主机端启动一次的开销。"""
+    import ctypes
+
+    compiled = _empty_kernel[(1,)](x, 1)
+    torch.cuda.synchronize()
+    stream = torch._C._cuda_getCurrentRawStream(x.get_device())
+    out = {}
+    n_scratch = int(hasattr(compiled.metadata, "global_scratch_size")) + \
+        int(hasattr(compiled.metadata, "profile_scratch_size"))
+    cuda = ctypes.CDLL("libcuda.so.1")
+    f = cuda.cuLaunchKernel
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    store = [ctypes.c_uint64(x.data_ptr()), ctypes.c_int32(1)] + [ctypes.c_uint64(0)] * n_scratch
+    params = (ctypes.c_void_p * len(store))(*[ctypes.addressof(v) for v in store])
+    fn = compiled.function
+    warps, shared = compiled.metadata.num_warps, compiled.metadata.shared
+    res = f(fn, 1, 1, 1, 32 * warps, 1, 1, shared, stream, params, None)
+    torch.cuda.synchronize()
+    out["floor: empty kernel, ctypes cuLaunchKernel"] = per_call_us(
+        lambda: f(fn, 1, 1, 1, 32 * warps, 1, 1, shared, stream, params, None)) if res == 0 else f"status {res}"
+    e_torch = _launch._torch_entry(compiled, 2)
+    if e_torch is not None:
+        flat = (x.data_ptr(), 1)
+        out["floor: empty kernel, torch C++ launcher"] = per_call_us(lambda: _launch._call(e_torch, (1,), stream, flat))
+    e_triton = _launch._entry(compiled.run, compiled.function, compiled.packed_metadata, ())
+    flat = (x.data_ptr(), 1)
+    out["floor: empty kernel, Triton C launcher"] = per_call_us(lambda: _launch._call(e_triton, (1,), stream, flat))
+    out["floor: torch.empty_like + x.data_ptr()"] = per_call_us(lambda: torch.empty_like(x).data_ptr())
+    out["floor: x.new_empty(x.shape)"] = per_call_us(lambda: x.new_empty(x.shape))
+    out["floor: torch.neg(x) (one torch launch)"] = per_call_us(lambda: torch.neg(x))
+    out["floor: x.add_(0) in place (launch, no alloc)"] = per_call_us(lambda: x.add_(0))
     return out
 
 

@@ -11,7 +11,8 @@ CuPy，CPU 上经 :mod:`reduction_lab.simt`）、``"tilelang"``。在哪里运�
 * ``out``：调用者提供的输出，必须是连续张量，形状、dtype、设备与结果一致，且不与 ``x`` 重叠；
   与 torch 一样，需要求导时不接受 ``out``；
 * 返回的张量总是新分配的连续张量（或者就是 ``out``），不沿用 ``x`` 的步长；
-* 所有参数都在启动任何内核之前检查。
+* 所有参数都在启动任何内核之前检查；gpu 模式下同一形状反复调用时走 :mod:`reduction_lab.fastcall` 的快速路径
+  （只做几项便宜的检查，其余由第一次调用的完整检查保证），接受的输入与结果都与完整的路径相同。
 
 dtype：auto、torch 与 triton 接受 float32、float16、bfloat16、float64（float64 按 float64 计算，
 ``torch.autograd.gradcheck`` 用它）；cuda 与 tilelang 接受 float32、bfloat16、float16：按输入的 dtype 读写，
@@ -25,6 +26,8 @@ import importlib
 
 import torch
 
+from . import fastcall
+from .auto import depends_on_alignment as _auto_alignment
 from .auto import resolve as _auto
 from .checks import MAX_COLS, check_matrix, check_no_overlap, check_out
 from .runtime import DEVICE
@@ -88,6 +91,30 @@ _ON_CUDA = DEVICE == "cuda"
 _current_device = getattr(torch._C, "_cuda_getDevice", None) if _ON_CUDA else None
 _Tensor = torch.Tensor
 _strided = torch.strided
+_grad_enabled = torch.is_grad_enabled
+_FAST = fastcall.ENABLED and _current_device is not None
+_RUNNERS = fastcall.RUNNERS
+
+
+def _fast(op, x, dim, backend):
+    """快速路径（:mod:`reduction_lab.fastcall`）：guard 通过、有 runner 时返回它的结果，否则 None。
+    guard 之外的条件（形状、dtype、设备、backend 可用）由查表的键保证：runner 只为完整路径接受过的键建立。"""
+    if type(x) is _Tensor and type(dim) is int and (dim == -1 or dim == 1) and type(backend) is str \
+            and not x.is_nested:
+        d = x.get_device()
+        run = _RUNNERS.get((op, backend, x.dtype, x.shape, d))
+        if run is not None and x.layout is _strided and x.is_contiguous() and not x.is_neg() \
+                and d == _current_device() and not (x.requires_grad and _grad_enabled()):
+            return run(x)
+    return None
+
+
+def _remember(op, backend, impl, x, needs_grad):
+    """完整路径成功之后：为这一组键建快速路径的 runner（只在 gpu 模式、没有 out=、不求导、连续输入时）。"""
+    if needs_grad or impl == "torch" or not x.is_contiguous():
+        return
+    fastcall.remember(op, backend, impl, x, _RESOLVED.get((impl, op)) or _impl(impl, op),
+                      backend == "auto" and _auto_alignment(op, x))
 
 
 def _check_args(x, dim, backend, out, op):
@@ -148,7 +175,12 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "auto", *,
                out: torch.Tensor | None = None) -> torch.Tensor:
     """每行求和：(M, N) -> (M,)，dtype 与 x 相同。``out``：调用者提供的 (M,) 连续输出。
     ``dim=0``（torch 与 triton 后端，auto 用 triton）：每列求和 (M, N) -> (N,)，不做转置拷贝（docs/triton/column-sum.md）。"""
+    if _FAST and out is None:
+        res = _fast("reduce_sum", x, dim, backend)
+        if res is not None:
+            return res
     needs_grad = _check_args(x, dim, backend, out, "reduce_sum")
+    asked = backend
     if backend == "auto":
         backend = _auto("reduce_sum", x)
     if dim in (0, -2):
@@ -160,7 +192,10 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "auto", *,
 
         return autograd.reduce_sum(x, backend)
     if out is None:
-        return (_RESOLVED.get((backend, "reduce_sum")) or _impl(backend, "reduce_sum"))(x)
+        res = (_RESOLVED.get((backend, "reduce_sum")) or _impl(backend, "reduce_sum"))(x)
+        if _FAST:
+            _remember("reduce_sum", asked, backend, x, needs_grad)
+        return res
     if backend in ("triton", "cuda"):
         return _impl(backend, "reduce_sum")(x, out=out)
     return _into(out, _impl(backend, "reduce_sum")(x))
@@ -194,7 +229,12 @@ def _column_sum(x, backend, out, needs_grad):
 def softmax(x: torch.Tensor, dim: int = -1, backend: str = "auto", *,
             out: torch.Tensor | None = None) -> torch.Tensor:
     """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同。``out``：调用者提供的 (M, N) 连续输出。"""
+    if _FAST and out is None:
+        res = _fast("softmax", x, dim, backend)
+        if res is not None:
+            return res
     needs_grad = _check_args(x, dim, backend, out, "softmax")
+    asked = backend
     if backend == "auto":
         backend = _auto("softmax", x)
     if backend == "torch":
@@ -204,7 +244,10 @@ def softmax(x: torch.Tensor, dim: int = -1, backend: str = "auto", *,
 
         return autograd.softmax(x, backend)
     if out is None:
-        return (_RESOLVED.get((backend, "softmax")) or _impl(backend, "softmax"))(x)
+        res = (_RESOLVED.get((backend, "softmax")) or _impl(backend, "softmax"))(x)
+        if _FAST:
+            _remember("softmax", asked, backend, x, needs_grad)
+        return res
     if backend in ("triton", "cuda", "tilelang"):
         return _impl(backend, "softmax")(x, out=out)
     return _into(out, _impl(backend, "softmax")(x))

@@ -26,7 +26,7 @@ import torch
 
 from .runtime import MODE
 
-__all__ = ["OPS", "choice", "resolve"]
+__all__ = ["OPS", "choice", "depends_on_alignment", "resolve"]
 
 OPS = ("softmax", "reduce_sum")
 
@@ -82,3 +82,13 @@ def resolve(op: str, x: torch.Tensor) -> str:
     from .cuda_kernels.launcher import rows_aligned
 
     return aligned_choice if rows_aligned(x) else unaligned_choice
+
+
+def depends_on_alignment(op: str, x: torch.Tensor) -> bool:
+    """这一组 (操作, 行长, dtype, 设备) 上，``resolve`` 的结果是否取决于 ``x`` 的行是否对齐
+    （:mod:`reduction_lab.fastcall` 据此决定 ``auto`` 的快速路径要不要检查对齐）。"""
+    if MODE != "gpu" or op != "softmax":
+        return False
+    resolve(op, x)
+    aligned_choice, unaligned_choice = _CACHE[(x.shape[1], x.dtype, x.get_device())]
+    return aligned_choice != unaligned_choice

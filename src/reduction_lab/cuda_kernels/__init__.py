@@ -753,3 +753,88 @@ def full_sum(x: torch.Tensor, version: int = 8, block_size: int = 256, max_block
         cur = out
     result = cur.reshape(())
     return _finish(result, reports if m == "sim" else None, return_report)
+
+
+def _bound_go(lp, n_ptr: int, consts: tuple):
+    """已缓存的启动计划 ``lp`` 的最短启动路径：``go(stream, *n_ptr 个地址)``，其余参数固定为 ``consts``；
+    没有 torch 的启动器时返回 None。"""
+    fast = getattr(lp, "fast", None)
+    if fast is None or lp.version_of is not None:
+        return None
+    g0, g1, g2 = lp.grid
+    if n_ptr == 2:
+        return lambda stream, a, b: fast(g0, g1, g2, stream, a, b, *consts)
+    return lambda stream, a, b, c: fast(g0, g1, g2, stream, a, b, c, *consts)
+
+
+def bound_softmax(x: torch.Tensor):
+    """:mod:`reduction_lab.fastcall` 用的最短路径：``x`` 是已经经 :func:`softmax_checked` 成功启动过一次的连续
+    张量。返回 ``run(x2)``（同形状、dtype、设备的连续张量；它的对齐与建 runner 时不同时返回 None），或 None
+    （这个形状的计划不是单次启动的短行内核 warp / rows / block）。"""
+    if runtime.MODE != "gpu":
+        return None
+    M, N = x.shape
+    dev = x.get_device()
+    row_ok = (N * x.element_size()) % 16 == 0           # 连续张量的行距就是 N
+    aligned = x.data_ptr() & 15 == 0 and row_ok
+    plan = _SOFTMAX_PLANS.get((M, N, x.dtype, dev, aligned))
+    if plan is None or plan[6] is None or plan[4] not in ("warp", "rows", "block"):
+        return None
+    kind, lp = plan[4], plan[6]
+    go = _bound_go(lp, 2, (N, N, M, N) if kind == "warp" else (N, N, N))
+    if go is None:
+        return None
+    stream = torch._C._cuda_getCurrentRawStream
+    empty_like = torch.empty_like
+
+    def run(x2):
+        px = x2.data_ptr()
+        if (px & 15 == 0 and row_ok) != aligned:
+            return None
+        y = empty_like(x2)
+        py = y.data_ptr()
+        if py & 15:
+            return None
+        go(stream(dev), px, py)
+        return y
+
+    return run
+
+
+def bound_reduce_sum(x: torch.Tensor):
+    """同 :func:`bound_softmax`，按行求和：只用于一次启动、直接写出 x 的 dtype 的计划（warp 内核，或只有一段的
+    split 内核）。"""
+    if runtime.MODE != "gpu":
+        return None
+    M, N = x.shape
+    plan = _SUM_PLANS.get((M, N, x.dtype, x.get_device()))
+    if plan is None or plan[5] is None:
+        return None
+    name, grid, block, defines, split, lp = plan
+    if split is None:
+        go = _bound_go(lp, 2, (N, M, N))
+        if go is None:
+            return None
+        go3 = None
+    else:
+        cols, chunks = split
+        if chunks != 1:
+            return None
+        go3 = _bound_go(lp, 3, (N, M, N, cols))
+        if go3 is None:
+            return None
+    dev = x.get_device()
+    stream = torch._C._cuda_getCurrentRawStream
+    empty_like = torch.empty_like
+    template = torch.empty((M,), dtype=x.dtype, device=x.device)
+
+    def run(x2):
+        y = empty_like(template)
+        py = y.data_ptr()
+        if go3 is None:
+            go(stream(dev), x2.data_ptr(), py)
+        else:
+            go3(stream(dev), x2.data_ptr(), py, py)
+        return y
+
+    return run

@@ -76,6 +76,7 @@ class FastLaunch:
         self.constexprs = [(p.name, p.default) for p in params[self.n_runtime:]] if ok else []
         self.enabled = ok and all(p.is_constexpr for p in params[self.n_runtime:])
         self.cache: dict = {}
+        self.triton_entries: dict = {}           # 同一特化经 Triton 自己的 C 启动函数的缓存项（bound 用）
         if self.enabled:
             import torch
 
@@ -117,13 +118,65 @@ class FastLaunch:
     def _hooks_on(self) -> bool:
         return _hooked(self._hooks.launch_enter_hook) or _hooked(self._hooks.launch_exit_hook)
 
+    def bound(self, key, grid, n_ptr: int, consts: tuple, launcher: str | None = None):
+        """已经编译过的特化 ``key`` 的最短启动路径：返回 ``go(stream, *n_ptr 个地址)``，运行时参数的其余部分
+        固定为 ``consts``（它们是特化键的一部分，调用者保证不变）；没有这个特化、有启动钩子、或缓存项的样子
+        不认识时返回 None。``launcher``：``"triton"``（Triton 的 C 启动函数）或 ``"torch"``（torch 的 C++
+        启动器），默认 :data:`BOUND_LAUNCHER`。每次调用只剩一次 C 函数调用；钩子由调用者用 :meth:`quiet` 查。"""
+        if not self.enabled or self._hooks_on():
+            return None
+        which = launcher or BOUND_LAUNCHER
+        entry = self.triton_entries.get(key) if which == "triton" else self.cache.get(key)
+        if entry is None or (which == "torch" and entry[0] != _TORCH):
+            return None
+        g0, g1, g2 = (tuple(grid) + (1, 1))[:3]
+        how, fn, function, extra = entry
+        if how == _TORCH:
+            keep = function
+            if keep is not None:
+                if any(i not in keep for i in range(n_ptr)):
+                    return None
+                rest = tuple(consts[i - n_ptr] for i in keep if i >= n_ptr)
+            else:
+                rest = tuple(consts)
+            if n_ptr == 2:
+                return lambda stream, a, b: fn(g0, g1, g2, stream, a, b, *rest)
+            return lambda stream, *ptrs: fn(g0, g1, g2, stream, *ptrs, *rest)
+        if how == _V36:
+            coop, pdl, packed, tail = extra
+            rest = (*consts, *tail)
+            if n_ptr == 2:
+                return lambda stream, a, b: fn(g0, g1, g2, stream, function, coop, pdl, None, None, packed, None, None,
+                                               None, a, b, *rest)
+            return lambda stream, *ptrs: fn(g0, g1, g2, stream, function, coop, pdl, None, None, packed, None, None,
+                                            None, *ptrs, *rest)
+        if how == _NEW:
+            coop, pdl, packed, ann, sig, tail = extra
+            rest = (*consts, *tail)
+            return lambda stream, *ptrs: fn(g0, g1, g2, stream, function, coop, pdl, packed, None, None, None, None,
+                                            None, ann, sig, (*ptrs, *rest))
+        packed, tail = extra
+        rest = (*consts, *tail)
+        return lambda stream, *ptrs: fn(g0, g1, g2, stream, function, packed, None, None, None, *ptrs, *rest)
+
+    def quiet(self):
+        """返回一个检查「Triton 没有装启动钩子」的无参函数，比 :meth:`_hooks_on` 便宜：钩子是 HookChain
+        （Triton 3.5 起）时只看两条链是否为空、对象是否还是同一个；否则退回 :meth:`_hooks_on`。"""
+        rt = self._hooks
+        enter, leave = rt.launch_enter_hook, rt.launch_exit_hook
+        if isinstance(getattr(enter, "calls", None), list) and isinstance(getattr(leave, "calls", None), list):
+            return lambda: not enter.calls and not leave.calls and rt.launch_enter_hook is enter \
+                and rt.launch_exit_hook is leave
+        return lambda: not self._hooks_on()
+
     def _compile_and_store(self, grid, args, kwargs, key):
         compiled = self.kernel[grid](*args, **kwargs)
         if key is not None and hasattr(compiled, "packed_metadata") and callable(getattr(compiled, "run", None)):
             tail = tuple(kwargs.get(name, default) for name, default in self.constexprs)
             # 已编译内核的这几个属性每次访问都要经过 Python（旧版 Triton 重载了 __getattribute__）：取一次存起来
-            self.cache[key] = _torch_entry(compiled, self.n_runtime) or \
-                _entry(compiled.run, compiled.function, compiled.packed_metadata, tail)
+            triton_entry = _entry(compiled.run, compiled.function, compiled.packed_metadata, tail)
+            self.cache[key] = _torch_entry(compiled, self.n_runtime) or triton_entry
+            self.triton_entries[key] = triton_entry
 
     def launch(self, grid, args, kwargs: dict, kw_key):
         """``kw_key`` 是 ``kwargs`` 的可哈希形式（调用者可以预先算好，每次调用不再重建）。"""
@@ -150,6 +203,9 @@ class FastLaunch:
         _call(hit, grid, self._stream(device), flat)
         return None
 
+
+#: :meth:`FastLaunch.bound` 默认用哪个启动器：H200 上两者一次只差零点几微秒（scripts/host_cost.py 的 floor 一项）
+BOUND_LAUNCHER = "triton"
 
 # 启动方式：新版 Triton 的 C 函数、Triton 3.6 的 C 函数、已编译内核的 run（通用）、或 torch 的 C++ 启动器
 _NEW, _V36, _RUN, _TORCH = 0, 1, 2, 3

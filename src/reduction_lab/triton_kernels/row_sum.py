@@ -276,3 +276,36 @@ def row_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
         out.copy_(res)
         return out
     return res
+
+
+def bound_row_sum(x: torch.Tensor):
+    """:mod:`reduction_lab.fastcall` 用的最短路径（同 :func:`reduction_lab.triton_kernels.softmax.bound_softmax`）：
+    只用于一次启动、直接写出 x 的 dtype 的计划（不分段）；分段（原子加）的计划返回 None。输出按一个预先分配的
+    同形状张量 ``empty_like``：它比带 dtype、device 关键字的 ``torch.empty`` 便宜。"""
+    n_rows, n_cols = x.shape
+    dtype = x.dtype
+    grid, extra, kw, kw_key, res_dtype = _plan(n_rows, n_cols, dtype)
+    if kw["ATOMIC"] or res_dtype != dtype:
+        return None
+    dev = x.get_device()
+    key = (kw_key, dtype, res_dtype, dev, True, True, n_cols, n_rows, n_cols, extra)
+    go = _tiled_launch.bound(key, grid, 2, (n_cols, n_rows, n_cols, extra))
+    if go is None:
+        return None
+    quiet = _tiled_launch.quiet()
+    stream = torch._C._cuda_getCurrentRawStream
+    empty_like = torch.empty_like
+    template = torch.empty(n_rows, dtype=dtype, device=x.device)
+
+    def run(x2):
+        px = x2.data_ptr()
+        if px & 15 or not quiet():
+            return None
+        y = empty_like(template)
+        py = y.data_ptr()
+        if py & 15:
+            return None
+        go(stream(dev), py, px)
+        return y
+
+    return run

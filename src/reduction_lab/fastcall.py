@@ -1,0 +1,74 @@
+"""每次调用的快速路径（gpu 模式）：``reduce_sum`` / ``softmax`` 在一个循环里反复以同样的形状调用时，
+第二次起跳过逐项的检查、``auto`` 的选择和各 backend 的计划查找，直接分配输出、启动内核。
+
+做法：完整的路径（:mod:`reduction_lab.api`）第一次成功处理一个连续的输入之后，:func:`remember` 为
+(操作, backend, dtype, 形状, 设备) 建一个 *runner*。下一次调用时 api 先做几项便宜的检查（guard，见
+:func:`reduction_lab.api.softmax`）：普通的 ``torch.Tensor``、不是嵌套张量、按行主序连续、没有取负标记、
+在当前设备上、不需要求导、没有 ``out=``、``dim`` 是最后一维；形状、dtype、设备由查表的键保证，与第一次相同。
+guard 通过就调用 runner；guard 不通过、或 runner 返回 None（例如这一次的首地址不是 16 字节对齐、装了 Triton
+的启动钩子），照常走完整的路径，由它检查并给出指明问题的错误。两条路接受同样的输入、给出同样的结果。
+
+runner 有两种：
+
+* 绑定好的启动（Triton 与 CUDA C 的短行内核）：内核、grid 与除两个地址以外的全部参数都已固定，每次调用只剩
+  ``empty_like``、取两个地址、一次 C 启动函数（``triton_kernels.softmax.bound_softmax`` 等）；
+* 其余情形（长行的分段与簇内核、TileLang）：就是该 backend 的 ``*_checked`` 函数，省掉的是 api 的检查与选择。
+
+一次调用各步要多久：``scripts/host_cost.py``；每个实现与同进程的 torch 比：``reduction-lab bench percall``
+（课程页面 docs/bench/index.md 的「一次调用的开销」）。
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from .runtime import MODE
+
+__all__ = ["ENABLED", "RUNNERS", "remember", "clear"]
+
+#: 只在 gpu 模式下有快速路径（sim 模式的开销在模拟器里，与主机端的启动无关）
+ENABLED = MODE == "gpu"
+#: (操作, backend, dtype, 形状, 设备号) -> runner(x)
+RUNNERS: dict = {}
+MAX_RUNNERS = 4096
+
+# 绑定好的启动：(实现, 操作) -> (模块, 函数)；函数收一个已经成功处理过的输入，返回 runner 或 None
+_BOUND = {
+    ("triton", "softmax"): ("reduction_lab.triton_kernels.softmax", "bound_softmax"),
+    ("triton", "reduce_sum"): ("reduction_lab.triton_kernels.row_sum", "bound_row_sum"),
+    ("cuda", "softmax"): ("reduction_lab.cuda_kernels", "bound_softmax"),
+    ("cuda", "reduce_sum"): ("reduction_lab.cuda_kernels", "bound_reduce_sum"),
+}
+
+
+def clear() -> None:
+    """丢掉所有 runner（测试用；学员改过内核源文件之后也可以调用）。"""
+    RUNNERS.clear()
+
+
+def remember(op: str, backend: str, impl: str, x: torch.Tensor, checked, aligned_matters: bool) -> None:
+    """完整的路径刚成功处理了 ``x``（已检查、连续、没有 ``out=``、不求导）之后调用：为这一组键建 runner。
+
+    ``backend`` 是调用者给的（可以是 ``"auto"``），``impl`` 是实际运行的实现，``checked`` 是它的 ``*_checked``
+    函数；``aligned_matters``：``auto`` 的选择是否取决于这一次的首地址是否对齐（是的话只用会检查对齐的绑定启动）。"""
+    if not ENABLED or impl == "torch" or not x.is_contiguous():
+        return
+    key = (op, backend, x.dtype, x.shape, x.get_device())
+    if key in RUNNERS:
+        return
+    runner = None
+    where = _BOUND.get((impl, op))
+    if where is not None and x.data_ptr() & 15 == 0:
+        try:
+            runner = getattr(importlib.import_module(where[0]), where[1])(x)
+        except (AttributeError, TypeError, ValueError):      # 内部接口不是预期的样子：用 checked
+            runner = None
+    if runner is None:
+        if aligned_matters:
+            return
+        runner = checked
+    if len(RUNNERS) >= MAX_RUNNERS:
+        RUNNERS.clear()
+    RUNNERS[key] = runner

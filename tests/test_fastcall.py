@@ -49,10 +49,13 @@ def test_runner_matches_the_full_path(op, impl, dtype):
         first = fn(x, backend=impl)
         key = (op, impl, dtype, x.shape, x.get_device())
         assert key in fastcall.RUNNERS, f"{op} {impl} {dtype} {(m, n)}：第一次调用之后没有 runner"
+        # 绑定好的启动与完整路径是同一个内核、同一次启动方式：逐位相同；长行的分段内核用原子加合并各段，
+        # 相加的顺序每次不同，只比容差
+        exact = fastcall.RUNNERS[key].__name__ == "run"
         for _ in range(3):
             got = fn(x, backend=impl)
             assert got.dtype == dtype and got.is_contiguous() and got.shape == first.shape
-            torch.testing.assert_close(got, first, atol=0, rtol=0,
+            torch.testing.assert_close(got, first, **(dict(atol=0, rtol=0) if exact else _tol(dtype)),
                                        msg=f"{op} {impl} {dtype} {(m, n)}：快速路径与完整路径的结果不同")
         torch.testing.assert_close(got.double(), ref(x.double()).to(dtype).double(), **_tol(dtype))
 
@@ -87,6 +90,10 @@ def test_inputs_the_runner_refuses_take_the_full_path(impl):
     for what, v in cases.items():
         assert v.shape == x.shape
         dense = v.clone()
+        if impl == "tilelang" and what == "行距不等于行长":         # TileLang 只接受连续的行：与完整路径相同的错误
+            with pytest.raises(ValueError, match="连续"):
+                rl.softmax(v, backend=impl)
+            continue
         torch.testing.assert_close(rl.softmax(v, backend=impl), torch.softmax(dense, -1), atol=1e-6, rtol=1e-5,
                                    msg=what)
         torch.testing.assert_close(rl.reduce_sum(v, backend=impl), dense.sum(1), atol=1e-4, rtol=1e-5, msg=what)

@@ -781,6 +781,13 @@ def bound_softmax(x: torch.Tensor):
     if plan is None or plan[6] is None or plan[4] not in ("warp", "rows", "block"):
         return None
     kind, lp = plan[4], plan[6]
+    if aligned and lp.version_of is None:                  # 编译版 runner 只接受首地址 16 字节对齐的输入
+        from .. import host
+
+        fast = host.cuda_runner(lp, dev, M, N, x.dtype, False,
+                                ("X", "Y", N, N, M, N) if kind == "warp" else ("X", "Y", N, N, N))
+        if fast is not None:
+            return fast
     go = _bound_go(lp, 2, (N, N, M, N) if kind == "warp" else (N, N, N))
     if go is None:
         return None
@@ -811,6 +818,13 @@ def bound_reduce_sum(x: torch.Tensor):
     if plan is None or plan[5] is None:
         return None
     name, grid, block, defines, split, lp = plan
+    if lp.version_of is None and (split is None or split[1] == 1) and x.data_ptr() & 15 == 0:
+        from .. import host
+
+        args = ("X", "Y", N, M, N) if split is None else ("X", "Y", "Y", N, M, N, split[0])
+        fast = host.cuda_runner(lp, x.get_device(), M, N, x.dtype, True, args)
+        if fast is not None:
+            return fast
     if split is None:
         go = _bound_go(lp, 2, (N, M, N))
         if go is None:

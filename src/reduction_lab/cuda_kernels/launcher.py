@@ -445,6 +445,7 @@ class _Plan:
             checks.append((False, kind, lo, hi))
             tys.append(torch_launcher.numpy_arg_type(dtype) or "?")
         self.checks = tuple(checks)
+        self.tys = "".join(tys)                      # 每个形参一个类型字符（reduction_lab.host 的编译版 runner 用）
         # torch 自带的 C++ 启动器（有的话）：参数由它写进自己的槽位，不经 struct 与 CuPy，也不必加锁
         self.fast = torch_launcher.make(self.fptr, block, self.shared, "".join(tys))
         if self.fast is not None:

@@ -77,6 +77,7 @@ class FastLaunch:
         self.enabled = ok and all(p.is_constexpr for p in params[self.n_runtime:])
         self.cache: dict = {}
         self.triton_entries: dict = {}           # 同一特化经 Triton 自己的 C 启动函数的缓存项（bound 用）
+        self.compiled: dict = {}                 # 同一特化的已编译内核（reduction_lab.host 的编译版 runner 用）
         if self.enabled:
             import torch
 
@@ -177,6 +178,7 @@ class FastLaunch:
             triton_entry = _entry(compiled.run, compiled.function, compiled.packed_metadata, tail)
             self.cache[key] = _torch_entry(compiled, self.n_runtime) or triton_entry
             self.triton_entries[key] = triton_entry
+            self.compiled[key] = compiled
 
     def launch(self, grid, args, kwargs: dict, kw_key):
         """``kw_key`` 是 ``kwargs`` 的可哈希形式（调用者可以预先算好，每次调用不再重建）。"""

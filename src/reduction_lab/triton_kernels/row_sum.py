@@ -279,7 +279,8 @@ def row_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
 
 
 def bound_row_sum(x: torch.Tensor):
-    """:mod:`reduction_lab.fastcall` 用的最短路径（同 :func:`reduction_lab.triton_kernels.softmax.bound_softmax`）：
+    """:mod:`reduction_lab.fastcall` 用的最短路径（同 :func:`reduction_lab.triton_kernels.softmax.bound_softmax`，
+    能编译时用 :mod:`reduction_lab.host` 的编译版 runner）：
     只用于一次启动、直接写出 x 的 dtype 的计划（不分段）；分段（原子加）的计划返回 None。输出按一个预先分配的
     同形状张量 ``empty_like``：它比带 dtype、device 关键字的 ``torch.empty`` 便宜。"""
     n_rows, n_cols = x.shape
@@ -289,6 +290,14 @@ def bound_row_sum(x: torch.Tensor):
         return None
     dev = x.get_device()
     key = (kw_key, dtype, res_dtype, dev, True, True, n_cols, n_rows, n_cols, extra)
+    compiled = _tiled_launch.compiled.get(key)
+    if compiled is not None and _tiled_launch.enabled and not _tiled_launch._hooks_on():
+        from .. import host
+
+        fast = host.triton_runner(compiled, _tiled_launch.n_runtime, grid, dev, n_rows, n_cols, dtype, True,
+                                  ("Y", "X", n_cols, n_rows, n_cols, extra))
+        if fast is not None:
+            return fast
     go = _tiled_launch.bound(key, grid, 2, (n_cols, n_rows, n_cols, extra))
     if go is None:
         return None

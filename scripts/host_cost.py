@@ -157,28 +157,30 @@ def _other_backends(x, y) -> dict:
 
 
 def bound_probe(x) -> dict:
-    """api 的快速路径（reduction_lab.fastcall）的绑定启动经哪个启动器更快：两种各建一次 runner，与同一次运行里的
-    torch 交替测量。"""
-    from reduction_lab import fastcall
+    """api 的快速路径（reduction_lab.fastcall）：编译版 runner（reduction_lab.host）与 Python 的 runner（经 Triton 的
+    C 启动函数或 torch 的 C++ 启动器）各建一次，与同一次运行里的 torch 交替测量。"""
+    from reduction_lab import fastcall, host
 
-    out = {}
+    out = {"compiled runner": "built" if host.module() is not None else f"unavailable: {host.unavailable()}"}
     xb = x.to(torch.bfloat16)
-    for which in ("triton", "torch"):
-        _launch.BOUND_LAUNCHER = which
+    for which in ("compiled", "triton", "torch"):
+        host.ENABLED = which == "compiled"
+        _launch.BOUND_LAUNCHER = "torch" if which == "torch" else "triton"
         fastcall.clear()
         for _ in range(2):
             rl.softmax(x, backend="triton"), rl.reduce_sum(x, backend="triton")
             rl.softmax(xb, backend="triton"), rl.reduce_sum(xb, backend="triton")
-        out[f"fast path, {which} launcher: rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x, backend="triton"))
-        out[f"fast path, {which} launcher: torch.softmax"] = per_call_us(lambda: torch.softmax(x, -1))
-        out[f"fast path, {which} launcher: rl.reduce_sum(x) triton"] = per_call_us(
+        out[f"fast path, {which}: rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x, backend="triton"))
+        out[f"fast path, {which}: torch.softmax"] = per_call_us(lambda: torch.softmax(x, -1))
+        out[f"fast path, {which}: rl.reduce_sum(x) triton"] = per_call_us(
             lambda: rl.reduce_sum(x, backend="triton"))
-        out[f"fast path, {which} launcher: x.sum(1)"] = per_call_us(lambda: x.sum(1))
-        out[f"fast path, {which} launcher: rl.softmax(x bf16) triton"] = per_call_us(
+        out[f"fast path, {which}: x.sum(1)"] = per_call_us(lambda: x.sum(1))
+        out[f"fast path, {which}: rl.softmax(x bf16) triton"] = per_call_us(
             lambda: rl.softmax(xb, backend="triton"))
-        out[f"fast path, {which} launcher: rl.reduce_sum(x bf16) triton"] = per_call_us(
+        out[f"fast path, {which}: rl.reduce_sum(x bf16) triton"] = per_call_us(
             lambda: rl.reduce_sum(xb, backend="triton"))
     _launch.BOUND_LAUNCHER = "triton"
+    host.ENABLED = True
     fastcall.clear()
     return out
 

@@ -45,3 +45,12 @@ def test_cells_render_literally(cell):
     assert html.unescape(text_html) == cell
     assert re.fullmatch(r"<code>(.*)</code>", code_html, re.S), code_html
     assert html.unescape(code_html[len("<code>"):-len("</code>")]) == cell
+
+
+def test_columns_from_lines_name_each_run():
+    """一张表的列来自几次运行时（columns_from），表下方每次运行一行，列出它的列。"""
+    from reduction_lab.bench.report import _skipped_lines
+
+    rec = {"shapes": [], "columns_from": {"triton,cuda": "运行甲", "quack": "运行乙"}}
+    lines = _skipped_lines(rec)
+    assert lines == [f"- {md_code('triton')}、{md_code('cuda')}这几列来自运行甲", f"- {md_code('quack')}这几列来自运行乙"]

@@ -146,3 +146,38 @@ def test_triton_launch_hooks_are_still_called():
         chain.remove(hook)
     assert seen, "装了启动钩子，却没有被调用"
     torch.testing.assert_close(y, torch.softmax(x, -1), atol=1e-6, rtol=1e-5)
+
+
+def test_python_runner_passes_both_addresses_and_refuses_unaligned(monkeypatch):
+    """Python 的 runner（编译版不可用时，triton_kernels._launch.fast_runner）：不用 GPU，换一个假的启动器，
+    检查它把输出、输入的地址按顺序交给绑定好的启动，首地址不对齐或装了钩子时返回 None、什么也不启动。"""
+    from reduction_lab.triton_kernels import _launch
+
+    launches, hooks = [], []
+
+    class FakeLauncher:
+        compiled = {}                      # 没有已编译的内核：不走编译版
+        enabled = True
+        n_runtime = 6
+
+        def _hooks_on(self):
+            return False
+
+        def bound(self, key, grid, n_ptr, consts):
+            assert (key, grid, n_ptr, consts) == ("k", (3,), 2, (40, 40, 8, 40))
+            return lambda stream, a, b: launches.append((stream, a, b))
+
+        def quiet(self):
+            return lambda: not hooks
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda dev: 1000 + dev, raising=False)
+    run = _launch.fast_runner(FakeLauncher(), "k", (3,), 2, 8, 40, torch.float32, False,
+                              ("Y", "X", 40, 40, 8, 40), torch.empty_like)
+    x = torch.randn(8, 40)
+    y = run(x)
+    assert launches == [(1002, y.data_ptr(), x.data_ptr())] and y.shape == x.shape
+    flat = torch.randn(8 * 40 + 1)
+    assert run(flat[1:].view(8, 40)) is None
+    hooks.append(print)
+    assert run(x) is None
+    assert len(launches) == 1

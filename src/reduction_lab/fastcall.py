@@ -10,8 +10,10 @@ guard 通过就调用 runner；guard 不通过、或 runner 返回 None（例如
 
 runner 有两种：
 
-* 绑定好的启动（Triton 与 CUDA C 的短行内核）：内核、grid 与除两个地址以外的全部参数都已固定，每次调用只剩
-  ``empty_like``、取两个地址、一次 C 启动函数（``triton_kernels.softmax.bound_softmax`` 等）；
+* 绑定好的启动（Triton 与 CUDA C 的短行内核）：内核、grid 与除两个地址以外的全部参数都已固定。能编译
+  :mod:`reduction_lab.host` 的 C++ 扩展时，runner 是它的编译版（检查、``at::empty_like``、``cuLaunchKernel``
+  都在 C++ 里，一次调用只从 Python 进出一次）；否则是 Python 写的同样几步：``empty_like``、取两个地址、一次
+  C 启动函数（``triton_kernels.softmax.bound_softmax`` 等）；
 * 其余情形（长行的分段与簇内核、TileLang）：就是该 backend 的 ``*_checked`` 函数，省掉的是 api 的检查与选择。
 
 一次调用各步要多久：``scripts/host_cost.py``；每个实现与同进程的 torch 比：``reduction-lab bench percall``

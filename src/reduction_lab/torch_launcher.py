@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["kind", "make", "numpy_arg_type", "triton_arg_types"]
+__all__ = ["kind", "make", "numpy_arg_type", "plain_triton_kernel", "triton_arg_types"]
 
 _FAST = getattr(torch._C, "_FastCudaLauncher", None)
 _STATIC = getattr(torch._C, "_StaticCudaLauncher", None)
@@ -113,3 +113,16 @@ def triton_arg_types(compiled, n_runtime: int):
         codes.append(code)
     n_scratch = int(hasattr(meta, "global_scratch_size")) + int(hasattr(meta, "profile_scratch_size"))
     return "".join(codes), (None if keep == tuple(range(n_runtime)) else keep), n_scratch
+
+
+def plain_triton_kernel(compiled) -> bool:
+    """Triton 已编译内核是不是最普通的那种：一个 CTA 一组（num_ctas = 1、没有簇）、不要 global / profile scratch
+    内存、不是协作启动也不用 PDL、没有开 gsan。只有这种内核可以绕过 Triton 的启动器、由别的启动器直接启动
+    （这里的 :func:`make` 与 :mod:`reduction_lab.host` 的编译版 runner）。"""
+    run = getattr(compiled, "run", None)
+    meta = getattr(compiled, "metadata", None)
+    return not (meta is None or getattr(run, "gsan_enabled", False)
+                or getattr(run, "launch_cooperative_grid", True) or getattr(run, "launch_pdl", True)
+                or getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "global_scratch_size", 0)
+                or getattr(meta, "profile_scratch_size", 0)
+                or tuple(getattr(meta, "cluster_dims", (1, 1, 1))) != (1, 1, 1))

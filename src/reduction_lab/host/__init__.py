@@ -112,21 +112,27 @@ def triton_runner(compiled, n_runtime: int, grid, device: int, rows: int, cols: 
     from .. import torch_launcher
 
     launch = _cu_launch_kernel()
-    run = getattr(compiled, "run", None)
-    meta = getattr(compiled, "metadata", None)
     hooks = _hooks()
-    if launch is None or meta is None or hooks is False or getattr(run, "gsan_enabled", False) \
-            or getattr(run, "launch_cooperative_grid", True) or getattr(run, "launch_pdl", True) \
-            or getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "global_scratch_size", 0) \
-            or getattr(meta, "profile_scratch_size", 0) or tuple(getattr(meta, "cluster_dims", (1, 1, 1))) != (1, 1, 1):
+    if launch is None or hooks is False or not torch_launcher.plain_triton_kernel(compiled):
         return None
     types = torch_launcher.triton_arg_types(compiled, n_runtime)
     if types is None:
         return None
     tys, keep, n_scratch = types
-    kept = [runtime_args[i] for i in (range(n_runtime) if keep is None else keep)]
+    packed = _codes(tys, [runtime_args[i] for i in (range(n_runtime) if keep is None else keep)])
+    if packed is None:
+        return None
+    codes, values = packed
+    meta = compiled.metadata
+    return make_runner(launch, compiled.function, grid, 32 * meta.num_warps, meta.shared, device, rows, cols,
+                       dtype, row_sum, codes + "O" * n_scratch, values + (0,) * n_scratch, hooks)
+
+
+def _codes(tys: str, args) -> tuple[str, tuple] | None:
+    """形参类型（torch_launcher 的类型字符）与参数（地址写成 "X" / "Y"，其余是整数定值）-> (codes, values)；
+    有不认识的组合时返回 None。"""
     codes, values = [], []
-    for ty, a in zip(tys, kept):
+    for ty, a in zip(tys, args):
         if a in ("X", "Y"):
             if ty != "O":
                 return None
@@ -137,10 +143,7 @@ def triton_runner(compiled, n_runtime: int, grid, device: int, rows: int, cols: 
             values.append(a)
         else:
             return None
-    codes += ["O"] * n_scratch
-    values += [0] * n_scratch
-    return make_runner(launch, compiled.function, grid, 32 * meta.num_warps, meta.shared, device, rows, cols,
-                       dtype, row_sum, "".join(codes), tuple(values), hooks)
+    return "".join(codes), tuple(values)
 
 
 def cuda_runner(plan, device: int, rows: int, cols: int, dtype: torch.dtype, row_sum: bool, runtime_args: tuple):
@@ -150,17 +153,8 @@ def cuda_runner(plan, device: int, rows: int, cols: int, dtype: torch.dtype, row
     block = getattr(plan, "block", None)
     if launch is None or tys is None or block is None or tuple(block)[1:] != (1, 1) or len(tys) != len(runtime_args):
         return None
-    codes, values = [], []
-    for ty, a in zip(tys, runtime_args):
-        if a in ("X", "Y"):
-            if ty != "O":
-                return None
-            codes.append(a)
-            values.append(0)
-        elif ty in "ilIK" and type(a) is int:
-            codes.append(ty)
-            values.append(a)
-        else:
-            return None
+    packed = _codes(tys, runtime_args)
+    if packed is None:
+        return None
     return make_runner(launch, plan.fptr, plan.grid, block[0], plan.shared, device, rows, cols, dtype, row_sum,
-                       "".join(codes), tuple(values), None)
+                       *packed, None)

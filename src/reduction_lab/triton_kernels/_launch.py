@@ -206,6 +206,43 @@ class FastLaunch:
         return None
 
 
+def fast_runner(launcher: FastLaunch, key, grid, device: int, n_rows: int, n_cols: int, dtype, row_sum: bool,
+                runtime_args: tuple, alloc):
+    """快速路径（:mod:`reduction_lab.fastcall`）的 runner，启动 ``launcher`` 已编译的特化 ``key``。
+    ``runtime_args`` 是全部运行时参数：前两个是 ``"Y"``、``"X"``（输出与输入的地址），其余是定值（它们是
+    特化键的一部分）；``alloc(x)`` 分配输出。能编译 :mod:`reduction_lab.host` 时返回它的编译版 runner，否则
+    返回 Python 的 ``run(x)``（首地址不是 16 字节对齐或装了启动钩子时返回 None，由调用者走完整的路径）；
+    没有这个特化时返回 None。"""
+    import torch
+
+    compiled = launcher.compiled.get(key)
+    if compiled is not None and launcher.enabled and not launcher._hooks_on():
+        from .. import host
+
+        fast = host.triton_runner(compiled, launcher.n_runtime, grid, device, n_rows, n_cols, dtype, row_sum,
+                                  runtime_args)
+        if fast is not None:
+            return fast
+    go = launcher.bound(key, grid, 2, runtime_args[2:])
+    if go is None:
+        return None
+    quiet = launcher.quiet()
+    stream = torch._C._cuda_getCurrentRawStream
+
+    def run(x2):
+        px = x2.data_ptr()
+        if px & 15 or not quiet():
+            return None
+        y = alloc(x2)
+        py = y.data_ptr()
+        if py & 15:
+            return None
+        go(stream(device), py, px)
+        return y
+
+    return run
+
+
 #: :meth:`FastLaunch.bound` 默认用哪个启动器：H200 上两者一次只差零点几微秒（scripts/host_cost.py 的 floor 一项）
 BOUND_LAUNCHER = "triton"
 
@@ -219,13 +256,9 @@ def _torch_entry(compiled, n_runtime: int):
     否则返回 None，照旧用 Triton 的启动器。"""
     from .. import torch_launcher
 
-    run = getattr(compiled, "run", None)
-    meta = getattr(compiled, "metadata", None)
-    if torch_launcher.kind() is None or meta is None or getattr(run, "gsan_enabled", False) \
-            or getattr(run, "launch_cooperative_grid", True) or getattr(run, "launch_pdl", True) \
-            or getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "global_scratch_size", 0) \
-            or getattr(meta, "profile_scratch_size", 0) or tuple(getattr(meta, "cluster_dims", (1, 1, 1))) != (1, 1, 1):
+    if torch_launcher.kind() is None or not torch_launcher.plain_triton_kernel(compiled):
         return None
+    meta = compiled.metadata
     types = torch_launcher.triton_arg_types(compiled, n_runtime)
     if types is None:
         return None

@@ -18,7 +18,7 @@ import triton.language as tl
 
 from ..checks import check_matrix, check_triton_tuning
 from ..runtime import DEVICE
-from ._launch import FastLaunch, cdiv, next_pow2, sm_count, warps_for
+from ._launch import FastLaunch, fast_runner, cdiv, next_pow2, sm_count, warps_for
 
 #: :func:`row_sum` 接受的 dtype：float64 只用于生产版内核（按 float64 累加）。
 ROW_SUM_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -279,10 +279,9 @@ def row_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
 
 
 def bound_row_sum(x: torch.Tensor):
-    """:mod:`reduction_lab.fastcall` 用的最短路径（同 :func:`reduction_lab.triton_kernels.softmax.bound_softmax`，
-    能编译时用 :mod:`reduction_lab.host` 的编译版 runner）：
-    只用于一次启动、直接写出 x 的 dtype 的计划（不分段）；分段（原子加）的计划返回 None。输出按一个预先分配的
-    同形状张量 ``empty_like``：它比带 dtype、device 关键字的 ``torch.empty`` 便宜。"""
+    """:mod:`reduction_lab.fastcall` 用的最短路径（同 :func:`reduction_lab.triton_kernels.softmax.bound_softmax`）：
+    只用于一次启动、直接写出 x 的 dtype 的计划（不分段）；分段（原子加）的计划返回 None。Python 的 runner 按一个
+    预先分配的同形状张量 ``empty_like``：它比带 dtype、device 关键字的 ``torch.empty`` 便宜。"""
     n_rows, n_cols = x.shape
     dtype = x.dtype
     grid, extra, kw, kw_key, res_dtype = _plan(n_rows, n_cols, dtype)
@@ -290,31 +289,6 @@ def bound_row_sum(x: torch.Tensor):
         return None
     dev = x.get_device()
     key = (kw_key, dtype, res_dtype, dev, True, True, n_cols, n_rows, n_cols, extra)
-    compiled = _tiled_launch.compiled.get(key)
-    if compiled is not None and _tiled_launch.enabled and not _tiled_launch._hooks_on():
-        from .. import host
-
-        fast = host.triton_runner(compiled, _tiled_launch.n_runtime, grid, dev, n_rows, n_cols, dtype, True,
-                                  ("Y", "X", n_cols, n_rows, n_cols, extra))
-        if fast is not None:
-            return fast
-    go = _tiled_launch.bound(key, grid, 2, (n_cols, n_rows, n_cols, extra))
-    if go is None:
-        return None
-    quiet = _tiled_launch.quiet()
-    stream = torch._C._cuda_getCurrentRawStream
-    empty_like = torch.empty_like
     template = torch.empty(n_rows, dtype=dtype, device=x.device)
-
-    def run(x2):
-        px = x2.data_ptr()
-        if px & 15 or not quiet():
-            return None
-        y = empty_like(template)
-        py = y.data_ptr()
-        if py & 15:
-            return None
-        go(stream(dev), py, px)
-        return y
-
-    return run
+    return fast_runner(_tiled_launch, key, grid, dev, n_rows, n_cols, dtype, True,
+                       ("Y", "X", n_cols, n_rows, n_cols, extra), lambda x2: torch.empty_like(template))

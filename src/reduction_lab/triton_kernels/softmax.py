@@ -17,7 +17,7 @@ import triton.language as tl
 
 from ..checks import check_matrix, check_triton_tuning
 from ..runtime import DEVICE, MODE
-from ._launch import FastLaunch, cdiv, next_pow2, sm_count, warps_for
+from ._launch import FastLaunch, fast_runner, cdiv, next_pow2, sm_count, warps_for
 from .online_softmax import SPLIT_THRESHOLD, split_softmax
 
 #: 一个块最多装下的列数；更长的行用 online_softmax / 分段内核。
@@ -249,8 +249,8 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
 
 def bound_softmax(x: torch.Tensor):
     """:mod:`reduction_lab.fastcall` 用的最短路径：``x`` 是已经经 :func:`softmax_checked` 成功启动过一次的
-    连续张量。能编译 :mod:`reduction_lab.host` 的扩展时返回它的编译版 runner，否则返回 ``run(x2)``（同一形状、dtype、设备的连续张量 x2；首地址不是 16 字节对齐或装了启动钩子时返回
-    None，由调用者走完整的路径），或 None（这个形状没有单次启动的计划，例如分段的长行）。"""
+    连续张量。返回 :func:`reduction_lab.triton_kernels._launch.fast_runner` 的 runner，或 None（这个形状没有
+    单次启动的计划，例如分段的长行）。"""
     n_rows, n_cols = x.shape
     dtype = x.dtype
     if n_cols > SPLIT_THRESHOLD:
@@ -258,30 +258,5 @@ def bound_softmax(x: torch.Tensor):
     launcher, grid, kw, kw_key = _rows_plan(n_rows, n_cols, dtype)
     dev = x.get_device()
     key = (kw_key, dtype, dev, True, True, n_cols, n_cols, n_rows, n_cols)
-    compiled = launcher.compiled.get(key)
-    if compiled is not None and launcher.enabled and not launcher._hooks_on():
-        from .. import host
-
-        fast = host.triton_runner(compiled, launcher.n_runtime, grid, dev, n_rows, n_cols, dtype, False,
-                                  ("Y", "X", n_cols, n_cols, n_rows, n_cols))
-        if fast is not None:
-            return fast
-    go = launcher.bound(key, grid, 2, (n_cols, n_cols, n_rows, n_cols))
-    if go is None:
-        return None
-    quiet = launcher.quiet()
-    stream = torch._C._cuda_getCurrentRawStream
-    empty_like = torch.empty_like
-
-    def run(x2):
-        px = x2.data_ptr()
-        if px & 15 or not quiet():
-            return None
-        y = empty_like(x2)
-        py = y.data_ptr()
-        if py & 15:
-            return None
-        go(stream(dev), py, px)
-        return y
-
-    return run
+    return fast_runner(launcher, key, grid, dev, n_rows, n_cols, dtype, False,
+                       ("Y", "X", n_cols, n_cols, n_rows, n_cols), torch.empty_like)

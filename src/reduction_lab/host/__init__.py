@@ -92,28 +92,16 @@ def make_runner(launch_addr: int, function: int, grid, block: int, shared: int, 
                     dtype, bool(row_sum), codes, tuple(values), cur_dev, cur_stream, hooks)
 
 
-def _hooks():
-    """Triton 的两条启动钩子链 (knobs.runtime, enter, exit)；不是 HookChain（较旧的 Triton）时返回 False。"""
-    try:
-        from triton import knobs
-    except ImportError:
-        return False
-    rt = knobs.runtime
-    enter, leave = rt.launch_enter_hook, rt.launch_exit_hook
-    if isinstance(getattr(enter, "calls", None), list) and isinstance(getattr(leave, "calls", None), list):
-        return (rt, enter, leave)
-    return False
-
-
 def triton_runner(compiled, n_runtime: int, grid, device: int, rows: int, cols: int, dtype: torch.dtype,
                   row_sum: bool, runtime_args: tuple):
     """Triton 已编译内核的编译版 runner，或 None。``runtime_args``：全部运行时参数，输出与输入的地址写成
     ``"Y"`` / ``"X"``，其余是定值（它们是特化键的一部分）。"""
     from .. import torch_launcher
+    from ..triton_kernels._launch import hook_chains
 
     launch = _cu_launch_kernel()
-    hooks = _hooks()
-    if launch is None or hooks is False or not torch_launcher.plain_triton_kernel(compiled):
+    hooks = hook_chains()
+    if launch is None or hooks is None or not torch_launcher.plain_triton_kernel(compiled):
         return None
     types = torch_launcher.triton_arg_types(compiled, n_runtime)
     if types is None:

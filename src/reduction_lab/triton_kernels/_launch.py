@@ -48,6 +48,20 @@ if MODE == "sim":
     install_interpreter_lock()      # 解释器不是线程安全的：几个线程的启动依次执行
 
 
+def hook_chains():
+    """Triton 的两条启动钩子链 ``(knobs.runtime, enter, exit)``：Triton 3.5 起它们是 HookChain（``calls`` 是
+    列表，装钩子就是往里追加）；较旧的 Triton（钩子是一个函数或 None）返回 None。"""
+    try:
+        from triton import knobs
+    except ImportError:
+        return None
+    rt = knobs.runtime
+    enter, leave = rt.launch_enter_hook, rt.launch_exit_hook
+    if isinstance(getattr(enter, "calls", None), list) and isinstance(getattr(leave, "calls", None), list):
+        return rt, enter, leave
+    return None
+
+
 def _hooked(hook) -> bool:
     """启动钩子是否装了东西：旧版 Triton 用 None 表示没有，新版是一个 calls 为空的 HookChain。"""
     if hook is None:
@@ -119,14 +133,14 @@ class FastLaunch:
     def _hooks_on(self) -> bool:
         return _hooked(self._hooks.launch_enter_hook) or _hooked(self._hooks.launch_exit_hook)
 
-    def bound(self, key, grid, n_ptr: int, consts: tuple, launcher: str | None = None):
+    def bound(self, key, grid, n_ptr: int, consts: tuple):
         """已经编译过的特化 ``key`` 的最短启动路径：返回 ``go(stream, *n_ptr 个地址)``，运行时参数的其余部分
         固定为 ``consts``（它们是特化键的一部分，调用者保证不变）；没有这个特化、有启动钩子、或缓存项的样子
-        不认识时返回 None。``launcher``：``"triton"``（Triton 的 C 启动函数）或 ``"torch"``（torch 的 C++
-        启动器），默认 :data:`BOUND_LAUNCHER`。每次调用只剩一次 C 函数调用；钩子由调用者用 :meth:`quiet` 查。"""
+        不认识时返回 None。经哪个启动器由 :data:`BOUND_LAUNCHER` 决定：``"triton"``（Triton 的 C 启动函数）或
+        ``"torch"``（torch 的 C++ 启动器）。每次调用只剩一次 C 函数调用；钩子由调用者用 :meth:`quiet` 查。"""
         if not self.enabled or self._hooks_on():
             return None
-        which = launcher or BOUND_LAUNCHER
+        which = BOUND_LAUNCHER
         entry = self.triton_entries.get(key) if which == "triton" else self.cache.get(key)
         if entry is None or (which == "torch" and entry[0] != _TORCH):
             return None
@@ -163,9 +177,9 @@ class FastLaunch:
     def quiet(self):
         """返回一个检查「Triton 没有装启动钩子」的无参函数，比 :meth:`_hooks_on` 便宜：钩子是 HookChain
         （Triton 3.5 起）时只看两条链是否为空、对象是否还是同一个；否则退回 :meth:`_hooks_on`。"""
-        rt = self._hooks
-        enter, leave = rt.launch_enter_hook, rt.launch_exit_hook
-        if isinstance(getattr(enter, "calls", None), list) and isinstance(getattr(leave, "calls", None), list):
+        chains = hook_chains()
+        if chains is not None:
+            rt, enter, leave = chains
             return lambda: not enter.calls and not leave.calls and rt.launch_enter_hook is enter \
                 and rt.launch_exit_hook is leave
         return lambda: not self._hooks_on()

@@ -3,8 +3,9 @@
 softmax（``--kernel softmax``）：float32 与 bfloat16，N = 512 … 262144（M = total-elems / N；``--ns`` 可以加上
 1048576，那时 M = 64），每个 (dtype, N) 试几种配置（默认配置与 row / online / cluster 路径的少数变体），
 每个配置先与 float64 的参考比对（不符就不计时），再用 ``triton.testing.do_bench`` 计时，旁边是同样字节数的
-``y.copy_(x)``。N >= 32768 时 cluster 路径（每段在寄存器里）扫一个小网格：n_seg 取 2、4、8，threads 取
-256、512、1024，只留一段放得进寄存器的组合（每个线程至多 64 个、一段至多 32768 个元素；放不下的 N 会打印出来）。
+``y.copy_(x)``。N >= 32768 时 cluster 路径（每段在寄存器里）扫一个小网格：n_seg 取 2、4、8、16，threads 取
+256、512、1024，只留一段放得进寄存器的组合（每个线程至多 64 个、一段至多 32768 个元素；放不下的 N 会打印出来）；
+split 路径（不用簇、两次启动）试 threads 256、512 与每个线程 32、64 个元素（段数 = ceil(N / 段长)）。
 计时调用的是编译好的内核（参数事先选好、stats 事先分配），每个 (dtype, N) 的最佳配置另测一次经
 ``tk.softmax`` 的整个调用（``call_gbs``）。打印表格、按 ``tilelang_kernels.SOFTMAX_TABLE`` 的格式打印每个
 (元素字节数, N) 的最佳配置，``--json`` 写出全部结果。全部候选先并行编译（--jobs）；H200 上全程几分钟
@@ -133,8 +134,26 @@ SOFTMAX_NS = "512,1024,2048,4096,8192,16384,32768,65536,131072,262144"
 
 
 #: cluster 路径（每段在寄存器里）的扫描网格
-CLUSTER_SEGS = (2, 4, 8)
+CLUSTER_SEGS = (2, 4, 8, 16)
 CLUSTER_THREADS = (256, 512, 1024)
+#: split 路径的扫描网格：(threads, 每个线程的元素数)
+SPLIT_GRID = ((256, 32), (256, 64), (512, 32), (512, 64))
+
+
+def split_grid(M, N, elem):
+    """split 路径的候选：段长 = threads * 每个线程的元素数，block_n = vec * threads。"""
+    out = []
+    vec = 16 // elem
+    for threads, per in SPLIT_GRID:
+        n_seg = -(-N // (threads * per))
+        if n_seg < 2:
+            continue
+        cfg = dict(path="split", block_m=1, block_n=vec * threads, threads=threads, n_seg=n_seg)
+        try:
+            out.append(tk._resolve("softmax", M, N, True, cfg, elem_size=elem))
+        except (ValueError, TypeError):
+            pass
+    return out
 
 
 def cluster_grid(M, N, elem):
@@ -176,6 +195,8 @@ def softmax_candidates(M, N, elem):
     if bn >= 32768:
         for cfg in cluster_grid(M, N, elem)[0]:
             add(**cfg)
+        for cfg in split_grid(M, N, elem):
+            add(**cfg)
         add(path="online", block_n=4096, threads=256)      # 两遍读的对照
     return out
 
@@ -187,18 +208,26 @@ def softmax_table_entry(cfg, N):
     entry = dict(path=cfg["path"], threads=cfg["threads"], block_n=cfg["block_n"])
     if cfg["path"] == "cluster":
         entry["n_seg"] = cfg["n_seg"]
+    if cfg["path"] == "split":
+        entry["seg"] = tk.cluster_seg_len(N, cfg["n_seg"], cfg["block_n"], cfg["threads"])
     return entry
 
 
 def kernel_call(x, y, cfg):
     """只启动编译好的内核：参数事先按 tk._resolve 选好，cluster 的 stats 事先分配。"""
     full = tk._resolve("softmax", x.shape[0], x.shape[1], True, dict(cfg), elem_size=x.element_size())
-    if full["path"] == "cluster":
+    if full["path"] in ("cluster", "split"):
         stats = torch.empty((x.shape[0], full["n_seg"], 2), dtype=torch.float32, device=x.device)
     else:
         stats = tk._no_stats(x.device)
-    tk._run_softmax(x, y, stats, full, 0)        # 第一次调用编译（或取缓存）并记下编译好的内核
-    return lambda: tk._run_softmax(x, y, stats, full, 0)
+    phases = (1, 2) if full["path"] == "split" else (0,)
+    for p in phases:                             # 第一次调用编译（或取缓存）并记下编译好的内核
+        tk._run_softmax(x, y, stats, full, p)
+
+    def call():
+        for p in phases:
+            tk._run_softmax(x, y, stats, full, p)
+    return call
 
 
 def prewarm_softmax(jobs_list, jobs):
@@ -209,8 +238,9 @@ def prewarm_softmax(jobs_list, jobs):
     def one(item):
         dtype, M, N, cfg = item
         x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
-        stats = torch.empty((M if cfg["path"] == "cluster" else 1, cfg["n_seg"], 2), device="meta")
-        jit.compile(x, x, stats, cpu=False, dtype=dtype, phase=0, **cfg)
+        stats = torch.empty((M if cfg["path"] in ("cluster", "split") else 1, cfg["n_seg"], 2), device="meta")
+        for phase in ((1, 2) if cfg["path"] == "split" else (0,)):
+            jit.compile(x, x, stats, cpu=False, dtype=dtype, phase=phase, **cfg)
 
     errors, seconds = compile_all(jobs_list, one, lambda item: f"{item[0]} N={item[2]} {item[3]}", jobs)
     print(f"# 预编译 {len(jobs_list)} 个 softmax 内核：{seconds:.0f} s，失败 {len(errors)}", flush=True)

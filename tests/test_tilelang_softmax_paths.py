@@ -1,9 +1,9 @@
-"""TileLang softmax 的三条路径（row / online / cluster）：每条都在小形状上与 float64 的 torch 对照，
+"""TileLang softmax 的四条路径（row / online / cluster / split）：每条都在小形状上与 float64 的 torch 对照，
 包括奇数 N、N=1、不是块宽倍数的 N、整行很大的负数、含 -inf 的行、很大的偏移、``out=``、行数变化时复用
 同一个编译结果；坏参数的报错；gpu 默认表的选择；生成的 CUDA C（每条路径）能被 nvcc 编译。
 
 两种模式都能跑（张量建在 rl.DEVICE 上）。sim 模式下 cluster 路径分两次启动（C 目标没有簇），
-gpu 模式下一次启动、簇内同步。cluster 的段长是 block_n 与 vec*threads 的公倍数：这里用 threads=32，
+gpu 模式下一次启动、簇内同步；split 路径两种模式都分两次启动，段数可以多于簇的上限。cluster / split 的段长是 block_n 与 vec*threads 的公倍数：这里用 threads=32，
 让小形状也分成几段（有的段伸到行尾之外，有的段完全是空的）。
 """
 
@@ -36,6 +36,11 @@ PATHS = [
     ("cluster-1", 1, dict(path="cluster", block_n=128, n_seg=2, threads=32)),
     ("cluster-4100", 4100, dict(path="cluster", block_n=128, n_seg=4, threads=64)),
     ("cluster-default-threads", 1000, dict(path="cluster", block_n=128, n_seg=2)),  # 一段 1024：第 2 段空
+    ("cluster-16", 4100, dict(path="cluster", block_n=64, n_seg=16, threads=32)),  # 16 块的簇（不可移植的大小）
+    ("split-1000", 1000, dict(path="split", block_n=64, n_seg=4, threads=32)),
+    ("split-40", 4100, dict(path="split", block_n=64, n_seg=40, threads=32)),      # 比簇的上限多的段，末尾几段空
+    ("split-1", 1, dict(path="split", block_n=128, n_seg=2, threads=32)),
+    ("split-2048", 2048, dict(path="split", block_n=256, n_seg=8, threads=32)),    # 正好分完：不遮行尾
 ]
 
 
@@ -92,17 +97,19 @@ def test_large_offset_and_all_masked_row():
     x[0] += 1e4                              # 很大的偏移：结果与平移前相同
     x[3] = float("-inf")                     # 整行被遮住：与 torch 一样是 NaN
     for kw in (dict(path="row"), dict(path="online", block_n=128),
-               dict(path="cluster", block_n=64, n_seg=4, threads=32)):
+               dict(path="cluster", block_n=64, n_seg=4, threads=32),
+               dict(path="split", block_n=64, n_seg=5, threads=32)):
         y = tk.softmax(x, **kw)
         torch.testing.assert_close(y[:3].double(), _ref(x[:3]), atol=1e-6, rtol=1e-5)
         assert torch.isnan(y[3]).all() and torch.isnan(_ref(x[3:])).all()
 
 
+@pytest.mark.parametrize("path", ["cluster", "split"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
-def test_cluster_segments_with_far_apart_maxima(dtype):
+def test_cluster_segments_with_far_apart_maxima(dtype, path):
     # 每行 4 段（threads=32、float32 一段 256 个元素）：各段的最大值相差 ±100，全行最大值落在不同的段里；
     # 一段全是 -inf 而别的段有限；合并时要把每段的 e 换到全行的最大值下
-    N, kw = 1000, dict(path="cluster", block_n=128, n_seg=4, threads=32)
+    N, kw = 1000, dict(path=path, block_n=128, n_seg=4, threads=32)
     seg = tk.cluster_seg_len(N, 4, 128, 32, torch.empty(0, dtype=dtype).element_size())
     g = torch.Generator().manual_seed(11)
     x = torch.randn(6, N, generator=g)
@@ -159,8 +166,11 @@ def test_backward_still_matches_autograd():
     (dict(path="row", block_n=256), "block_n"),     # N=1000 装不进 256
     (dict(path="online", n_seg=4), "n_seg"),
     (dict(path="cluster", n_seg=1), "n_seg"),
-    (dict(path="cluster", n_seg=16), "n_seg"),
+    (dict(path="cluster", n_seg=17), "n_seg.*split"),   # 簇至多 16 块：报错指向 split
     (dict(path="cluster", n_seg=2, block_m=2), "block_m"),
+    (dict(path="split", n_seg=1), "n_seg"),
+    (dict(path="split", n_seg=2, block_m=2), "block_m"),
+    (dict(path="split", n_seg=True), "n_seg"),
     (dict(block_n=96), "block_n"),
     (dict(threads=48), "threads"),
     (dict(threads=96), "threads"),                  # 32 的倍数但不是 2 的幂：跨线程归约要 2 的幂
@@ -179,8 +189,30 @@ def test_cluster_segment_must_fit_registers_on_gpu():
     for N, threads in ((1 << 18, 1024), (1 << 18, 512), (1 << 17, 256)):
         cfg = tk._resolve("softmax", 64, N, True, dict(path="cluster", n_seg=8, block_n=4096, threads=threads))
         assert cfg["n_seg"] == 8 and tk.cluster_seg_len(N, 8, 4096, threads) <= 32768
+    # split 路径同样把一段放在寄存器里
+    with pytest.raises(ValueError, match="寄存器.*registers"):
+        tk._resolve("softmax", 64, 1 << 20, True, dict(path="split", n_seg=16, block_n=4096, threads=1024))
+    assert tk._resolve("softmax", 64, 1 << 20, True, dict(path="split", n_seg=64, threads=256))["n_seg"] == 64
     # sim 模式没有寄存器的限制（C 目标里是线程私有的数组）
     assert tk._resolve("softmax", 64, 1 << 20, False, dict(path="cluster", n_seg=8, block_n=4096))["n_seg"] == 8
+
+
+def test_split_grid_limit():
+    # 网格是一维的 M * n_seg 个线程块：超过 gridDim.x 的上限时报错，而不是启动失败或少算几行
+    with pytest.raises(ValueError, match="n_seg.*grid"):
+        tk._resolve("softmax", 2**27, 16, False, dict(path="split", n_seg=16, block_n=1, threads=32))
+    with pytest.raises(ValueError, match="n_seg.*grid"):
+        tk._resolve("softmax", 2**27, 16, False, dict(path="cluster", n_seg=16, block_n=1, threads=32))
+
+
+def test_split_needs_two_launches():
+    # 内核本身拒绝 split 的单次启动（phase=0 会在各段写完 stats 之前合并）
+    jit = tk._jit_for("softmax", tk.current_target(torch.device(DEV)))
+    x = torch.empty(4, 1000, device="meta")
+    stats = torch.empty((4, 4, 2), device="meta")
+    with pytest.raises(ValueError, match="phase"):
+        jit.get_tir(x, x, stats, path="split", block_n=64, threads=32, n_seg=4, phase=0,
+                    cpu=not rl.runtime.is_gpu(), dtype="float32")
 
 
 def test_gpu_default_table():
@@ -193,13 +225,20 @@ def test_gpu_default_table():
             if cfg["path"] == "row":
                 assert cfg["block_n"] >= n
                 assert cfg["block_m"] * cfg["block_n"] // cfg["threads"] <= 64    # 每个线程的元素数
-            if cfg["path"] == "cluster":
+            if cfg["path"] in ("cluster", "split"):
                 seg = tk.cluster_seg_len(n, cfg["n_seg"], cfg["block_n"], cfg["threads"], elem)
-                assert seg // cfg["threads"] <= 64 and seg <= 32768 and 2 <= cfg["n_seg"] <= 8   # 放得进寄存器
+                assert seg // cfg["threads"] <= 64 and seg <= 32768 and cfg["n_seg"] >= 2   # 放得进寄存器
                 assert seg * cfg["n_seg"] == n                                     # 2 的幂：正好分完
+            if cfg["path"] == "cluster":
+                assert cfg["n_seg"] <= 16                                          # 簇的上限
     assert tk.default_config("softmax", 8, 1000, gpu=True)["block_n"] == 1024       # 不是 2 的幂：向上取
-    assert tk.default_config("softmax", 2, 1 << 21, gpu=True)["path"] == "online"   # 表尾之外
-    assert tk.default_config("softmax", 64, 1 << 20, gpu=True)["path"] == "online"  # 8 段也放不进寄存器
+    for M, N in ((2, 1 << 21), (64, 1 << 20), (3, 3 * 10**6 + 7)):                # 表尾之外：split，一段在寄存器里
+        for elem in (4, 2):
+            cfg = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)
+            assert cfg["path"] == "split", cfg
+            seg = tk.cluster_seg_len(N, cfg["n_seg"], cfg["block_n"], cfg["threads"], elem)
+            assert seg * cfg["n_seg"] >= N and seg // cfg["threads"] <= 64 and seg <= 32768
+            tk._resolve("softmax", M, N, True, cfg, elem_size=elem)               # 默认配置通过检查
     odd = tk.default_config("softmax", 64, 70000, gpu=True)                          # 不是 2 的幂：段长向上取
     assert odd["path"] == "cluster"
     assert tk.cluster_seg_len(70000, odd["n_seg"], odd["block_n"], odd["threads"]) // odd["threads"] <= 64

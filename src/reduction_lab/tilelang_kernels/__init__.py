@@ -61,6 +61,8 @@ TUNABLES = {
 
 # 生成的下标是 int32：元素个数超过它就会溢出，必须拒绝而不是算错
 _MAX_ELEMS = 2**31 - 1
+# 一维网格的上限（gridDim.x）
+_MAX_GRID = 2**31 - 1
 # 默认每个块 threads * 16 个元素：每个线程每轮 4 次 128 位加载
 _ELEMS_PER_THREAD = 16
 #: 16 位按行求和换成大块（512 个线程 x 32 个元素）的最短行长：行块数少于 2 倍 SM 数时才换
@@ -73,15 +75,19 @@ _sources: dict = {}
 
 #: softmax 的三种路径（:mod:`.kernels` 的 ``softmax_kernel`` 的 ``path``）：
 #: ``row`` 整行装进一块（读一次）；``online`` 一块一块地走过整行，第 1 遍在线求 (m, s)、第 2 遍再读 x；
-#: ``cluster`` 一行分给一个簇里的 n_seg 个线程块，每段读进寄存器、留在那里（读一次，sm_90 起才有簇）。
-SOFTMAX_PATHS = ("row", "online", "cluster")
+#: ``cluster`` 一行分给一个簇里的 n_seg 个线程块，每段读进寄存器、留在那里（读一次，sm_90 起才有簇）；
+#: ``split`` 同样一段一个线程块，但不用簇：两次启动，第 1 次写各段的 (m, s)，第 2 次重读本段、合并、写 y
+#: （读两次；段数不受簇大小限制，行太长、一个簇的寄存器装不下时用它）。
+SOFTMAX_PATHS = ("row", "online", "cluster", "split")
+#: 每段一个线程块、各段 (m, s) 经 stats 交换的两条路径
+_SEGMENTED = ("cluster", "split")
 
 #: gpu 模式下 softmax 的默认参数：键是 (元素字节数, N 向上取到的 2 的幂)，值是
 #: path、threads，以及 row 路径的 ``elems``（每块的元素数，block_m = elems // block_n）、
-#: online / cluster 路径的 ``block_n`` 与 cluster 的 ``n_seg``（cluster 的段长取 block_n 与 vec*threads 的
-#: 公倍数，见 :func:`.kernels.cluster_unit`）。
+#: online / cluster / split 路径的 ``block_n``，cluster 的 ``n_seg``，split 的 ``seg``（段数 = ceil(N / seg)）；
+#: cluster / split 的段长取 block_n 与 vec*threads 的公倍数，见 :func:`.kernels.cluster_unit`。
 #: 由 ``scripts/tune_tilelang.py --json`` 在 H200 上的扫描结果改写（它打印同样格式的一张表）；
-#: 表里没有的 N 用最近的较小一项（超过表尾的用 online）。
+#: 表里没有的 N 用最近的较小一项（超过表尾的用 split，见 _SOFTMAX_LONG）。
 SOFTMAX_TABLE = {
     # float32：H200 上 scripts/tune_tilelang.py --kernel softmax 的一次运行（docs/data/h200_tilelang_softmax.json）
     (4, 512): dict(path="row", threads=128, elems=4096),
@@ -106,14 +112,16 @@ SOFTMAX_TABLE = {
     (2, 131072): dict(path="cluster", threads=256, block_n=2048, n_seg=8),
     (2, 262144): dict(path="cluster", threads=512, block_n=4096, n_seg=8),
 }
-#: 表尾之外（更长的行）：online 路径，每块 threads*16 个元素
-_SOFTMAX_LONG = dict(path="online", threads=256, block_n=4096)
+#: 表尾之外（更长的行）：split 路径，每段 seg 个元素（段数 = ceil(N / seg)），每个线程 64 个
+_SOFTMAX_LONG = dict(path="split", threads=256, block_n=1024, seg=16384)
 #: cluster 路径的一段整个放在寄存器里：每个线程最多 64 个 float32，一个线程块最多 32768 个（128 KiB，
 #: 一个 SM 寄存器堆的一半）。sm_90 上用 nvcc -Xptxas -v 数过：每个线程 32 个时 53-56 个寄存器，64 个时
-#: 83-95 个，都不溢出；1024 个线程各 64 个（寄存器上限 64）溢出约 220 字节。簇最多 8 个线程块（可移植的上限）
+#: 83-95 个，都不溢出；1024 个线程各 64 个（寄存器上限 64）溢出约 220 字节。簇最多 16 个线程块：超过 8 个
+#: （可移植的上限）要先给内核设置 cudaFuncAttributeNonPortableClusterSizeAllowed，TileLang 生成的主机代码
+#: 在启动簇内核之前都设置它；sm_90（H100 / H200）支持 16。
 _CLUSTER_PER_THREAD = 64
 _CLUSTER_SEG_MAX = 32768
-_CLUSTER_MAX = 8
+_CLUSTER_MAX = 16
 
 
 def _cluster_fits(seg: int, threads: int) -> bool:
@@ -182,7 +190,7 @@ def _sm_count() -> int:
 def default_config(kernel: str, M: int, N: int, gpu: bool | None = None, elem_size: int = 4) -> dict:
     """按 (M, N) 选默认参数。``gpu=None`` 时按当前模式；``elem_size`` 是元素字节数（softmax 按它查表）。
 
-    softmax：gpu 模式查 :data:`SOFTMAX_TABLE`；sim 模式 ``N <= 1024`` 时 row 路径，更长时 online 路径
+    softmax：gpu 模式查 :data:`SOFTMAX_TABLE`（表尾之外用 split 路径）；sim 模式 ``N <= 1024`` 时 row 路径，更长时 online 路径
     （``block_n=1024``）。
 
     gpu：256 个线程，一块 ``threads*16`` 个元素（短行时一块装几行）；16 位的行长到 16384 以上、行块数
@@ -244,6 +252,11 @@ def _softmax_default(M: int, N: int, gpu: bool, elem_size: int) -> dict:
         threads = max(32, min(threads, block_m * block_n // 4))
         return {"path": "row", "block_m": block_m, "block_n": block_n, "threads": threads, "n_seg": 1}
     bn = min(entry["block_n"], block_n)
+    if path == "split":
+        n_seg = max(2, -(-N // entry["seg"]))
+        if N > bn and M * n_seg <= _MAX_GRID:
+            return {"path": "split", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
+        path = "online"
     if path == "cluster":
         n_seg = entry["n_seg"]
         # 一段太长（每个线程放不下）或者一行不到 n_seg 块时不用簇
@@ -307,12 +320,12 @@ def _check_common(cfg: dict) -> None:
 
 def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> dict:
     """softmax 的参数：没给的按 :func:`default_config`；只给 ``block_n`` 时按它选 row（装得下整行）或
-    online 路径，给了 ``n_seg`` 就是 cluster 路径。"""
+    online 路径，给了 ``n_seg`` 就是 cluster 路径（默认路径是 split 时是 split）。"""
     cfg = default_config("softmax", M, N, gpu, elem_size)
     path = given.get("path")
     if path is None:
         if given.get("n_seg", 1) != 1:
-            path = "cluster"
+            path = "split" if cfg["path"] == "split" else "cluster"
         elif "block_n" in given:
             path = "row" if isinstance(given["block_n"], int) and given["block_n"] >= N else "online"
         else:
@@ -322,7 +335,7 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
     if path != cfg["path"]:
         # 换了路径：默认值按新路径重新定
         bn = given.get("block_n", _next_pow2(N) if path == "row" else min(_next_pow2(N), 4096 if gpu else 1024))
-        cfg = {"path": path, "block_m": 1, "block_n": bn, "threads": 256, "n_seg": 2 if path == "cluster" else 1}
+        cfg = {"path": path, "block_m": 1, "block_n": bn, "threads": 256, "n_seg": 2 if path in _SEGMENTED else 1}
     cfg.update(given)
     cfg["path"] = path
     _check_common(cfg)
@@ -332,21 +345,26 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
     if path == "row" and cfg["block_n"] < N:
         raise ValueError(f"path='row' 要把整行装进一块，block_n={cfg['block_n']} 小于 N={N}；"
                          f"用 path='online' 或更大的 block_n (row path needs block_n >= N)")
-    if path != "cluster" and n_seg != 1:
-        raise ValueError(f"n_seg 只用于 path='cluster'，得到 path={path!r}、n_seg={n_seg} "
-                         f"(n_seg is only for the cluster path)")
-    if path == "cluster":
+    if path not in _SEGMENTED and n_seg != 1:
+        raise ValueError(f"n_seg 只用于 path='cluster' 与 path='split'，得到 path={path!r}、n_seg={n_seg} "
+                         f"(n_seg is only for the cluster and split paths)")
+    if path in _SEGMENTED:
         if cfg["block_m"] != 1:
-            raise ValueError(f"path='cluster' 一个线程块处理一行的一段，block_m 必须是 1，得到 {cfg['block_m']} "
-                             f"(cluster path needs block_m=1)")
-        if n_seg < 2 or n_seg > _CLUSTER_MAX:
-            raise ValueError(f"path='cluster' 的 n_seg 必须在 2..{_CLUSTER_MAX} 之间（可移植的簇大小），得到 {n_seg} "
-                             f"(cluster size must be in 2..{_CLUSTER_MAX})")
+            raise ValueError(f"path={path!r} 一个线程块处理一行的一段，block_m 必须是 1，得到 {cfg['block_m']} "
+                             f"({path} path needs block_m=1)")
+        if path == "cluster" and (n_seg < 2 or n_seg > _CLUSTER_MAX):
+            raise ValueError(f"path='cluster' 的 n_seg 必须在 2..{_CLUSTER_MAX} 之间（簇大小的上限），得到 {n_seg}；"
+                             f"段数更多时用 path='split' (cluster size must be in 2..{_CLUSTER_MAX})")
+        if path == "split" and n_seg < 2:
+            raise ValueError(f"path='split' 的 n_seg 必须至少是 2，得到 {n_seg} (split path needs n_seg >= 2)")
+        if M * n_seg > _MAX_GRID:
+            raise ValueError(f"path={path!r}：网格有 M * n_seg = {M * n_seg} 个线程块，超过上限 {_MAX_GRID} "
+                             f"(grid of M * n_seg blocks exceeds {_MAX_GRID})")
         seg = cluster_seg_len(N, n_seg, cfg["block_n"], cfg["threads"], elem_size)
         if gpu and not _cluster_fits(seg, cfg["threads"]):
-            raise ValueError(f"path='cluster'：每段 {seg} 个元素、{cfg['threads']} 个线程每个持有 "
+            raise ValueError(f"path={path!r}：每段 {seg} 个元素、{cfg['threads']} 个线程每个持有 "
                              f"{seg // cfg['threads']} 个，寄存器里放不下（每个线程至多 {_CLUSTER_PER_THREAD} 个、"
-                             f"每段至多 {_CLUSTER_SEG_MAX} 个）；加大 n_seg 或 threads，或用 path='online' "
+                             f"每段至多 {_CLUSTER_SEG_MAX} 个）；加大 n_seg 或 threads，或用 path='split' "
                              f"(segment too long for registers: {seg} values, {seg // cfg['threads']} per thread; "
                              f"limits {_CLUSTER_SEG_MAX} and {_CLUSTER_PER_THREAD})")
     return cfg
@@ -432,8 +450,10 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
     """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。三种路径（``path``，见
     :data:`SOFTMAX_PATHS`，默认按 :func:`default_config`）：``row`` 整行装进一块，读一次 x；``online``
     一块一块地走过整行，第 1 遍每个车道在线维护 (m, s)、第 2 遍再读 x；``cluster`` 一行分给一个簇里的
-    ``n_seg`` 个线程块，每段读进寄存器、只求一次 exp，簇内同步一次后写回（sim 模式分两次启动，第二次重读 x）。
-    cluster 路径的段长是 ``block_n`` 与 ``vec*threads``（vec 是 16 字节的元素数）的公倍数，gpu 模式下
+    ``n_seg`` 个线程块，每段读进寄存器、只求一次 exp，簇内同步一次后写回（sim 模式分两次启动，第二次重读 x）；
+    ``split`` 同样分段，但不用簇、两次启动（两种模式都是），段数不受簇大小限制（gpu 模式下行太长、一个簇的
+    寄存器装不下时的默认）。
+    cluster / split 路径的段长是 ``block_n`` 与 ``vec*threads``（vec 是 16 字节的元素数）的公倍数，gpu 模式下
     一段至多 32768 个元素、每个线程至多 64 个。
 
     ``out``：调用者提供的输出（形状、dtype、设备与 x 相同的连续张量），内核直接写进去。
@@ -449,11 +469,11 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
         from ..checks import check_out
 
         check_out(out, (M, N), x.dtype, x.device)
-    if cfg["path"] == "cluster":
+    if cfg["path"] in _SEGMENTED:
         stats = torch.empty((M, cfg["n_seg"], 2), dtype=torch.float32, device=x.device)
-        if gpu:
+        if gpu and cfg["path"] == "cluster":
             _run_softmax(x, out, stats, cfg, 0)
-        else:       # C 目标没有簇：第 1 次启动写各段的 (m, s)，第 2 次合并、重读 x、写 y
+        else:       # split，或 C 目标（没有簇）：第 1 次启动写各段的 (m, s)，第 2 次合并、重读 x、写 y
             _run_softmax(x, out, stats, cfg, 1)
             _run_softmax(x, out, stats, cfg, 2)
     else:
@@ -522,7 +542,7 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
     if entry is None:
         y = softmax(x, out=out)
         cfg = _resolve("softmax", M, N, True, {}, elem_size=x.element_size())
-        if cfg["path"] != "cluster":
+        if cfg["path"] not in _SEGMENTED:
             hit = _SOFTMAX_COMPILED.get((N, x.dtype, x.device, tuple(cfg.items()), 0))
             if hit is not None:
                 _CHECKED[key] = (_ffi_entry(hit, [], False) or hit, _no_stats(x.device))
@@ -600,8 +620,9 @@ def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target
         x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
         extra = {}
         if kernel == "softmax":       # softmax 的输出 y 与各段的 (m, s) 也是参数
-            stats = torch.empty((M if cfg["path"] == "cluster" else 1, cfg["n_seg"], 2), device="meta")
-            args, extra = (x, x, stats), {"phase": 0}
+            stats = torch.empty((M if cfg["path"] in _SEGMENTED else 1, cfg["n_seg"], 2), device="meta")
+            # split 路径两次启动：给出第 2 次（合并各段、写 y）的源码
+            args, extra = (x, x, stats), {"phase": 2 if cfg["path"] == "split" else 0}
         else:
             args = (x, x) if kernel == "softmax_backward" else (x,)      # 反向有 y、dy 两个输入
         prim_func = jit.get_tir(*args, cpu=False, dtype=dtype, **cfg, **extra)

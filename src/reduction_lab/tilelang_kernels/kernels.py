@@ -191,12 +191,16 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
         # 线程块组成一个簇（cluster）。每段从显存直接读进寄存器片段（读一次），求段内最大值 m、
         # e = exp(x - m)（每个元素只求一次 exp，e 留在寄存器里）与段内和 s，(m, s) 写进 stats；簇内同步一次后
         # 每个线程合并全行的 (M, S)，y = e * exp(m - M) / S 直接写回显存：读 MN、写 MN。
-        # sim 模式没有簇：phase=1 只写 stats，phase=2 重新读 x、用 stats 里本段的 m 算同样的 e，合并、写 y。
+        # path="split"（以及 sim 模式的 cluster，C 目标没有簇）：两次启动，phase=1 只写 stats，phase=2 重新读 x、
+        # 用 stats 里本段的 m 算同样的 e，合并、写 y：读 2MN、写 MN，但不需要簇，段数不受簇大小限制。
         unit = cluster_unit(block_n, threads, dtype)
         seg_len = T.ceildiv(T.ceildiv(N, n_seg), unit) * unit
         vec = 4 if dtype == f32 else 8                # 16 字节一次访存
         masked = not isinstance(N, int) or N != n_seg * seg_len   # 有段伸到行尾之外
-        kernel_kw = {} if cpu else {"cluster_dims": (n_seg, 1, 1)}
+        in_cluster = not cpu and path == "cluster"    # 一次启动、簇内同步
+        if path == "split" and phase not in (1, 2):
+            raise ValueError(f"path='split' 分两次启动，phase 只能是 1 或 2，得到 {phase} (split needs phase 1 or 2)")
+        kernel_kw = {"cluster_dims": (n_seg, 1, 1)} if in_cluster else {}
         with T.Kernel(M * n_seg, threads=threads, **kernel_kw) as bx:
             row = bx // n_seg
             seg = bx % n_seg
@@ -223,7 +227,7 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                 T.reduce_sum(e, s_loc, dim=1)
                 stats[row, seg, 0] = m_loc[0]
                 stats[row, seg, 1] = s_loc[0]
-            if not cpu:
+            if in_cluster:
                 T.cluster_sync()     # 同一簇的各段都写完了 stats（release/acquire 语义）
             if phase != 1:
                 total = T.alloc_local([3], f32)   # 全行的 (M, S) 与本段的比例：每个线程各自按段合并

@@ -285,19 +285,21 @@ _NO_NVCC = shutil.which("nvcc") is None
     ("bfloat16", 7, 1001, {}),
     ("float32", 1024, 65536, dict(path="cluster", block_n=4096, threads=512, n_seg=4)),
     ("float16", 64, 3000, dict(path="online", block_n=1024, threads=128)),
-], ids=["row", "row-ragged-bf16", "cluster", "online-fp16"])
+    ("float32", 64, 1 << 20, dict(path="split", block_n=1024, threads=256, n_seg=64)),
+    ("float32", 512, 131072, dict(path="cluster", block_n=1024, threads=256, n_seg=16)),
+], ids=["row", "row-ragged-bf16", "cluster", "online-fp16", "split", "cluster-16"])
 def test_softmax_paths_compile_with_nvcc(dtype, M, N, kw):
     ptx = tk.nvcc_check(tk.cuda_source("softmax", M=M, N=N, dtype=dtype, **kw))
     assert "softmax_kernel_kernel" in ptx
 
 
-_TABLE_CLUSTER = sorted((e, n) for (e, n), v in tk.SOFTMAX_TABLE.items() if v["path"] == "cluster")
+_TABLE_CLUSTER = sorted((e, n) for (e, n), v in tk.SOFTMAX_TABLE.items() if v["path"] in ("cluster", "split"))
 
 
 @pytest.mark.skipif(_NO_NVCC, reason="PATH 上没有 nvcc，无法数生成代码的寄存器")
 @pytest.mark.parametrize("elem,N", _TABLE_CLUSTER, ids=[f"{e}B-{n}" for e, n in _TABLE_CLUSTER])
 def test_default_cluster_configs_do_not_spill(elem, N):
-    # 默认表里每个 cluster 配置：整段留在寄存器里，ptxas 不溢出，寄存器数容得下一个线程块
+    # 默认表里每个 cluster / split 配置：整段留在寄存器里，ptxas 不溢出，寄存器数容得下一个线程块
     dtype = "float32" if elem == 4 else "bfloat16"
     M = (1 << 26) // N
     cfg = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)

@@ -101,6 +101,8 @@ SOFTMAX_TABLE = {
     (4, 65536): dict(path="cluster", threads=256, block_n=1024, n_seg=4),
     (4, 131072): dict(path="cluster", threads=256, block_n=1024, n_seg=8),
     (4, 262144): dict(path="cluster", threads=512, block_n=2048, n_seg=8),
+    # N = 2^20：一段在 16 块的寄存器里也放不下，split 路径（docs/data/h200_tilelang_softmax_long.json）
+    (4, 1048576): dict(path="split", threads=512, block_n=2048, seg=32768),
     (2, 512): dict(path="row", threads=128, elems=4096),
     (2, 1024): dict(path="row", threads=128, elems=4096),
     (2, 2048): dict(path="row", threads=128, elems=4096),
@@ -110,7 +112,8 @@ SOFTMAX_TABLE = {
     (2, 32768): dict(path="row", threads=1024, elems=32768),
     (2, 65536): dict(path="cluster", threads=256, block_n=2048, n_seg=4),      # bfloat16 的结果，用于 16 位
     (2, 131072): dict(path="cluster", threads=256, block_n=2048, n_seg=8),
-    (2, 262144): dict(path="cluster", threads=512, block_n=4096, n_seg=8),
+    (2, 262144): dict(path="split", threads=256, block_n=2048, seg=16384),     # 比 cluster 快（同一次扫描）
+    (2, 1048576): dict(path="split", threads=256, block_n=2048, seg=16384),
 }
 #: 表尾之外（更长的行）：split 路径，每段 seg 个元素（段数 = ceil(N / seg)），每个线程 64 个
 _SOFTMAX_LONG = dict(path="split", threads=256, block_n=1024, seg=16384)
@@ -252,18 +255,19 @@ def _softmax_default(M: int, N: int, gpu: bool, elem_size: int) -> dict:
         threads = max(32, min(threads, block_m * block_n // 4))
         return {"path": "row", "block_m": block_m, "block_n": block_n, "threads": threads, "n_seg": 1}
     bn = min(entry["block_n"], block_n)
-    if path == "split":
-        n_seg = max(2, -(-N // entry["seg"]))
-        if N > bn and M * n_seg <= _MAX_GRID:
-            return {"path": "split", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
-        path = "online"
     if path == "cluster":
         n_seg = entry["n_seg"]
-        # 一段太长（每个线程放不下）或者一行不到 n_seg 块时不用簇
         seg = cluster_seg_len(N, n_seg, bn, threads, size)
-        if _cluster_fits(seg, threads) and n_seg <= _CLUSTER_MAX and N > bn:
+        if _cluster_fits(seg, threads) and n_seg <= _CLUSTER_MAX and N > bn and M * n_seg <= _MAX_GRID:
             return {"path": "cluster", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
-        path = "online"
+        # 一段放不进寄存器（N 在表里两项之间，比这一项长得多）：改用 split，段数随 N 增加
+        entry, path = dict(_SOFTMAX_LONG), "split"
+        threads, bn = entry["threads"], min(entry["block_n"], block_n)
+    if path == "split":
+        n_seg = max(2, -(-N // entry["seg"]))
+        seg = cluster_seg_len(N, n_seg, bn, threads, size)
+        if N > bn and M * n_seg <= _MAX_GRID and _cluster_fits(seg, threads):
+            return {"path": "split", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
     return {"path": "online", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": 1}
 
 

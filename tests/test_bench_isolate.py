@@ -200,6 +200,52 @@ def test_merge_takes_median_copy_and_keeps_own_ratio():
     assert doc["meta"]["processes"]["liger"]["error"].endswith("boom")
 
 
+def _three_process_doc(values, date):
+    parts = [(g, {"softmax": [g]}, _doc({"softmax": _fake_rec(g, c, v)}), {"pid": i})
+             for i, (g, (c, v)) in enumerate(values.items())]
+    doc = isolate.merge(parts, ["softmax"], ["test"])
+    doc["suites"]["softmax"]["meta"] = dict(doc["suites"]["softmax"]["meta"], date=date, command=f"run {date}")
+    return doc
+
+
+def test_merge_columns_replaces_only_the_measured_impls(tmp_path):
+    from reduction_lab.bench.cli import merge_columns
+
+    old = _three_process_doc({"triton": (100.0, 90.0), "torch": (200.0, 150.0), "compile": (120.0, 60.0)},
+                             "2026-12-01T10:00:00+00:00")
+    new = _three_process_doc({"triton": (300.0, 280.0)}, "2026-12-02T11:30:00+00:00")
+    merged = merge_columns(old, new)
+    rec = merged["suites"]["softmax"]
+    e = rec["shapes"][0]
+    assert e["results"]["triton"]["gbps"] == 280.0                               # 新测的那一列
+    assert e["results"]["torch"] == old["suites"]["softmax"]["shapes"][0]["results"]["torch"]   # 别的列原样
+    assert e["copy_by_process"] == {"triton": 300.0, "torch": 200.0, "compile": 120.0}
+    assert e["copy"]["gbps"] == 200.0 and e["copy"]["process"] == "torch"       # 重新取中位数
+    assert rec["columns_from"] == {"triton": "2026-12-02 11:30 UTC的运行（命令 run 2026-12-02T11:30:00+00:00）",
+                                   "torch,compile": "2026-12-01 10:00 UTC的运行（命令 run 2026-12-01T10:00:00+00:00）"}
+    text = report.render_table(merged, "softmax")
+    assert "`triton`这一列来自2026-12-02 11:30 UTC" in text and "`torch`、`compile`这几列来自2026-12-01" in text
+    # 再并一次别的列：已有的columns_from按实现拆开，不丢
+    newer = _three_process_doc({"torch": (210.0, 160.0)}, "2026-12-03T09:00:00+00:00")
+    again = merge_columns(merged, newer)["suites"]["softmax"]
+    assert set(again["columns_from"]) == {"triton", "torch", "compile"}
+    assert again["shapes"][0]["results"]["triton"]["gbps"] == 280.0
+    # 按列合并只补列：旧文件里没有的套件、形状是错误
+    with pytest.raises(harness.BenchError, match="套件"):
+        merge_columns(_doc({}), new)
+    other = _three_process_doc({"triton": (300.0, 280.0)}, "2026-12-02T11:30:00+00:00")
+    other["suites"]["softmax"]["shapes"][0]["shape"] = [8, 128]
+    with pytest.raises(harness.BenchError, match="形状"):
+        merge_columns(old, other)
+    # 命令行：reduction-lab merge OLD NEW 原地改写OLD
+    (tmp_path / "old.json").write_text(json.dumps(old), encoding="utf-8")
+    (tmp_path / "new.json").write_text(json.dumps(new), encoding="utf-8")
+    assert cli_main(["merge", str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 0
+    written = json.loads((tmp_path / "old.json").read_text(encoding="utf-8"))
+    assert written["suites"]["softmax"]["columns_from"] == rec["columns_from"]
+    assert cli_main(["merge", str(tmp_path / "old.json"), str(tmp_path / "missing.json")]) == 2
+
+
 def test_schema1_records_read_as_float32_and_merge_by_dtype():
     old = report.load(ROOT / "docs" / "data" / "h200.json") if (ROOT / "docs/data/h200.json").exists() else None
     rec = _fake_rec("triton", 100.0, 90.0)

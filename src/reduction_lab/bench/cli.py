@@ -110,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-plots", action="store_true", help="只写表格")
     r.add_argument("--check", action="store_true",
                    help="不写文件，只检查已有表格与JSON生成的结果一致（不一致退出码1）")
+    m = sub.add_parser("merge", help="把一次只测了部分实现的运行按列并进已提交的JSON",
+                       description="NEW里每个套件、每个dtype、每个形状上测过的实现替换OLD里同一格的结果（其余实现保留），"
+                                   "拷贝取各进程的中位数，表格下方的columns_from写明每一列来自哪一次运行。")
+    m.add_argument("old", help="已有的JSON（原地改写）")
+    m.add_argument("new", help="这次运行写出的JSON")
     return p
 
 
@@ -286,6 +291,97 @@ def merge_docs(old: dict, new: dict) -> dict:
     return out
 
 
+def _run_label(meta: dict) -> str:
+    date = str(meta.get("date", "?"))
+    when = date[:16].replace("T", " ") + " UTC" if "T" in date else date
+    return f"{when}的运行（命令 {meta.get('command', '?')}）"
+
+
+def _shape_key(e: dict) -> tuple:
+    return (e.get("op"), e.get("dtype"), tuple(e["shape"]))
+
+
+def merge_columns(old: dict, new: dict) -> dict:
+    """按列合并：``new``里每个套件、每个dtype的记录里测过的实现（它的``processes``）替换``old``里同一形状的结果，
+    ``old``里别的实现、别的形状、别的套件原样保留。``copy_by_process``按进程更新，``copy``重新取各进程的中位数。
+    记录的``columns_from``写明每一列来自哪一次运行（每一格的比例都相对于它自己进程里的拷贝或torch，所以
+    来自不同运行的列可以放进同一张表）。``old``里没有的套件、dtype或形状是错误：按列合并只补列，不补行。"""
+    from .harness import DTYPE_SUITES, SCHEMA, combine_dtype_records, dtype_records
+
+    out = dict(old, schema=SCHEMA, suites=dict(old["suites"]))
+    for suite, rec in new["suites"].items():
+        if suite not in old["suites"]:
+            raise BenchError(f"旧文件里没有套件{suite}，不能按列合并(suite {suite} not in the old file)")
+        split = suite in DTYPE_SUITES and suite != "percall"
+        olds = dtype_records(old["suites"][suite]) if split else {"": old["suites"][suite]}
+        news = dtype_records(rec) if split else {"": rec}
+        for dt, nrec in news.items():
+            if dt not in olds:
+                raise BenchError(f"旧文件的{suite}里没有dtype {dt}(dtype {dt} not in the old {suite} record)")
+            orec = dict(olds[dt])
+            names = list(nrec.get("processes") or [i["name"] for i in nrec["impls"]])
+            label = _run_label(nrec["meta"])
+            known = {i["name"] for i in orec["impls"]}
+            orec["impls"] = list(orec["impls"]) + [i for i in nrec["impls"] if i["name"] not in known]
+            # 每个实现来自哪一次运行：旧记录的columns_from，没写的是旧记录自己的那次运行
+            origin = {i["name"]: _run_label(orec["meta"]) for i in orec["impls"]}
+            for group, run in orec.get("columns_from", {}).items():
+                for n in group.split(","):
+                    origin[n] = run
+            for n in names:
+                origin[n] = label
+            by_key = {_shape_key(e): e for e in nrec["shapes"]}
+            shapes = []
+            for e in orec["shapes"]:
+                ne = by_key.pop(_shape_key(e), None)
+                if ne is None:
+                    shapes.append(e)
+                    continue
+                e = dict(e, results=dict(e["results"]))
+                for n in names:
+                    if n in ne["results"]:
+                        e["results"][n] = ne["results"][n]
+                if "copy_by_process" in e and "copy_by_process" in ne:
+                    copies = dict(e["copy_by_process"], **{g: v for g, v in ne["copy_by_process"].items()
+                                                           if g in names})
+                    e["copy_by_process"] = copies
+                    ranked = sorted(copies.items(), key=lambda kv: kv[1])
+                    group, gbps = ranked[(len(ranked) - 1) // 2]
+                    if ne["copy"].get("process") == group:
+                        e["copy"] = ne["copy"]
+                    elif e["copy"].get("process") != group:
+                        e["copy"] = dict(e["copy"], gbps=gbps, process=group,
+                                         median_ms=e["copy"]["bytes"] / gbps / 1e6 if "bytes" in e["copy"] else None)
+                shapes.append(e)
+            if by_key:
+                raise BenchError(f"{suite} {dt}：旧文件里没有这些形状：{sorted(by_key)}，按列合并只补列"
+                                 f"(shapes not in the old record)")
+            orec["shapes"] = shapes
+            groups: dict[str, list[str]] = {}
+            for i in orec["impls"]:
+                groups.setdefault(origin[i["name"]], []).append(i["name"])
+            if len(groups) > 1:
+                orec["columns_from"] = {",".join(ns): run for run, ns in groups.items()}
+            else:
+                orec.pop("columns_from", None)
+            olds[dt] = orec
+        out["suites"][suite] = combine_dtype_records(olds) if split else olds[""]
+    return out
+
+
+def _cmd_merge(args) -> int:
+    try:
+        old = _load_results(Path(args.old))
+        new = _load_results(Path(args.new))
+        doc = merge_columns(old, new)
+    except BenchError as exc:
+        print(f"错误：{exc}", file=sys.stderr)
+        return 2
+    Path(args.old).write_text(json.dumps(doc, ensure_ascii=False, indent=1), encoding="utf-8")
+    print(f"已按列合并进{args.old}")
+    return 0
+
+
 def _cmd_report(args) -> int:
     from .report import render_table, stem, write_report
 
@@ -330,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "bench":
         return _cmd_bench(args, ["reduction-lab"] + argv)
+    if args.command == "merge":
+        return _cmd_merge(args)
     return _cmd_report(args)
 
 

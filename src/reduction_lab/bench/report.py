@@ -123,7 +123,8 @@ def _skipped_lines(rec: dict) -> list[str]:
     out = [f"- 子进程{md_code(g)}出错：{md_text(why)}" for g, why in rec.get("process_errors", {}).items()]
     # 一张表的列来自同一天的几次运行时（每一格的比值都在自己的进程里与 torch 交替测出），写明哪几列来自哪一次
     for names, run in rec.get("columns_from", {}).items():
-        out.append(f"- {'、'.join(md_code(n) for n in names.split(','))}这几列来自{md_text(run)}")
+        cols = names.split(",")
+        out.append(f"- {'、'.join(md_code(n) for n in cols)}{'这几列' if len(cols) > 1 else '这一列'}来自{md_text(run)}")
     for name, why in rec.get("skipped", {}).items():
         out.append(f"- 未测{md_code(name)}：{md_text(why)}")
     if rec.get("skipped_shapes"):

@@ -53,4 +53,4 @@ def test_columns_from_lines_name_each_run():
 
     rec = {"shapes": [], "columns_from": {"triton,cuda": "运行甲", "quack": "运行乙"}}
     lines = _skipped_lines(rec)
-    assert lines == [f"- {md_code('triton')}、{md_code('cuda')}这几列来自运行甲", f"- {md_code('quack')}这几列来自运行乙"]
+    assert lines == [f"- {md_code('triton')}、{md_code('cuda')}这几列来自运行甲", f"- {md_code('quack')}这一列来自运行乙"]

@@ -197,6 +197,16 @@ def test_cluster_segment_must_fit_registers_on_gpu():
     assert tk._resolve("softmax", 64, 1 << 20, False, dict(path="cluster", n_seg=8, block_n=4096))["n_seg"] == 8
 
 
+def test_split_without_n_seg_picks_segments_that_fit():
+    # 只给 path="split"：段数按每段至多 16384 个元素选，gpu 模式下一段放得进寄存器
+    for N in (1 << 20, 3 * 10**6 + 7, 70000):
+        cfg = tk._resolve("softmax", 4, N, True, dict(path="split"))
+        seg = tk.cluster_seg_len(N, cfg["n_seg"], cfg["block_n"], cfg["threads"])
+        assert cfg["path"] == "split" and seg * cfg["n_seg"] >= N and seg // cfg["threads"] <= 64
+    x = _x(3, 700, seed=8)
+    torch.testing.assert_close(tk.softmax(x, path="split").double(), _ref(x), atol=1e-6, rtol=1e-5)
+
+
 def test_split_grid_limit():
     # 网格是一维的 M * n_seg 个线程块：超过 gridDim.x 的上限时报错，而不是启动失败或少算几行
     with pytest.raises(ValueError, match="n_seg.*grid"):

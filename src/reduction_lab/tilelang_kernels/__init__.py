@@ -73,7 +73,7 @@ _H200_SMS = 132
 _jits: dict = {}
 _sources: dict = {}
 
-#: softmax 的三种路径（:mod:`.kernels` 的 ``softmax_kernel`` 的 ``path``）：
+#: softmax 的四种路径（:mod:`.kernels` 的 ``softmax_kernel`` 的 ``path``）：
 #: ``row`` 整行装进一块（读一次）；``online`` 一块一块地走过整行，第 1 遍在线求 (m, s)、第 2 遍再读 x；
 #: ``cluster`` 一行分给一个簇里的 n_seg 个线程块，每段读进寄存器、留在那里（读一次，sm_90 起才有簇）；
 #: ``split`` 同样一段一个线程块，但不用簇：两次启动，第 1 次写各段的 (m, s)，第 2 次重读本段、合并、写 y
@@ -193,8 +193,8 @@ def _sm_count() -> int:
 def default_config(kernel: str, M: int, N: int, gpu: bool | None = None, elem_size: int = 4) -> dict:
     """按 (M, N) 选默认参数。``gpu=None`` 时按当前模式；``elem_size`` 是元素字节数（softmax 按它查表）。
 
-    softmax：gpu 模式查 :data:`SOFTMAX_TABLE`（表尾之外用 split 路径）；sim 模式 ``N <= 1024`` 时 row 路径，更长时 online 路径
-    （``block_n=1024``）。
+    softmax：gpu 模式查 :data:`SOFTMAX_TABLE`（表尾之外用 split 路径）；sim 模式 ``N <= 1024`` 时 row 路径，
+    更长时 online 路径（``block_n=1024``）。
 
     gpu：256 个线程，一块 ``threads*16`` 个元素（短行时一块装几行）；16 位的行长到 16384 以上、行块数
     不到 2 倍 SM 数时换成 512 个线程、一块 ``threads*32`` 个元素；行块数不足
@@ -339,7 +339,14 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
     if path != cfg["path"]:
         # 换了路径：默认值按新路径重新定
         bn = given.get("block_n", _next_pow2(N) if path == "row" else min(_next_pow2(N), 4096 if gpu else 1024))
-        cfg = {"path": path, "block_m": 1, "block_n": bn, "threads": 256, "n_seg": 2 if path in _SEGMENTED else 1}
+        n_seg = 1
+        if path == "cluster":
+            n_seg = 2
+        elif path == "split":     # 没给段数时每段至多 _SOFTMAX_LONG["seg"] 个元素（gpu 模式下放得进寄存器）
+            bn = given.get("block_n", min(_next_pow2(N), _SOFTMAX_LONG["block_n"]))
+            n_seg = max(2, -(-N // _SOFTMAX_LONG["seg"]))
+        threads = _SOFTMAX_LONG["threads"] if path == "split" else 256
+        cfg = {"path": path, "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
     cfg.update(given)
     cfg["path"] = path
     _check_common(cfg)
@@ -451,7 +458,7 @@ def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | No
 def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = None,
             block_n: int | None = None, threads: int | None = None, n_seg: int | None = None,
             out: torch.Tensor | None = None) -> torch.Tensor:
-    """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。三种路径（``path``，见
+    """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。四种路径（``path``，见
     :data:`SOFTMAX_PATHS`，默认按 :func:`default_config`）：``row`` 整行装进一块，读一次 x；``online``
     一块一块地走过整行，第 1 遍每个车道在线维护 (m, s)、第 2 遍再读 x；``cluster`` 一行分给一个簇里的
     ``n_seg`` 个线程块，每段读进寄存器、只求一次 exp，簇内同步一次后写回（sim 模式分两次启动，第二次重读 x）；

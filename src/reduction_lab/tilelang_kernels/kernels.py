@@ -230,16 +230,27 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
             if in_cluster:
                 T.cluster_sync()     # 同一簇的各段都写完了 stats（release/acquire 语义）
             if phase != 1:
-                total = T.alloc_local([3], f32)   # 全行的 (M, S) 与本段的比例：每个线程各自按段合并
+                # 各段的 (m_g, s_g) 每次读 ch 组进寄存器：这些读互不依赖，一起发出，再在线地并进全行的 (M, S)。
+                # 边读边算时每一段都要等一次刚由别的线程块写进 L2 的读，段数一多，这串等待比本段的计算还长
+                ch = math.gcd(n_seg, 8)
+                seg_m = T.alloc_local([ch], f32)
+                seg_s = T.alloc_local([ch], f32)
+                total = T.alloc_local([4], f32)   # 全行的 (M, S)、本段的比例、这一组之后的最大值
                 total[0] = NEG_INF
                 total[1] = 0.0
-                for g in T.Serial(n_seg):
-                    gm = stats[row, g, 0]
-                    big = T.if_then_else(gm > total[0], gm, total[0])
-                    # 两组 (m, s) 合并到较大的 m 下；两边都是空的（-inf）时和为 0
-                    total[1] = T.if_then_else(big == NEG_INF, 0.0, total[1] * T.exp2((total[0] - big) * LOG2E)
-                                              + stats[row, g, 1] * T.exp2((gm - big) * LOG2E))
-                    total[0] = big
+                for c in T.Serial(n_seg // ch):
+                    for g in T.unroll(ch):
+                        seg_m[g] = stats[row, c * ch + g, 0]
+                        seg_s[g] = stats[row, c * ch + g, 1]
+                    total[3] = total[0]
+                    for g in T.unroll(ch):
+                        total[3] = online_max(total[3], seg_m[g])
+                    # 已并进的和换到新的最大值下；到这里都是空段（-inf）时和为 0
+                    total[1] = T.if_then_else(total[3] == NEG_INF, 0.0, total[1] * T.exp2((total[0] - total[3]) * LOG2E))
+                    for g in T.unroll(ch):
+                        total[1] = total[1] + T.if_then_else(seg_m[g] == NEG_INF, 0.0,
+                                                             seg_s[g] * T.exp2((seg_m[g] - total[3]) * LOG2E))
+                    total[0] = total[3]
                 # 本段的 e 换到全行的最大值下再除以 S；空段是 0，整行都是 -inf 时 0/0 = NaN（与 torch 相同）
                 total[2] = T.if_then_else(m_loc[0] == NEG_INF, 0.0, T.exp2((m_loc[0] - total[0]) * LOG2E)) / total[1]
                 for i, j in tile_loop(1, seg_len):

@@ -381,6 +381,20 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
     return cfg
 
 
+#: TileLang 生成的 128 位访存（float4 / uint4）假定每个张量的首地址 16 字节对齐：它从编译期的 N 证明各行
+#: 相对首地址对齐，却不检查首地址本身（``flat[1:].view(M, N)`` 这样的视图在 GPU 上报 misaligned address）。
+_ALIGN = 16
+
+
+def _aligned(t: torch.Tensor) -> torch.Tensor:
+    """首地址没有 16 字节对齐时换成一份对齐的副本（新分配的存储总是对齐的），否则原样返回。"""
+    return t.clone() if t.data_ptr() % _ALIGN else t
+
+
+def _misaligned(*ts: torch.Tensor | None) -> bool:
+    return any(t is not None and t.data_ptr() % _ALIGN for t in ts)
+
+
 def _check(x: torch.Tensor, name: str = "x") -> None:
     check_matrix(x, name, dtypes=DTYPES, device=DEVICE)
     if MODE == "sim" and x.dtype == torch.bfloat16:
@@ -448,7 +462,7 @@ def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | No
     cfg = _resolve("reduce_sum", M, N, gpu,
                    dict(block_m=block_m, block_n=block_n, threads=threads, n_split=n_split,
                         defer_reduce=defer_reduce), elem_size=x.element_size())
-    partial = _run("reduce_sum", x, cfg)          # (M, n_split)；分段时是 float32
+    partial = _run("reduce_sum", _aligned(x), cfg)  # (M, n_split)；分段时是 float32
     if cfg["n_split"] == 1:
         return partial[:, 0]
     # 第二阶段：同一个内核把每行的 n_split 个 float32 部分和加起来，最后舍入一次到 x 的 dtype
@@ -480,6 +494,10 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
         from ..checks import check_out
 
         check_out(out, (M, N), x.dtype, x.device)
+        if _misaligned(out):       # 内核写进一份对齐的输出，再拷进调用者的 out
+            out.copy_(softmax(x, path=path, block_m=block_m, block_n=block_n, threads=threads, n_seg=n_seg))
+            return out
+    x = _aligned(x)
     if cfg["path"] in _SEGMENTED:
         stats = torch.empty((M, cfg["n_seg"], 2), dtype=torch.float32, device=x.device)
         if gpu and cfg["path"] == "cluster":
@@ -546,7 +564,7 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
     不再选参数、不再拼缓存键，直接调用编译好的内核。cluster 路径、sim 模式、行距不等于行长的输入照常经
     :func:`softmax`（它给出同样的结果与错误）。"""
     M, N = x.shape
-    if MODE != "gpu" or (M > 1 and x.stride(0) != N):
+    if MODE != "gpu" or (M > 1 and x.stride(0) != N) or _misaligned(x, out):
         return softmax(x, out=out)
     key = ("softmax", M, N, x.dtype, x.get_device())
     entry = _CHECKED.get(key)
@@ -567,7 +585,7 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
 def reduce_sum_checked(x: torch.Tensor) -> torch.Tensor:
     """默认参数的 :func:`reduce_sum`，``x`` 已由 :mod:`reduction_lab.api` 检查过（同上）。"""
     M, N = x.shape
-    if MODE != "gpu" or (M > 1 and x.stride(0) != N):
+    if MODE != "gpu" or (M > 1 and x.stride(0) != N) or _misaligned(x):
         return reduce_sum(x)
     key = ("reduce_sum", M, N, x.dtype, x.get_device())
     entry = _CHECKED.get(key)
@@ -600,7 +618,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, *, block_m: int | None =
                         f"(y and dy must have the same dtype)")
     M, N = y.shape
     cfg = _resolve("softmax_backward", M, N, MODE == "gpu", dict(block_m=block_m, block_n=block_n, threads=threads))
-    return _run("softmax_backward", y, cfg, dy)
+    return _run("softmax_backward", _aligned(y), cfg, _aligned(dy))
 
 
 def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target=None, dtype: str = "float32",

@@ -231,7 +231,7 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                 T.cluster_sync()     # 同一簇的各段都写完了 stats（release/acquire 语义）
             if phase != 1:
                 # 各段的 (m_g, s_g) 每次读 ch 组进寄存器：这些读互不依赖，一起发出，再在线地并进全行的 (M, S)。
-                # 边读边算时每一段都要等一次刚由别的线程块写进 L2 的读，段数一多，这串等待比本段的计算还长
+                # 边读边算时每一段都要等一次刚由别的线程块写进 L2 的读，这些读串在依赖链上，段数越多等得越久
                 ch = math.gcd(n_seg, 8)
                 seg_m = T.alloc_local([ch], f32)
                 seg_s = T.alloc_local([ch], f32)

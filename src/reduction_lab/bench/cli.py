@@ -297,16 +297,13 @@ def _run_label(meta: dict) -> str:
     return f"{when}的运行（命令 {meta.get('command', '?')}）"
 
 
-def _shape_key(e: dict) -> tuple:
-    return (e.get("op"), e.get("dtype"), tuple(e["shape"]))
-
-
 def merge_columns(old: dict, new: dict) -> dict:
     """按列合并：``new``里每个套件、每个dtype的记录里测过的实现（它的``processes``）替换``old``里同一形状的结果，
     ``old``里别的实现、别的形状、别的套件原样保留。``copy_by_process``按进程更新，``copy``重新取各进程的中位数。
     记录的``columns_from``写明每一列来自哪一次运行（每一格的比例都相对于它自己进程里的拷贝或torch，所以
     来自不同运行的列可以放进同一张表）。``old``里没有的套件、dtype或形状是错误：按列合并只补列，不补行。"""
     from .harness import DTYPE_SUITES, SCHEMA, combine_dtype_records, dtype_records
+    from .isolate import _shape_key, median_process
 
     out = dict(old, schema=SCHEMA, suites=dict(old["suites"]))
     for suite, rec in new["suites"].items():
@@ -345,13 +342,15 @@ def merge_columns(old: dict, new: dict) -> dict:
                     copies = dict(e["copy_by_process"], **{g: v for g, v in ne["copy_by_process"].items()
                                                            if g in names})
                     e["copy_by_process"] = copies
-                    ranked = sorted(copies.items(), key=lambda kv: kv[1])
-                    group, gbps = ranked[(len(ranked) - 1) // 2]
+                    group = median_process(copies)
                     if ne["copy"].get("process") == group:
                         e["copy"] = ne["copy"]
                     elif e["copy"].get("process") != group:
-                        e["copy"] = dict(e["copy"], gbps=gbps, process=group,
-                                         median_ms=e["copy"]["bytes"] / gbps / 1e6 if "bytes" in e["copy"] else None)
+                        # 只留着那个进程的带宽：分位数属于原来记下的进程，不再沿用
+                        e["copy"] = {k: v for k, v in e["copy"].items() if k not in ("p20_ms", "p80_ms")}
+                        e["copy"].update(gbps=copies[group], process=group)
+                        if "bytes" in e["copy"]:
+                            e["copy"]["median_ms"] = e["copy"]["bytes"] / copies[group] / 1e6
                 shapes.append(e)
             if by_key:
                 raise BenchError(f"{suite} {dt}：旧文件里没有这些形状：{sorted(by_key)}，按列合并只补列"

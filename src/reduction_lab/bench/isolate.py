@@ -201,6 +201,12 @@ def _shape_key(entry: dict):
     return tuple(entry["shape"])
 
 
+def median_process(gbps_by_process: dict[str, float]) -> str:
+    """各进程在同一形状上测得的拷贝带宽 -> 取中位数的那个进程（偶数个时取较低的一个）。"""
+    ranked = sorted(gbps_by_process, key=gbps_by_process.__getitem__)
+    return ranked[(len(ranked) - 1) // 2]
+
+
 def _labels(suite: str) -> dict:
     """实现名 -> 表头（例如 tilelang -> TileLang）；取不到时为空（表头用名字）。"""
     from . import harness
@@ -284,10 +290,9 @@ def _merge_rows(suite: str, dtype: str, contribs: list[tuple[str, dict]], failed
         e = dict(slot["entry"])
         copies = slot["copies"]
         if copies:
-            ranked = sorted(copies.items(), key=lambda kv: kv[1]["gbps"])
-            group, mid = ranked[(len(ranked) - 1) // 2]
-            e["copy"] = dict(mid, process=group)
             e["copy_by_process"] = {g: c["gbps"] for g, c in copies.items()}
+            group = median_process(e["copy_by_process"])
+            e["copy"] = dict(copies[group], process=group)
         e["results"] = {i["name"]: slot["results"][i["name"]] for i in rec["impls"] if i["name"] in slot["results"]}
         rec["shapes"].append(e)
     rec["isolation"] = ISOLATION_NOTE

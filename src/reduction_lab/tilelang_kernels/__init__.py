@@ -391,10 +391,6 @@ def _aligned(t: torch.Tensor) -> torch.Tensor:
     return t.clone() if t.data_ptr() % _ALIGN else t
 
 
-def _misaligned(*ts: torch.Tensor | None) -> bool:
-    return any(t is not None and t.data_ptr() % _ALIGN for t in ts)
-
-
 def _check(x: torch.Tensor, name: str = "x") -> None:
     check_matrix(x, name, dtypes=DTYPES, device=DEVICE)
     if MODE == "sim" and x.dtype == torch.bfloat16:
@@ -494,7 +490,7 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
         from ..checks import check_out
 
         check_out(out, (M, N), x.dtype, x.device)
-        if _misaligned(out):       # 内核写进一份对齐的输出，再拷进调用者的 out
+        if out.data_ptr() % _ALIGN:    # 内核写进一份对齐的输出，再拷进调用者的 out
             out.copy_(softmax(x, path=path, block_m=block_m, block_n=block_n, threads=threads, n_seg=n_seg))
             return out
     x = _aligned(x)
@@ -564,7 +560,9 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
     不再选参数、不再拼缓存键，直接调用编译好的内核。cluster 路径、sim 模式、行距不等于行长的输入照常经
     :func:`softmax`（它给出同样的结果与错误）。"""
     M, N = x.shape
-    if MODE != "gpu" or (M > 1 and x.stride(0) != N) or _misaligned(x, out):
+    # 每次调用都经过这里：首地址不对齐的输入或输出交给 softmax（它换成对齐的副本）
+    if MODE != "gpu" or (M > 1 and x.stride(0) != N) or x.data_ptr() % _ALIGN \
+            or (out is not None and out.data_ptr() % _ALIGN):
         return softmax(x, out=out)
     key = ("softmax", M, N, x.dtype, x.get_device())
     entry = _CHECKED.get(key)
@@ -585,7 +583,7 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
 def reduce_sum_checked(x: torch.Tensor) -> torch.Tensor:
     """默认参数的 :func:`reduce_sum`，``x`` 已由 :mod:`reduction_lab.api` 检查过（同上）。"""
     M, N = x.shape
-    if MODE != "gpu" or (M > 1 and x.stride(0) != N) or _misaligned(x):
+    if MODE != "gpu" or (M > 1 and x.stride(0) != N) or x.data_ptr() % _ALIGN:
         return reduce_sum(x)
     key = ("reduce_sum", M, N, x.dtype, x.get_device())
     entry = _CHECKED.get(key)

@@ -189,8 +189,9 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
     else:
         # path="cluster"：一行分成 n_seg 段（段长 seg_len 取 cluster_unit 的倍数），一段一个线程块，同一行的 n_seg 个
         # 线程块组成一个簇（cluster）。每段从显存直接读进寄存器片段（读一次），求段内最大值 m、
-        # e = exp(x - m)（每个元素只求一次 exp，e 留在寄存器里）与段内和 s，(m, s) 写进 stats；簇内同步一次后
-        # 每个线程合并全行的 (M, S)，y = e * exp(m - M) / S 直接写回显存：读 MN、写 MN。
+        # e = exp(x - m)（每个元素只求一次 exp，e 留在寄存器里）与段内和 s；(m, s) 经分布式共享内存发给簇里
+        # 每一块，每块只等自己的 mbarrier 收齐 n_seg 份（不等整簇同步），每个线程合并全行的 (M, S)，
+        # y = e * exp(m - M) / S 直接写回显存：读 MN、写 MN。
         # path="split"（以及 sim 模式的 cluster，C 目标没有簇）：两次启动，phase=1 只写 stats，phase=2 重新读 x、
         # 用 stats 里本段的 m 算同样的 e，合并、写 y：读 2MN、写 MN，但不需要簇，段数不受簇大小限制。
         unit = cluster_unit(block_n, threads, dtype)
@@ -204,6 +205,16 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
         with T.Kernel(M * n_seg, threads=threads, **kernel_kw) as bx:
             row = bx // n_seg
             seg = bx % n_seg
+            if in_cluster:
+                # 簇内经分布式共享内存交换 (m, s)：mine 是本段的 (m, s)，slots 的第 g 格收第 g 段的；一格 16 字节，
+                # 一次批量拷贝（cp.async.bulk）写进另一块的共享内存，落地时记到那一块的 received 上。两者是静态的
+                # 共享内存：动态共享内存按生存期复用，slots 会与归约的工作区重叠，而别的块可能在本块还在归约时就写进来
+                mine = T.alloc_shared([4], f32, scope="shared")
+                slots = T.alloc_shared([4 * n_seg], f32, scope="shared")
+                received = T.alloc_barrier([n_seg])
+                # 别的块只能在本块的 received 初始化之后往这里写：先宣告「已开始」，真正的等待放在发送之前，
+                # 与下面的加载重叠
+                T.cluster_arrive_relaxed()
             xseg = alloc([1, seg_len], dtype)          # 整段在寄存器里
             e = xseg if dtype == f32 else alloc([1, seg_len], f32)
             if not cpu:
@@ -225,10 +236,19 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                 e[i, j] = T.exp2((e[i, j] - m_safe) * LOG2E)   # exp2 + 一次乘法：比 expf 短得多
             if phase != 2:
                 T.reduce_sum(e, s_loc, dim=1)
+                # cluster 路径也写出各段的 (m, s)（每块 8 字节，不在依赖链上）：各路径的内核参数相同
                 stats[row, seg, 0] = m_loc[0]
                 stats[row, seg, 1] = s_loc[0]
             if in_cluster:
-                T.cluster_sync()     # 同一簇的各段都写完了 stats（release/acquire 语义）
+                mine[0] = m_loc[0]
+                mine[1] = s_loc[0]
+                T.cluster_wait()     # 簇里每一块的 received 都已初始化
+                for g in range(n_seg):      # 把本段的 (m, s) 发给簇里每一块（自己也算一块；由一个线程发出）
+                    T.copy_cluster(mine[0:4], slots[4 * seg:4 * (seg + 1)], dst_block=g,
+                                   remote_barrier=received[0])
+                T.mbarrier_wait_parity(received[0], 0)   # 只等 n_seg 份 (m, s) 落地，不等整个簇
+                # 本块的共享内存不再有人写；离开之前（最后一行）等各块都走到这里，没有拷贝还在读谁的共享内存
+                T.cluster_arrive()
             if phase != 1:
                 # 各段的 (m_g, s_g) 每次读 ch 组进寄存器：这些读互不依赖，一起发出，再在线地并进全行的 (M, S)。
                 # 边读边算时每一段都要等一次刚由别的线程块写进 L2 的读，这些读串在依赖链上，段数越多等得越久
@@ -240,8 +260,12 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                 total[1] = 0.0
                 for c in T.Serial(n_seg // ch):
                     for g in T.unroll(ch):
-                        seg_m[g] = stats[row, c * ch + g, 0]
-                        seg_s[g] = stats[row, c * ch + g, 1]
+                        if in_cluster:
+                            seg_m[g] = slots[4 * (c * ch + g)]
+                            seg_s[g] = slots[4 * (c * ch + g) + 1]
+                        else:
+                            seg_m[g] = stats[row, c * ch + g, 0]
+                            seg_s[g] = stats[row, c * ch + g, 1]
                     total[3] = total[0]
                     for g in T.unroll(ch):
                         total[3] = online_max(total[3], seg_m[g])
@@ -256,4 +280,6 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                 for i, j in tile_loop(1, seg_len):
                     xseg[i, j] = T.cast(e[i, j] * total[2], dtype)
                 T.copy(xseg, y[row, seg * seg_len])    # 越界部分不写
+            if in_cluster:
+                T.cluster_wait()
 # --8<-- [end:softmax]

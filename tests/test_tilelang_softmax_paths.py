@@ -270,21 +270,24 @@ def _kernel_body(src):
 @pytest.mark.parametrize("dtype,block_n", [("float32", 4096), ("bfloat16", 8192)])
 def test_cluster_path_source(dtype, block_n):
     # 寄存器版本：一段 32768 个元素分给 1024 个线程（每个 32 个），不经共享内存保存整段；各段的 (m, s)
-    # 用批量拷贝写进簇里每一块的共享内存（n_seg 次），每块只等自己的 mbarrier 收齐，没有整簇的同步在依赖链上
-    # （分开的 arrive / wait 各两次：开头一对，最后一对）；每个元素一次 exp2（没有 expf），读写都是 128 位
+    # 由前 n_seg 个线程各用一条 st.async 写进簇里一块的共享内存，每块只等自己的 mbarrier 收齐 n_seg * 8 个字节，
+    # 没有整簇的同步在依赖链上（只有开头那半个簇屏障）；每个元素一次 exp2（没有 expf），读写都是 128 位
     src = _kernel_body(tk.cuda_source("softmax", M=256, N=262144, dtype=dtype, path="cluster", block_n=block_n,
                                       threads=1024, n_seg=8))
+    full = tk.cuda_source("softmax", M=256, N=262144, dtype=dtype, path="cluster", block_n=block_n,
+                          threads=1024, n_seg=8)
+    assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32" in full
     assert "cluster_sync" not in src
-    assert src.count("tl::tma_store_cluster(") == 1 and "for (int g = 0; g < 8; ++g)" in src
-    assert src.count("received[0].wait(0)") == 1 and "received[0].init(8)" in src
-    assert src.count("tl::cluster_arrive_relaxed()") == 1 and src.count("tl::cluster_arrive()") == 1
-    assert src.count("tl::cluster_wait()") == 2
-    # 收 (m, s) 的格子是静态共享内存，不与归约的工作区（动态共享内存，按生存期复用）重叠
-    assert "__shared__ __align__(16) float slots[32];" in src and "__shared__ __align__(16) float mine[4];" in src
-    assert "slots = ((void*)" not in src
+    assert src.count("rl_send_pair(") == 1 and "if (((int)threadIdx.x) < 8) {" in src
+    assert "rl_expect_bytes((&(received[0])), 64);" in src and "received[0].init(1)" in src
+    assert src.count("received[0].wait(0)") == 1
+    assert src.count("tl::cluster_arrive_relaxed()") == 1 and src.count("tl::cluster_wait()") == 1
+    assert "tl::cluster_arrive()" not in src
     assert "expf(" not in src and "exp2f(" in src
     assert "float e[32];" in src                                   # 整段留在寄存器里：每个线程 32 个 float32
-    assert "keep" not in src and "__shared__" in src              # 共享内存只有归约的工作区
+    assert "keep" not in src and "__shared__" in src              # 共享内存只有归约的工作区和交换的格子
+    # 收 (m, s) 的格子是静态共享内存，不与归约的工作区（动态共享内存，按生存期复用）重叠
+    assert "__shared__ __align__(16) float slots[32];" in src and "slots = ((void*)" not in src
     vec = "float4" if dtype == "float32" else "uint4"
     loads = [ln for ln in src.splitlines() if "= *(" in ln and "(x + " in ln]
     stores = [ln for ln in src.splitlines() if "*(" in ln and "(y + " in ln]

@@ -97,10 +97,11 @@ SOFTMAX_TABLE = {
     (4, 8192): dict(path="row", threads=512, elems=8192),
     (4, 16384): dict(path="row", threads=512, elems=32768),
     (4, 32768): dict(path="row", threads=512, elems=32768),
-    # N >= 65536：cluster 路径（每段读进寄存器），H200 上的另一次运行（docs/data/h200_tilelang_softmax_long.json）
-    (4, 65536): dict(path="cluster", threads=256, block_n=1024, n_seg=4),
+    # N >= 65536：cluster 路径（每段读进寄存器，(m, s) 用 st.async 交换），H200 上的另一次运行
+    # （docs/data/h200_tilelang_softmax_long.json）
+    (4, 65536): dict(path="cluster", threads=256, block_n=1024, n_seg=8),
     (4, 131072): dict(path="cluster", threads=256, block_n=1024, n_seg=8),
-    (4, 262144): dict(path="cluster", threads=512, block_n=2048, n_seg=8),
+    (4, 262144): dict(path="cluster", threads=256, block_n=1024, n_seg=16),
     # N = 2^20：一段在 16 块的寄存器里也放不下，split 路径（docs/data/h200_tilelang_softmax_long.json）
     (4, 1048576): dict(path="split", threads=512, block_n=2048, seg=32768),
     (2, 512): dict(path="row", threads=128, elems=4096),
@@ -110,7 +111,7 @@ SOFTMAX_TABLE = {
     (2, 8192): dict(path="row", threads=256, elems=8192),
     (2, 16384): dict(path="row", threads=512, elems=16384),
     (2, 32768): dict(path="row", threads=1024, elems=32768),
-    (2, 65536): dict(path="cluster", threads=256, block_n=2048, n_seg=4),      # bfloat16 的结果，用于 16 位
+    (2, 65536): dict(path="cluster", threads=128, block_n=1024, n_seg=8),      # bfloat16 的结果，用于 16 位
     (2, 131072): dict(path="cluster", threads=256, block_n=2048, n_seg=8),
     (2, 262144): dict(path="split", threads=256, block_n=2048, seg=16384),     # 比 cluster 快（同一次扫描）
     (2, 1048576): dict(path="split", threads=256, block_n=2048, seg=16384),

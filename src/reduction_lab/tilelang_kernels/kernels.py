@@ -117,6 +117,23 @@ def online_max(m, v):
     return T.if_then_else(v > m, v, m)   # 不用 T.max：C 目标会把操作数缓存成旧值
 
 
+#: cluster 路径的簇内交换用到的两条 PTX（TileLang 的 tile 操作里没有 st.async，用 T.import_source 放进生成的源码，
+#: T.call_extern 调用）：登记要收的字节数；把一对 float 写进簇里第 rank 块共享内存的同一位置，完成时记到那一块的 mbarrier 上
+ST_ASYNC_SOURCE = r"""
+__device__ __forceinline__ void rl_expect_bytes(void *bar, int bytes) {
+  unsigned b = (unsigned)__cvta_generic_to_shared(bar);
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void rl_send_pair(void *slot, void *bar, int rank, float m, float s) {
+  unsigned a = (unsigned)__cvta_generic_to_shared(slot), b = (unsigned)__cvta_generic_to_shared(bar), ra, rb;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(b), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
+               :: "r"(ra), "f"(m), "f"(s), "r"(rb) : "memory");
+}
+"""
+
+
 @tilelang.jit
 def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: int = 1024, threads: int = 256,
                    n_seg: int = 1, phase: int = 0, cpu: bool = False, dtype: str = "float32"):
@@ -206,12 +223,14 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
             row = bx // n_seg
             seg = bx % n_seg
             if in_cluster:
-                # 簇内经分布式共享内存交换 (m, s)：mine 是本段的 (m, s)，slots 的第 g 格收第 g 段的；一格 16 字节，
-                # 一次批量拷贝（cp.async.bulk）写进另一块的共享内存，落地时记到那一块的 received 上。两者是静态的
-                # 共享内存：动态共享内存按生存期复用，slots 会与归约的工作区重叠，而别的块可能在本块还在归约时就写进来
-                mine = T.alloc_shared([4], f32, scope="shared")
+                # 簇内经分布式共享内存交换 (m, s)：slots 的第 g 格（16 字节）收第 g 段的 (m, s)。第 g 个线程用一条
+                # st.async 把本段的 (m, s) 直接从寄存器写进簇里第 g 块的 slots，写完时由硬件把 8 个字节记到那一块的
+                # received（mbarrier）上。slots 是静态共享内存：动态共享内存按生存期复用，会与归约的工作区重叠，
+                # 而别的块可能在本块还在归约时就写进来
+                tx = T.get_thread_binding()
                 slots = T.alloc_shared([4 * n_seg], f32, scope="shared")
-                received = T.alloc_barrier([n_seg])
+                received = T.alloc_barrier([1])
+                T.import_source(ST_ASYNC_SOURCE)
                 # 别的块只能在本块的 received 初始化之后往这里写：先宣告「已开始」，真正的等待放在发送之前，
                 # 与下面的加载重叠
                 T.cluster_arrive_relaxed()
@@ -240,15 +259,15 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                 stats[row, seg, 0] = m_loc[0]
                 stats[row, seg, 1] = s_loc[0]
             if in_cluster:
-                mine[0] = m_loc[0]
-                mine[1] = s_loc[0]
                 T.cluster_wait()     # 簇里每一块的 received 都已初始化
-                for g in range(n_seg):      # 把本段的 (m, s) 发给簇里每一块（自己也算一块；由一个线程发出）
-                    T.copy_cluster(mine[0:4], slots[4 * seg:4 * (seg + 1)], dst_block=g,
-                                   remote_barrier=received[0])
-                T.mbarrier_wait_parity(received[0], 0)   # 只等 n_seg 份 (m, s) 落地，不等整个簇
-                # 本块的共享内存不再有人写；离开之前（最后一行）等各块都走到这里，没有拷贝还在读谁的共享内存
-                T.cluster_arrive()
+                if tx == 0:          # 一次到达，并登记要收的字节数：n_seg 份 (m, s)
+                    T.call_extern("handle", "rl_expect_bytes", T.address_of(received[0]), n_seg * 8)
+                if tx < n_seg:       # n_seg 份同时发出
+                    T.call_extern("handle", "rl_send_pair", T.address_of(slots[4 * seg]),
+                                  T.address_of(received[0]), tx, m_loc[0], s_loc[0])
+                # 只等本块收齐，不等整个簇。之后没有块再写本块的共享内存；本块发出的 st.async 的数据在寄存器里，
+                # 不读本块的共享内存，所以退出之前也不需要第二次簇屏障
+                T.mbarrier_wait_parity(received[0], 0)
             if phase != 1:
                 # 各段的 (m_g, s_g) 每次读 ch 组进寄存器：这些读互不依赖，一起发出，再在线地并进全行的 (M, S)。
                 # 边读边算时每一段都要等一次刚由别的线程块写进 L2 的读，这些读串在依赖链上，段数越多等得越久
@@ -280,6 +299,4 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                 for i, j in tile_loop(1, seg_len):
                     xseg[i, j] = T.cast(e[i, j] * total[2], dtype)
                 T.copy(xseg, y[row, seg * seg_len])    # 越界部分不写
-            if in_cluster:
-                T.cluster_wait()
 # --8<-- [end:softmax]

@@ -75,11 +75,13 @@ _sources: dict = {}
 
 #: softmax 的四种路径（:mod:`.kernels` 的 ``softmax_kernel`` 的 ``path``）：
 #: ``row`` 整行装进一块（读一次）；``online`` 一块一块地走过整行，第 1 遍在线求 (m, s)、第 2 遍再读 x；
-#: ``cluster`` 一行分给一个簇里的 n_seg 个线程块，每段读进寄存器、留在那里（读一次，sm_90 起才有簇）；
+#: ``cluster`` 一行分给一个簇里的 n_seg 个线程块，每段读进寄存器、留在那里（读一次，sm_90 起才有簇；各段的
+#: (m, s) 用 st.async 写进簇里每一块的共享内存）；
 #: ``split`` 同样一段一个线程块，但不用簇：两次启动，第 1 次写各段的 (m, s)，第 2 次重读本段、合并、写 y
 #: （读两次；段数不受簇大小限制，行太长、一个簇的寄存器装不下时用它）。
 SOFTMAX_PATHS = ("row", "online", "cluster", "split")
-#: 每段一个线程块、各段 (m, s) 经 stats 交换的两条路径
+#: 每段一个线程块的两条路径（都分配 stats：split 与 sim 模式的 cluster 经它交换各段的 (m, s)，gpu 模式的
+#: cluster 也写出它，但交换经分布式共享内存）
 _SEGMENTED = ("cluster", "split")
 
 #: gpu 模式下 softmax 的默认参数：键是 (元素字节数, N 向上取到的 2 的幂)，值是
@@ -119,8 +121,8 @@ SOFTMAX_TABLE = {
 #: 表尾之外（更长的行）：split 路径，每段 seg 个元素（段数 = ceil(N / seg)），每个线程 64 个
 _SOFTMAX_LONG = dict(path="split", threads=256, block_n=1024, seg=16384)
 #: cluster 路径的一段整个放在寄存器里：每个线程最多 64 个 float32，一个线程块最多 32768 个（128 KiB，
-#: 一个 SM 寄存器堆的一半）。sm_90 上用 nvcc -Xptxas -v 数过：每个线程 32 个时 53-56 个寄存器，64 个时
-#: 83-95 个，都不溢出；1024 个线程各 64 个（寄存器上限 64）溢出约 220 字节。簇最多 16 个线程块：超过 8 个
+#: 一个 SM 寄存器堆的一半）。默认表里的每个配置由 tests/test_tilelang_softmax_paths.py 在有 nvcc 的机器上用
+#: nvcc -Xptxas -v 检查不溢出；1024 个线程各 64 个（寄存器上限 64）会溢出。簇最多 16 个线程块：超过 8 个
 #: （可移植的上限）要先给内核设置 cudaFuncAttributeNonPortableClusterSizeAllowed，TileLang 生成的主机代码
 #: 在启动簇内核之前都设置它；sm_90（H100 / H200）支持 16。
 _CLUSTER_PER_THREAD = 64

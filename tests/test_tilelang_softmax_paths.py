@@ -297,6 +297,15 @@ def test_cluster_path_source(dtype, block_n):
         assert "bfloat16_t" in src
 
 
+def test_cluster_kernel_needs_a_sender_per_segment():
+    # gpu 的簇内核里第 g 个线程把 (m, s) 发给第 g 块：直接调用内核的构造、段数多于线程数时在降级之前报错
+    jit = tk._jit_for("softmax", tk.SM90_TARGET)
+    x = torch.empty(4, 4096, device="meta")
+    with pytest.raises(ValueError, match="n_seg=16 多于每块的线程数 8"):
+        jit.get_tir(x, x, torch.empty(4, 16, 2, device="meta"), path="cluster", block_m=1, block_n=64, threads=8,
+                    n_seg=16, phase=0, cpu=False, dtype="float32")
+
+
 _NO_NVCC = shutil.which("nvcc") is None
 
 

@@ -216,11 +216,11 @@ def softmax_table_entry(cfg, N):
 def kernel_call(x, y, cfg):
     """只启动编译好的内核：参数事先按 tk._resolve 选好，cluster 的 stats 事先分配。"""
     full = tk._resolve("softmax", x.shape[0], x.shape[1], True, dict(cfg), elem_size=x.element_size())
-    if full["path"] in ("cluster", "split"):
+    if full["path"] in tk._SEGMENTED:
         stats = torch.empty((x.shape[0], full["n_seg"], 2), dtype=torch.float32, device=x.device)
     else:
         stats = tk._no_stats(x.device)
-    phases = (1, 2) if full["path"] == "split" else (0,)
+    phases = tk.softmax_phases(full["path"], gpu=True)
     for p in phases:                             # 第一次调用编译（或取缓存）并记下编译好的内核
         tk._run_softmax(x, y, stats, full, p)
 
@@ -238,8 +238,8 @@ def prewarm_softmax(jobs_list, jobs):
     def one(item):
         dtype, M, N, cfg = item
         x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
-        stats = torch.empty((M if cfg["path"] in ("cluster", "split") else 1, cfg["n_seg"], 2), device="meta")
-        for phase in ((1, 2) if cfg["path"] == "split" else (0,)):
+        stats = torch.empty((M if cfg["path"] in tk._SEGMENTED else 1, cfg["n_seg"], 2), device="meta")
+        for phase in tk.softmax_phases(cfg["path"], gpu=True):
             jit.compile(x, x, stats, cpu=False, dtype=dtype, phase=phase, **cfg)
 
     errors, seconds = compile_all(jobs_list, one, lambda item: f"{item[0]} N={item[2]} {item[3]}", jobs)

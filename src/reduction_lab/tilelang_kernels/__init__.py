@@ -33,7 +33,8 @@ from ..runtime import DEVICE, MODE
 
 __all__ = ["reduce_sum", "softmax", "reduce_sum_checked", "softmax_checked", "softmax_backward", "cuda_source", "default_config", "nvcc_check",
            "nvcc_resources", "cluster_seg_len",
-           "SM90_TARGET", "TUNABLES", "DTYPES", "BF16_C_TARGET", "SOFTMAX_PATHS", "SOFTMAX_TABLE"]
+           "SM90_TARGET", "TUNABLES", "DTYPES", "BF16_C_TARGET", "SOFTMAX_PATHS", "SOFTMAX_TABLE",
+           "softmax_phases"]
 
 #: 不依赖 GPU 的 CUDA 目标：lead 机器（H200）的架构。
 SM90_TARGET = {"kind": "cuda", "arch": "sm_90"}
@@ -84,6 +85,12 @@ SOFTMAX_PATHS = ("row", "online", "cluster", "split")
 #: cluster 也写出它，但交换经分布式共享内存）
 _SEGMENTED = ("cluster", "split")
 
+
+def softmax_phases(path: str, gpu: bool) -> tuple[int, ...]:
+    """softmax 内核按顺序启动的 ``phase``：split（以及 sim 模式的 cluster，C 目标没有簇）两次，
+    第 1 次写各段的 (m, s)，第 2 次合并、重读 x、写 y；其余一次（phase 0）。"""
+    return (1, 2) if path == "split" or (path == "cluster" and not gpu) else (0,)
+
 #: gpu 模式下 softmax 的默认参数：键是 (元素字节数, N 向上取到的 2 的幂)，值是
 #: path、threads，以及 row 路径的 ``elems``（每块的元素数，block_m = elems // block_n）、
 #: online / cluster / split 路径的 ``block_n``，cluster 的 ``n_seg``，split 的 ``seg``（段数 = ceil(N / seg)）；
@@ -128,6 +135,11 @@ _SOFTMAX_LONG = dict(path="split", threads=256, block_n=1024, seg=16384)
 _CLUSTER_PER_THREAD = 64
 _CLUSTER_SEG_MAX = 32768
 _CLUSTER_MAX = 16
+
+
+def _split_segs(N: int, seg: int) -> int:
+    """split 路径每段至多 ``seg`` 个元素时的段数（至少 2）。"""
+    return max(2, -(-N // seg))
 
 
 def _cluster_fits(seg: int, threads: int) -> bool:
@@ -267,7 +279,7 @@ def _softmax_default(M: int, N: int, gpu: bool, elem_size: int) -> dict:
         entry, path = dict(_SOFTMAX_LONG), "split"
         threads, bn = entry["threads"], min(entry["block_n"], block_n)
     if path == "split":
-        n_seg = max(2, -(-N // entry["seg"]))
+        n_seg = _split_segs(N, entry["seg"])
         seg = cluster_seg_len(N, n_seg, bn, threads, size)
         if N > bn and M * n_seg <= _MAX_GRID and _cluster_fits(seg, threads):
             return {"path": "split", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
@@ -347,7 +359,7 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
             n_seg = 2
         elif path == "split":     # 没给段数时每段至多 _SOFTMAX_LONG["seg"] 个元素（gpu 模式下放得进寄存器）
             bn = given.get("block_n", min(_next_pow2(N), _SOFTMAX_LONG["block_n"]))
-            n_seg = max(2, -(-N // _SOFTMAX_LONG["seg"]))
+            n_seg = _split_segs(N, _SOFTMAX_LONG["seg"])
         threads = _SOFTMAX_LONG["threads"] if path == "split" else 256
         cfg = {"path": path, "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
     cfg.update(given)
@@ -474,7 +486,8 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
     """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。四种路径（``path``，见
     :data:`SOFTMAX_PATHS`，默认按 :func:`default_config`）：``row`` 整行装进一块，读一次 x；``online``
     一块一块地走过整行，第 1 遍每个车道在线维护 (m, s)、第 2 遍再读 x；``cluster`` 一行分给一个簇里的
-    ``n_seg`` 个线程块，每段读进寄存器、只求一次 exp，簇内同步一次后写回（sim 模式分两次启动，第二次重读 x）；
+    ``n_seg`` 个线程块，每段读进寄存器、只求一次 exp，各段的 (m, s) 经分布式共享内存交换后写回（sim 模式分两次
+    启动，第二次重读 x）；
     ``split`` 同样分段，但不用簇、两次启动（两种模式都是），段数不受簇大小限制（gpu 模式下行太长、一个簇的
     寄存器装不下时的默认）。
     cluster / split 路径的段长是 ``block_n`` 与 ``vec*threads``（vec 是 16 字节的元素数）的公倍数，gpu 模式下
@@ -499,11 +512,8 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
     x = _aligned(x)
     if cfg["path"] in _SEGMENTED:
         stats = torch.empty((M, cfg["n_seg"], 2), dtype=torch.float32, device=x.device)
-        if gpu and cfg["path"] == "cluster":
-            _run_softmax(x, out, stats, cfg, 0)
-        else:       # split，或 C 目标（没有簇）：第 1 次启动写各段的 (m, s)，第 2 次合并、重读 x、写 y
-            _run_softmax(x, out, stats, cfg, 1)
-            _run_softmax(x, out, stats, cfg, 2)
+        for phase in softmax_phases(cfg["path"], gpu):
+            _run_softmax(x, out, stats, cfg, phase)
     else:
         _run_softmax(x, out, _no_stats(x.device), cfg, 0)
     return out
@@ -651,8 +661,8 @@ def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target
         extra = {}
         if kernel == "softmax":       # softmax 的输出 y 与各段的 (m, s) 也是参数
             stats = torch.empty((M if cfg["path"] in _SEGMENTED else 1, cfg["n_seg"], 2), device="meta")
-            # split 路径两次启动：给出第 2 次（合并各段、写 y）的源码
-            args, extra = (x, x, stats), {"phase": 2 if cfg["path"] == "split" else 0}
+            # split 路径两次启动：给出最后一次（合并各段、写 y）的源码
+            args, extra = (x, x, stats), {"phase": softmax_phases(cfg["path"], True)[-1]}
         else:
             args = (x, x) if kernel == "softmax_backward" else (x,)      # 反向有 y、dy 两个输入
         prim_func = jit.get_tir(*args, cpu=False, dtype=dtype, **cfg, **extra)

@@ -142,3 +142,150 @@ def test_bad_construction_is_refused(mod):
         host.make_runner(rec.addr, 1, (1,), 32, 0, -1, 1, 1, torch.float32, False, "XYz", (0, 0, 0))
     with pytest.raises(ValueError, match="as long as"):
         host.make_runner(rec.addr, 1, (1,), 32, 0, -1, 1, 1, torch.float32, False, "XY", (0,))
+
+
+# ---- 查找表与 dispatch：api 每次调用的 guard 与查表（reduction_lab.fastcall） ----
+
+@pytest.fixture
+def table(mod):
+    from reduction_lab import fastcall
+
+    fastcall.clear()
+    yield mod
+    fastcall.clear()
+
+
+class Marker:
+    """当作 runner 登记的 Python 可调用对象：记下收到的输入，返回一个可辨认的结果。"""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, x):
+        self.seen.append(x)
+        return ("ran", len(self.seen))
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_dispatch_and_the_python_guards_agree(table):
+    """C++ 的 dispatch 与 Python 的 _py_fast 对同一组输入给出同样的判断：要么都调用 runner，要么都返回 None。"""
+    from reduction_lab import fastcall
+
+    base = torch.randn(8, 256)
+    key = ("softmax", "auto", torch.float32, base.shape, -1)
+    fastcall._store(key, Marker())
+    assert fastcall.fast is table.dispatch and table.table_size() == 1
+    flat = torch.randn(8 * 256 + 1)
+
+    class Name(str):
+        pass
+
+    inputs = {
+        "普通": (base, -1, "auto"),
+        "dim=1": (base, 1, "auto"),
+        "首地址不对齐（对齐由 runner 检查）": (flat[1:].view(8, 256), -1, "auto"),
+        "dim=0": (base, 0, "auto"),
+        "dim=True": (base, True, "auto"),
+        "dim=-1.0": (base, -1.0, "auto"),
+        "dim 溢出": (base, 2**70, "auto"),
+        "另一个 backend": (base, -1, "triton"),
+        "backend 是 bytes": (base, -1, b"auto"),
+        "backend 是 str 的子类": (base, -1, Name("auto")),
+        "dtype": (base.double(), -1, "auto"),
+        "行数": (torch.randn(9, 256), -1, "auto"),
+        "三维": (torch.randn(8, 256, 1), -1, "auto"),
+        "一维": (torch.randn(256), -1, "auto"),
+        "行距": (torch.randn(8, 300)[:, :256], -1, "auto"),
+        "转置": (torch.randn(256, 8).t(), -1, "auto"),
+        "取负标记": (torch._neg_view(base), -1, "auto"),
+        "子类": (torch.nn.Parameter(base.clone(), requires_grad=False), -1, "auto"),
+        "需要求导": (base.clone().requires_grad_(True), -1, "auto"),
+        "稀疏": (base.to_sparse(), -1, "auto"),
+        "嵌套": (torch.nested.nested_tensor([base[0], base[1, :100]]), -1, "auto"),
+        "meta 设备": (torch.empty(8, 256, device="meta"), -1, "auto"),
+        "不是张量": (base.numpy(), -1, "auto"),
+    }
+    accepted = {"普通", "dim=1", "首地址不对齐（对齐由 runner 检查）"}
+    for what, (v, dim, backend) in inputs.items():
+        py = fastcall._py_fast("softmax", v, dim, backend)
+        cc = table.dispatch("softmax", v, dim, backend)
+        assert (py is None) == (cc is None), f"{what}：Python 的 guard 给 {py!r}，C++ 的给 {cc!r}"
+        assert (cc is not None) == (what in accepted), f"{what}：{cc!r}"
+    assert table.dispatch("reduce_sum", base, -1, "auto") is None          # 操作名是键的一部分
+    with torch.no_grad():                                                   # 不求导时可以走快速路径
+        assert table.dispatch("softmax", base.clone().requires_grad_(True), -1, "auto") is not None
+    with pytest.raises(TypeError, match="4 arguments"):
+        table.dispatch("softmax", base)
+
+
+def test_dispatch_calls_a_compiled_runner(table):
+    """表里登记的是编译版 runner 时，dispatch 直接启动它：输出与参数槽位与直接调用 runner 相同。"""
+    from reduction_lab import fastcall
+
+    rec = Recorder(6)
+    run = _runner(rec)
+    x = torch.randn(8, 256)
+    fastcall._store(("softmax", "triton", torch.float32, x.shape, -1), run)
+    y = fastcall.fast("softmax", x, -1, "triton")
+    assert isinstance(y, torch.Tensor) and y.shape == x.shape
+    (call,) = rec.calls
+    assert call["slots"][:2] == [y.data_ptr(), x.data_ptr()]
+    assert fastcall.fast("softmax", flat_unaligned(), -1, "triton") is None      # 编译版 runner 自己拒绝不对齐的
+    assert len(rec.calls) == 1
+
+
+def flat_unaligned():
+    return torch.randn(8 * 256 + 1)[1:].view(8, 256)
+
+
+def test_table_replaces_clears_and_holds_references(table):
+    import sys
+
+    from reduction_lab import fastcall
+
+    x = torch.randn(4, 16)
+    first, second = Marker(), Marker()
+    before = sys.getrefcount(second)
+    fastcall._store(("softmax", "auto", torch.float32, x.shape, -1), first)
+    fastcall._store(("softmax", "auto", torch.float32, x.shape, -1), second)     # 同一个键：替换
+    assert table.table_size() == 1 and fastcall.fast("softmax", x, -1, "auto") == ("ran", 1)
+    assert not first.seen and len(second.seen) == 1
+    assert sys.getrefcount(second) == before + 2                                # RUNNERS 与 C++ 的表各一个
+    fastcall.clear()
+    assert sys.getrefcount(second) == before and table.table_size() == 0
+    assert fastcall.fast is fastcall._py_fast and table.dispatch("softmax", x, -1, "auto") is None
+
+
+def test_a_runner_that_clears_the_table_is_safe(table):
+    """runner 运行时清空查找表（例如登记满了）：dispatch 仍然拿着它，调用结束后才释放。"""
+    from reduction_lab import fastcall
+
+    x = torch.randn(4, 16)
+
+    def runner(v):
+        fastcall.clear()
+        return "done"
+
+    fastcall._store(("softmax", "auto", torch.float32, x.shape, -1), runner)
+    del runner
+    assert table.dispatch("softmax", x, -1, "auto") == "done"
+    assert table.table_size() == 0
+
+
+def test_a_full_table_starts_over(table, monkeypatch):
+    from reduction_lab import fastcall
+
+    monkeypatch.setattr(fastcall, "MAX_RUNNERS", 3)
+    for n in range(1, 6):
+        fastcall._store(("softmax", "auto", torch.float32, torch.Size((2, n)), -1), Marker())
+    assert len(fastcall.RUNNERS) == table.table_size() == 2                     # 第 4 项时清空，再登记第 4、5 项
+    assert fastcall.fast("softmax", torch.randn(2, 5), -1, "auto") == ("ran", 1)
+    assert fastcall.fast("softmax", torch.randn(2, 1), -1, "auto") is None
+
+
+def test_bad_table_entries_are_refused(table):
+    with pytest.raises(TypeError, match="callable"):
+        table.table_set("softmax", "auto", torch.float32, 1, 1, -1, 3, None)
+    with pytest.raises(TypeError, match="current_device"):
+        table.table_set("softmax", "auto", torch.float32, 1, 1, 0, print, None)
+    assert table.table_size() == 0

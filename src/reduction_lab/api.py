@@ -91,22 +91,7 @@ _ON_CUDA = DEVICE == "cuda"
 _current_device = getattr(torch._C, "_cuda_getDevice", None) if _ON_CUDA else None
 _Tensor = torch.Tensor
 _strided = torch.strided
-_grad_enabled = torch.is_grad_enabled
 _FAST = fastcall.ENABLED and _current_device is not None
-_RUNNERS = fastcall.RUNNERS
-
-
-def _fast(op, x, dim, backend):
-    """快速路径（:mod:`reduction_lab.fastcall`）：guard 通过、有 runner 时返回它的结果，否则 None。
-    guard 之外的条件（形状、dtype、设备、backend 可用）由查表的键保证：runner 只为完整路径接受过的键建立。"""
-    if type(x) is _Tensor and type(dim) is int and (dim == -1 or dim == 1) and type(backend) is str \
-            and not x.is_nested:
-        d = x.get_device()
-        run = _RUNNERS.get((op, backend, x.dtype, x.shape, d))
-        if run is not None and x.layout is _strided and x.is_contiguous() and not x.is_neg() \
-                and d == _current_device() and not (x.requires_grad and _grad_enabled()):
-            return run(x)
-    return None
 
 
 def _remember(op, backend, impl, x, needs_grad):
@@ -176,7 +161,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, backend: str = "auto", *,
     """每行求和：(M, N) -> (M,)，dtype 与 x 相同。``out``：调用者提供的 (M,) 连续输出。
     ``dim=0``（torch 与 triton 后端，auto 用 triton）：每列求和 (M, N) -> (N,)，不做转置拷贝（docs/triton/column-sum.md）。"""
     if _FAST and out is None:
-        res = _fast("reduce_sum", x, dim, backend)
+        res = fastcall.fast("reduce_sum", x, dim, backend)      # guard 与查表：fastcall 的说明
         if res is not None:
             return res
     needs_grad = _check_args(x, dim, backend, out, "reduce_sum")
@@ -230,7 +215,7 @@ def softmax(x: torch.Tensor, dim: int = -1, backend: str = "auto", *,
             out: torch.Tensor | None = None) -> torch.Tensor:
     """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同。``out``：调用者提供的 (M, N) 连续输出。"""
     if _FAST and out is None:
-        res = _fast("softmax", x, dim, backend)
+        res = fastcall.fast("softmax", x, dim, backend)
         if res is not None:
             return res
     needs_grad = _check_args(x, dim, backend, out, "softmax")

@@ -8,6 +8,11 @@
 guard 通过就调用 runner；guard 不通过、或 runner 返回 None（例如这一次的首地址不是 16 字节对齐、装了 Triton
 的启动钩子），照常走完整的路径，由它检查并给出指明问题的错误。两条路接受同样的输入、给出同样的结果。
 
+每次调用的 guard 与查表在哪里做：能编译 :mod:`reduction_lab.host` 的 C++ 扩展时，:data:`fast` 是它的
+``dispatch``，guard、查表（扩展里的一张表，与 :data:`RUNNERS` 同步）和调用 runner 都在 C++ 里，一次调用只从
+Python 进出一次；否则 :data:`fast` 是这里的 :func:`_py_fast`，同样的 guard 用 Python 写（两者接受的输入相同，
+tests/test_host_runner.py 逐项对照）。
+
 runner 有两种：
 
 * 绑定好的启动（Triton 与 CUDA C 的短行内核）：内核、grid 与除两个地址以外的全部参数都已固定。能编译
@@ -28,13 +33,43 @@ import torch
 
 from .runtime import MODE
 
-__all__ = ["ENABLED", "RUNNERS", "remember", "clear"]
+__all__ = ["ENABLED", "RUNNERS", "fast", "remember", "clear"]
 
 #: 只在 gpu 模式下有快速路径（sim 模式的开销在模拟器里，与主机端的启动无关）
 ENABLED = MODE == "gpu"
 #: (操作, backend, dtype, 形状, 设备号) -> runner(x)
 RUNNERS: dict = {}
 MAX_RUNNERS = 4096
+
+_Tensor = torch.Tensor
+_strided = torch.strided
+_grad_enabled = torch.is_grad_enabled
+_cuda_device = getattr(torch._C, "_cuda_getDevice", None)
+
+
+def _py_fast(op: str, x, dim, backend):
+    """guard 通过、有 runner 时返回 runner(x)，否则 None（调用者走完整的路径）。guard 之外的条件（形状、dtype、
+    设备、backend 可用）由查表的键保证：runner 只为完整路径接受过的键建立。C++ 扩展的 ``dispatch`` 做同样的
+    检查；设备号 -1（CPU 张量）的项只有测试登记。"""
+    if type(x) is _Tensor and type(dim) is int and (dim == -1 or dim == 1) and type(backend) is str \
+            and not x.is_nested:
+        d = x.get_device()
+        run = RUNNERS.get((op, backend, x.dtype, x.shape, d))
+        if run is not None and x.layout is _strided and x.is_contiguous() and not x.is_neg() \
+                and (d == _cuda_device() if d >= 0 else x.is_cpu) and not (x.requires_grad and _grad_enabled()):
+            return run(x)
+    return None
+
+
+#: api 每次调用先调 ``fast(op, x, dim, backend)``：C++ 扩展的 ``dispatch``（登记过第一项之后），或 :func:`_py_fast`
+fast = _py_fast
+
+
+def _table():
+    """登记 runner 用的 C++ 扩展模块（关掉或编译不了时 None）。"""
+    from . import host
+
+    return host.module() if host.ENABLED else None
 
 # 绑定好的启动：(实现, 操作) -> (模块, 函数)；函数收一个已经成功处理过的输入，返回 runner 或 None
 _BOUND = {
@@ -46,8 +81,15 @@ _BOUND = {
 
 
 def clear() -> None:
-    """丢掉所有 runner（测试用；学员改过内核源文件之后也可以调用）。"""
+    """丢掉所有 runner（测试用；学员改过内核源文件之后也可以调用；切换 ``host.ENABLED`` 之后也要调用）。"""
+    global fast
     RUNNERS.clear()
+    fast = _py_fast
+    from . import host
+
+    mod = host.loaded()
+    if mod is not None:
+        mod.table_clear()
 
 
 def remember(op: str, backend: str, impl: str, x: torch.Tensor, checked, aligned_matters: bool) -> None:
@@ -71,6 +113,17 @@ def remember(op: str, backend: str, impl: str, x: torch.Tensor, checked, aligned
         if aligned_matters:
             return
         runner = checked
+    _store(key, runner)
+
+
+def _store(key, runner) -> None:
+    """登记一项：:data:`RUNNERS`，能用 C++ 扩展时也登记进它的表，并让 :data:`fast` 用它的 ``dispatch``。"""
+    global fast
     if len(RUNNERS) >= MAX_RUNNERS:
-        RUNNERS.clear()
+        clear()
     RUNNERS[key] = runner
+    op, backend, dtype, shape, device = key
+    mod = _table()
+    if mod is not None and len(shape) == 2:
+        mod.table_set(op, backend, dtype, shape[0], shape[1], device, runner, _cuda_device)
+        fast = mod.dispatch

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["module", "unavailable", "make_runner", "triton_runner", "cuda_runner"]
+__all__ = ["module", "loaded", "unavailable", "make_runner", "triton_runner", "cuda_runner"]
 
 SOURCE = Path(__file__).with_name("runner.cpp")
 #: 是否用编译版 runner（``REDUCTION_LAB_HOST=0`` 时关掉；scripts/host_cost.py 也用它与 Python 的 runner 对比）
@@ -59,6 +59,11 @@ def module():
                     _STATE["module"] = None
                     _STATE["why"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
     return _STATE["module"]
+
+
+def loaded():
+    """已经编译、加载的扩展模块，或 None（还没有用过、或编译不了）；不会触发编译。"""
+    return _STATE.get("module")
 
 
 def unavailable() -> str | None:

@@ -10,6 +10,10 @@
 // 只用 ATen 的 CPU 头文件与 torch 的 Python 绑定：当前设备、当前流由 torch 的两个 C 函数给出（构造时传入），
 // cuLaunchKernel 的地址也由调用者传入，所以编译时不需要 CUDA 的头文件。
 // device = -1 的 runner 接受 CPU 张量（没有 GPU 时测试检查与参数打包用；launch 是测试给的函数）。
+//
+// 另有一张查找表（table_set / table_clear / dispatch）：api 的 softmax / reduce_sum 每次调用先调 dispatch，
+// 它在 C++ 里做完 guard、按 (操作, backend, dtype, M, N, 设备) 找到 runner 并调用，一次调用只从 Python
+// 进出一次（reduction_lab.fastcall 说明 guard 的各项；找不到或 guard 不通过时返回 None，调用者走完整的路径）。
 
 #include <Python.h>
 
@@ -22,7 +26,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -88,31 +94,29 @@ bool hooks_quiet(const Runner* r) {
   return same;
 }
 
-PyObject* run(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  auto* r = static_cast<Runner*>(PyCapsule_GetPointer(self, "reduction_lab.host.Runner"));
-  if (r == nullptr) return nullptr;
-  if (nargs != 1) {
-    PyErr_SetString(PyExc_TypeError, "runner(x) takes exactly one tensor");
-    return nullptr;
-  }
-  PyObject* obj = args[0];
-  if (Py_TYPE(obj) != reinterpret_cast<PyTypeObject*>(THPVariableClass)) Py_RETURN_NONE;
+// guarded：调用者（dispatch）已经检查过 x 的类型、布局、连续、取负标记、求导与当前设备，键保证了 dtype 与形状
+PyObject* run_impl(Runner* r, PyObject* obj, bool guarded) {
+  if (!guarded && Py_TYPE(obj) != reinterpret_cast<PyTypeObject*>(THPVariableClass)) Py_RETURN_NONE;
   const at::Tensor& x = THPVariable_Unpack(obj);
-  if (x.layout() != c10::kStrided || x.is_nested() || x.is_neg() || x.scalar_type() != r->dtype ||
-      x.dim() != 2 || x.size(0) != r->rows || x.size(1) != r->cols || !x.is_contiguous())
-    Py_RETURN_NONE;
-  if (x.requires_grad() && c10::GradMode::is_enabled()) Py_RETURN_NONE;
+  if (!guarded) {
+    if (x.layout() != c10::kStrided || x.is_nested() || x.is_neg() || x.scalar_type() != r->dtype ||
+        x.dim() != 2 || x.size(0) != r->rows || x.size(1) != r->cols || !x.is_contiguous())
+      Py_RETURN_NONE;
+    if (x.requires_grad() && c10::GradMode::is_enabled()) Py_RETURN_NONE;
+  }
   auto px = reinterpret_cast<uintptr_t>(x.data_ptr());
   if (px & 15) Py_RETURN_NONE;
   if (!hooks_quiet(r)) Py_RETURN_NONE;
   void* stream = nullptr;
   if (r->device >= 0) {
     if (!x.is_cuda() || x.get_device() != r->device) Py_RETURN_NONE;
-    PyObject* cur = PyObject_CallNoArgs(r->current_device);
-    if (cur == nullptr) return nullptr;
-    long d = PyLong_AsLong(cur);
-    Py_DECREF(cur);
-    if (d != r->device) Py_RETURN_NONE;
+    if (!guarded) {
+      PyObject* cur = PyObject_CallNoArgs(r->current_device);
+      if (cur == nullptr) return nullptr;
+      long d = PyLong_AsLong(cur);
+      Py_DECREF(cur);
+      if (d != r->device) Py_RETURN_NONE;
+    }
     PyObject* s = PyObject_CallOneArg(r->current_stream, r->device_obj);
     if (s == nullptr) return nullptr;
     stream = PyLong_AsVoidPtr(s);
@@ -139,6 +143,16 @@ PyObject* run(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   return THPVariable_Wrap(std::move(y));
+}
+
+PyObject* run(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  auto* r = static_cast<Runner*>(PyCapsule_GetPointer(self, "reduction_lab.host.Runner"));
+  if (r == nullptr) return nullptr;
+  if (nargs != 1) {
+    PyErr_SetString(PyExc_TypeError, "runner(x) takes exactly one tensor");
+    return nullptr;
+  }
+  return run_impl(r, args[0], false);
 }
 
 PyMethodDef run_def = {"run", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(run)), METH_FASTCALL,
@@ -254,8 +268,151 @@ PyObject* make(PyObject*, PyObject* args) {
   return fn;
 }
 
+// ---- 查找表：(操作, backend, dtype, M, N, 设备) -> runner（编译版的 run，或任何 Python 可调用对象） ----
+
+struct Key {
+  std::string name;                     // 操作名 + '\0' + backend
+  int dtype;
+  int64_t rows, cols;
+  int device;                           // -1：CPU 张量（测试用）
+  bool operator==(const Key& o) const {
+    return dtype == o.dtype && rows == o.rows && cols == o.cols && device == o.device && name == o.name;
+  }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = std::hash<std::string>()(k.name);
+    for (int64_t v : {static_cast<int64_t>(k.dtype), k.rows, k.cols, static_cast<int64_t>(k.device)})
+      h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    return h;
+  }
+};
+
+// 故意不在退出时析构：解释器关闭之后再 Py_DECREF 不安全
+auto* table = new std::unordered_map<Key, PyObject*, KeyHash>();
+PyObject* table_current_device = nullptr;   // torch._C._cuda_getDevice（第一次登记 CUDA 设备上的项时给出）
+
+bool key_name(PyObject* op, PyObject* backend, std::string* out) {
+  Py_ssize_t n_op, n_be;
+  const char* s_op = PyUnicode_AsUTF8AndSize(op, &n_op);
+  if (s_op == nullptr) return false;
+  const char* s_be = PyUnicode_AsUTF8AndSize(backend, &n_be);
+  if (s_be == nullptr) return false;
+  out->assign(s_op, n_op);
+  out->push_back('\0');
+  out->append(s_be, n_be);
+  return true;
+}
+
+// table_set(op, backend, dtype, rows, cols, device, runner, current_device)
+PyObject* table_set(PyObject*, PyObject* args) {
+  PyObject *op, *backend, *dtype_obj, *runner, *cur_dev;
+  long long rows, cols;
+  int device;
+  if (!PyArg_ParseTuple(args, "UUOLLiOO", &op, &backend, &dtype_obj, &rows, &cols, &device, &runner, &cur_dev))
+    return nullptr;
+  if (!THPDtype_Check(dtype_obj) || !PyCallable_Check(runner)) {
+    PyErr_SetString(PyExc_TypeError, "table_set needs a torch.dtype and a callable runner");
+    return nullptr;
+  }
+  Key k;
+  if (!key_name(op, backend, &k.name)) return nullptr;
+  k.dtype = static_cast<int>(reinterpret_cast<THPDtype*>(dtype_obj)->scalar_type);
+  k.rows = rows, k.cols = cols, k.device = device;
+  if (device >= 0) {
+    if (!PyCallable_Check(cur_dev)) {
+      PyErr_SetString(PyExc_TypeError, "a CUDA entry needs current_device (torch._C._cuda_getDevice)");
+      return nullptr;
+    }
+    Py_INCREF(cur_dev);
+    Py_XSETREF(table_current_device, cur_dev);
+  }
+  Py_INCREF(runner);
+  auto it = table->find(k);
+  if (it != table->end()) {
+    Py_SETREF(it->second, runner);
+  } else {
+    table->emplace(std::move(k), runner);
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* table_clear(PyObject*, PyObject*) {
+  auto old = std::move(*table);
+  table->clear();
+  for (auto& kv : old) Py_DECREF(kv.second);
+  Py_RETURN_NONE;
+}
+
+PyObject* table_size(PyObject*, PyObject*) { return PyLong_FromSize_t(table->size()); }
+
+// dispatch(op, x, dim, backend)：guard 全部通过、表里有这一项时返回 runner(x)，否则 None
+PyObject* dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError, "dispatch(op, x, dim, backend) takes 4 arguments");
+    return nullptr;
+  }
+  PyObject* obj = args[1];
+  PyObject* dim = args[2];
+  if (Py_TYPE(obj) != reinterpret_cast<PyTypeObject*>(THPVariableClass) || !PyLong_CheckExact(dim) ||
+      !PyUnicode_CheckExact(args[0]) || !PyUnicode_CheckExact(args[3]))
+    Py_RETURN_NONE;
+  int overflow = 0;
+  long d = PyLong_AsLongAndOverflow(dim, &overflow);
+  if (overflow || (d != -1 && d != 1)) Py_RETURN_NONE;
+  const at::Tensor& x = THPVariable_Unpack(obj);
+  if (x.is_nested() || x.layout() != c10::kStrided || x.dim() != 2 || x.is_neg() || !x.is_contiguous())
+    Py_RETURN_NONE;
+  if (x.requires_grad() && c10::GradMode::is_enabled()) Py_RETURN_NONE;
+  Key k;
+  if (x.is_cuda()) {
+    k.device = x.get_device();
+    if (table_current_device == nullptr) Py_RETURN_NONE;
+    PyObject* cur = PyObject_CallNoArgs(table_current_device);
+    if (cur == nullptr) return nullptr;
+    long c = PyLong_AsLong(cur);
+    Py_DECREF(cur);
+    if (c == -1 && PyErr_Occurred()) return nullptr;
+    if (c != k.device) Py_RETURN_NONE;
+  } else if (x.device().is_cpu()) {
+    k.device = -1;
+  } else {
+    Py_RETURN_NONE;
+  }
+  if (!key_name(args[0], args[3], &k.name)) {
+    PyErr_Clear();
+    Py_RETURN_NONE;
+  }
+  k.dtype = static_cast<int>(x.scalar_type());
+  k.rows = x.size(0), k.cols = x.size(1);
+  auto it = table->find(k);
+  if (it == table->end()) Py_RETURN_NONE;
+  PyObject* runner = it->second;
+  if (PyCFunction_Check(runner) && PyCFunction_GET_FUNCTION(runner) == reinterpret_cast<PyCFunction>(
+                                       reinterpret_cast<void*>(run))) {     // 编译版 runner：直接启动
+    auto* r = static_cast<Runner*>(PyCapsule_GetPointer(PyCFunction_GET_SELF(runner), "reduction_lab.host.Runner"));
+    if (r == nullptr) return nullptr;
+    if (r->dtype != x.scalar_type() || r->rows != k.rows || r->cols != k.cols) Py_RETURN_NONE;
+    Py_INCREF(runner);                  // 读钩子时会执行 Python 代码：这期间表可能被清空
+    PyObject* res = run_impl(r, obj, true);
+    Py_DECREF(runner);
+    return res;
+  }
+  Py_INCREF(runner);                    // Python 的 runner 运行时可能清空这张表
+  PyObject* res = PyObject_Vectorcall(runner, &obj, 1, nullptr);
+  Py_DECREF(runner);
+  return res;
+}
+
 PyMethodDef methods[] = {
     {"make", make, METH_VARARGS, "make(...) -> runner：见源文件开头"},
+    {"table_set", table_set, METH_VARARGS,
+     "table_set(op, backend, dtype, rows, cols, device, runner, current_device)：登记（或替换）一项"},
+    {"table_clear", table_clear, METH_NOARGS, "table_clear()：清空查找表"},
+    {"table_size", table_size, METH_NOARGS, "table_size() -> 查找表的项数"},
+    {"dispatch", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(dispatch)), METH_FASTCALL,
+     "dispatch(op, x, dim, backend) -> runner(x)，或 None（guard 不通过、表里没有这一项）"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -163,13 +163,17 @@ def bound_probe(x) -> dict:
 
     out = {"compiled runner": "built" if host.module() is not None else f"unavailable: {host.unavailable()}"}
     xb = x.to(torch.bfloat16)
-    for which in ("compiled", "triton", "torch"):
-        host.ENABLED = which == "compiled"
+    # compiled：guard 与查表在 C++ 的 dispatch 里；compiled, Python guard：同样的编译版 runner，guard 与查表用
+    # fastcall._py_fast；triton / torch：Python 的 runner（经 Triton 的 C 启动函数 / torch 的 C++ 启动器）
+    for which in ("compiled", "compiled, Python guard", "triton", "torch"):
+        host.ENABLED = which.startswith("compiled")
         _launch.BOUND_LAUNCHER = "torch" if which == "torch" else "triton"
         fastcall.clear()
         for _ in range(2):
             rl.softmax(x, backend="triton"), rl.reduce_sum(x, backend="triton")
             rl.softmax(xb, backend="triton"), rl.reduce_sum(xb, backend="triton")
+        if which == "compiled, Python guard":
+            fastcall.fast = fastcall._py_fast
         out[f"fast path, {which}: rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x, backend="triton"))
         out[f"fast path, {which}: torch.softmax"] = per_call_us(lambda: torch.softmax(x, -1))
         out[f"fast path, {which}: rl.reduce_sum(x) triton"] = per_call_us(

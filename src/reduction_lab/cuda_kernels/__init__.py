@@ -137,13 +137,14 @@ def _warp_rows(n_cols: int, dtype: torch.dtype) -> bool:
 
 def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: int | None = None,
                return_report: bool = False, mode: str | None = None, chunks: int | None = None,
-               out: torch.Tensor | None = None):
+               out: torch.Tensor | None = None, packs: int | None = None):
     """每行求和：(M, N) -> (M,)，dtype 取 float32、bfloat16 或 float16，结果与 x 同 dtype（累加用 float32）。
 
     ``kernel``：``"tree"`` 课程版（一行一个线程块、共享内存树形归约）；``"warp"`` 一个 warp 一行；
     ``"split"`` 长行切段 + atomicAdd；``"auto"``（默认）按 N 在 warp 与 split 之间选择。
     ``chunks``：split 内核的段数（正整数）；``out``：调用者提供的 (M,) 连续输出，dtype 与 x 相同。
-    bf16 / fp16 的 warp 与 split 内核每个线程一次读 16 字节（8 个元素）。
+    bf16 / fp16 的 warp 与 split 内核每个线程一次读 16 字节（8 个元素）；``packs``：它们每个线程同时在途的
+    16 字节包数（1、2、4、8；默认是 reduce_sum.cu 的 SUM_PACKS），只用于 16 位的 warp 与 split 内核。
     """
     m = _mode(mode)
     _check_flags(return_report)
@@ -162,6 +163,12 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         raise ValueError(f"chunks 必须是正整数，得到 {chunks!r} (chunks must be a positive int)")
     if chunks is not None and kernel != "split":
         raise ValueError(f"chunks 只用于 kernel='split'，当前 kernel={kernel!r} (chunks applies to the split kernel only)")
+    if packs is not None:
+        if isinstance(packs, bool) or packs not in (1, 2, 4, 8):
+            raise ValueError(f"packs 只能是 1、2、4、8，得到 {packs!r} (packs must be 1, 2, 4 or 8)")
+        if x.element_size() != 2 or kernel not in ("warp", "split"):
+            raise ValueError(f"packs 只用于 16 位（bfloat16 / float16）的 warp 与 split 内核，当前 dtype "
+                             f"{str(x.dtype)[6:]}、kernel={kernel!r} (packs applies to 16-bit warp/split kernels only)")
     if block_size is None:
         if kernel == "split" and chunks is None:
             B = _split_block(N, x.element_size())
@@ -173,6 +180,8 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         B = _check_block(block_size, 32)
     out = _check_out(out, (M,), x)
     defines = _defines(B, x.dtype)
+    if packs is not None:
+        defines["SUM_PACKS"] = packs
     if kernel == "tree":
         rep = launch("reduce_sum.cu", "reduce_sum_rows", grid=M, block=B,
                      args=(x, out, x.stride(0), N), defines=defines, mode=m)

@@ -81,7 +81,8 @@ def test_reduce_sum_split_one_chunk_writes_dtype_directly(dtype):
 def test_reduce_sum_split_block_size_follows_row_bytes():
     # 一行不到 64 KiB：256 个线程；不到 512 KiB：512 个；更长：1024 个（H200 的扫描，docs/data/h200_cuda_row_sum_sweep.json）
     assert ck._split_block(16383, 4) == 256 and ck._split_block(16384, 4) == 512
-    assert ck._split_block(32768, 2) == 512 and ck._split_block(32767, 2) == 256
+    assert ck._split_block(16384, 2) == 512 and ck._split_block(16383, 2) == 256       # 16 位：按 packs 扫描
+    assert ck._split_block(65536, 2) == 1024 and ck._split_block(65535, 2) == 512
     assert ck._split_block(131071, 4) == 512 and ck._split_block(131072, 4) == 1024
 
 

@@ -144,7 +144,8 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     ``"split"`` 长行切段 + atomicAdd；``"auto"``（默认）按 N 在 warp 与 split 之间选择。
     ``chunks``：split 内核的段数（正整数）；``out``：调用者提供的 (M,) 连续输出，dtype 与 x 相同。
     bf16 / fp16 的 warp 与 split 内核每个线程一次读 16 字节（8 个元素）；``packs``：它们每个线程同时在途的
-    16 字节包数（1、2、4、8；默认是 reduce_sum.cu 的 SUM_PACKS），只用于 16 位的 warp 与 split 内核。
+    16 字节包数（1、2、4、8；默认 split 取 :func:`_split_packs`，warp 用 reduce_sum.cu 的 SUM_PACKS），只用于 16 位的
+    warp 与 split 内核。
     """
     m = _mode(mode)
     _check_flags(return_report)
@@ -179,9 +180,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     else:
         B = _check_block(block_size, 32)
     out = _check_out(out, (M,), x)
-    defines = _defines(B, x.dtype)
-    if packs is not None:
-        defines["SUM_PACKS"] = packs
+    defines = _sum_defines(kernel, B, x.dtype, N, packs)
     if kernel == "tree":
         rep = launch("reduce_sum.cu", "reduce_sum_rows", grid=M, block=B,
                      args=(x, out, x.stride(0), N), defines=defines, mode=m)
@@ -239,7 +238,8 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
             sms = _sm_count(x, _mode(None))
             B = _split_block(N, x.element_size())
             cols, chunks = _split_plan(M, N, B, sms)
-            plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, _defines(B, x.dtype), (cols, chunks), None]
+            plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, _sum_defines("split", B, x.dtype, N), (cols, chunks),
+                    None]
         _SUM_PLANS[key] = plan
     name, grid, block, defines, split, lp = plan
     if out is None:
@@ -268,11 +268,39 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
 
 
 def _split_block(N: int, itemsize: int) -> int:
-    """split 内核默认的每块线程数（H200 上 scripts/tune_cuda_row_sum.py 的扫描，docs/data/h200_cuda_row_sum_sweep.json）：
-    一行不到 64 KiB 时 256 个线程，不到 512 KiB 时 512 个，更长时 1024 个（float32 的 N = 262144：256 个线程只有
-    拷贝的 74%，1024 个 99%：一行一块、只有 256 块时，每个 SM 上同时在途的加载要靠更多的线程）。"""
+    """split 内核默认的每块线程数（H200 上 scripts/tune_cuda_row_sum.py 的扫描）。float32
+    （docs/data/h200_cuda_row_sum_sweep.json）：一行不到 64 KiB 时 256 个线程，不到 512 KiB 时 512 个，更长时 1024 个
+    （N = 262144：256 个线程只有拷贝的 74%，1024 个 99%：一行一块、只有 256 块时，每个 SM 上同时在途的加载要靠更多的
+    线程）。16 位（在途的包数见 :func:`_split_packs`，docs/data/h200_cuda_row_sum_packs.json）：一行不到 32 KiB 时
+    256 个，不到 128 KiB 时 512 个，更长时 1024 个。"""
     row = N * itemsize
+    if itemsize == 2:
+        return 256 if row < 32768 else 512 if row < 131072 else 1024
     return 256 if row < 65536 else 512 if row < 524288 else 1024
+
+
+#: 16 位 split 内核一行至少这么多字节时，每个线程 :data:`SPLIT_PACKS_16` 个 16 字节包同时在途（reduce_sum.cu 的
+#: SUM_PACKS；更短的行用 .cu 里的默认值 2）。H200 上的两次扫描（docs/data/h200_cuda_row_sum_packs.json 是第二次）：
+#: bf16 的 N = 8192 … 262144 上，8 包配新的线程数比原来的 2 包快 3 到 6 个百分点（只有一次 N = 16384 持平）；
+#: N = 4096 每个线程只分到 2 包，8 包反而慢 2 个百分点
+SPLIT_PACKS_16 = 8
+SPLIT_PACKS_MIN_ROW = 16384
+
+
+def _split_packs(N: int, itemsize: int) -> int | None:
+    """split 内核默认的 SUM_PACKS（None：用 .cu 里的默认值）。"""
+    return SPLIT_PACKS_16 if itemsize == 2 and N * itemsize >= SPLIT_PACKS_MIN_ROW else None
+
+
+def _sum_defines(kernel: str, B: int, dtype, N: int, packs: int | None = None) -> dict:
+    """按行求和内核的编译期常量：:func:`_defines`，16 位时再加 SUM_PACKS（``packs``；没给时 split 取
+    :func:`_split_packs`，其余用 .cu 里的默认值）。"""
+    d = _defines(B, dtype)
+    if packs is None and kernel == "split":
+        packs = _split_packs(N, dtype.itemsize)
+    if packs is not None:
+        d["SUM_PACKS"] = packs
+    return d
 
 
 def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:

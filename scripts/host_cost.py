@@ -156,33 +156,40 @@ def _other_backends(x, y) -> dict:
     return out
 
 
+#: bound_probe 交替测量的轮数：每一轮把四种 runner 各建一次、各测一遍（主机的速度在一次运行之中也会变，
+#: 交替让这种漂移落在所有 runner 上），每一项取各轮的中位数
+BOUND_ROUNDS = 5
+
+
 def bound_probe(x) -> dict:
-    """api 的快速路径（reduction_lab.fastcall）：编译版 runner（reduction_lab.host）与 Python 的 runner（经 Triton 的
-    C 启动函数或 torch 的 C++ 启动器）各建一次，与同一次运行里的 torch 交替测量。"""
+    """api 的快速路径（reduction_lab.fastcall）：编译版 runner（reduction_lab.host；guard 在 C++ 的 dispatch 里，或
+    在 Python 的 fastcall._py_fast 里）与 Python 的 runner（经 Triton 的 C 启动函数或 torch 的 C++ 启动器），与同一次
+    运行里的 torch 交替测量 :data:`BOUND_ROUNDS` 轮。"""
     from reduction_lab import fastcall, host
 
-    out = {"compiled runner": "built" if host.module() is not None else f"unavailable: {host.unavailable()}"}
+    out = {"compiled runner": "built" if host.module() is not None else f"unavailable: {host.unavailable()}",
+           "fast path rounds": BOUND_ROUNDS}
     xb = x.to(torch.bfloat16)
-    # compiled：guard 与查表在 C++ 的 dispatch 里；compiled, Python guard：同样的编译版 runner，guard 与查表用
-    # fastcall._py_fast；triton / torch：Python 的 runner（经 Triton 的 C 启动函数 / torch 的 C++ 启动器）
-    for which in ("compiled", "compiled, Python guard", "triton", "torch"):
-        host.ENABLED = which.startswith("compiled")
-        _launch.BOUND_LAUNCHER = "torch" if which == "torch" else "triton"
-        fastcall.clear()
-        for _ in range(2):
-            rl.softmax(x, backend="triton"), rl.reduce_sum(x, backend="triton")
-            rl.softmax(xb, backend="triton"), rl.reduce_sum(xb, backend="triton")
-        if which == "compiled, Python guard":
-            fastcall.fast = fastcall._py_fast
-        out[f"fast path, {which}: rl.softmax(x) triton"] = per_call_us(lambda: rl.softmax(x, backend="triton"))
-        out[f"fast path, {which}: torch.softmax"] = per_call_us(lambda: torch.softmax(x, -1))
-        out[f"fast path, {which}: rl.reduce_sum(x) triton"] = per_call_us(
-            lambda: rl.reduce_sum(x, backend="triton"))
-        out[f"fast path, {which}: x.sum(1)"] = per_call_us(lambda: x.sum(1))
-        out[f"fast path, {which}: rl.softmax(x bf16) triton"] = per_call_us(
-            lambda: rl.softmax(xb, backend="triton"))
-        out[f"fast path, {which}: rl.reduce_sum(x bf16) triton"] = per_call_us(
-            lambda: rl.reduce_sum(xb, backend="triton"))
+    probes = {"rl.softmax(x) triton": lambda: rl.softmax(x, backend="triton"),
+              "torch.softmax": lambda: torch.softmax(x, -1),
+              "rl.reduce_sum(x) triton": lambda: rl.reduce_sum(x, backend="triton"),
+              "x.sum(1)": lambda: x.sum(1),
+              "rl.softmax(x bf16) triton": lambda: rl.softmax(xb, backend="triton"),
+              "rl.reduce_sum(x bf16) triton": lambda: rl.reduce_sum(xb, backend="triton")}
+    got: dict = {}
+    for _ in range(BOUND_ROUNDS):
+        for which in ("compiled", "compiled, Python guard", "triton", "torch"):
+            host.ENABLED = which.startswith("compiled")
+            _launch.BOUND_LAUNCHER = "torch" if which == "torch" else "triton"
+            fastcall.clear()
+            for _ in range(2):
+                rl.softmax(x, backend="triton"), rl.reduce_sum(x, backend="triton")
+                rl.softmax(xb, backend="triton"), rl.reduce_sum(xb, backend="triton")
+            if which == "compiled, Python guard":
+                fastcall.fast = fastcall._py_fast
+            for name, fn in probes.items():
+                got.setdefault(f"fast path, {which}: {name}", []).append(per_call_us(fn, k=1000, warmup=20))
+    out.update({k: statistics.median(v) for k, v in got.items()})
     _launch.BOUND_LAUNCHER = "triton"
     host.ENABLED = True
     fastcall.clear()

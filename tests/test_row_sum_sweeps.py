@@ -44,20 +44,34 @@ def test_cuda_default_is_within_tolerance_of_the_fastest(r):
     assert mine and mine[0]["frac_copy"] >= best - TOL, (B, mine, best)
 
 
+def _packs_noise(rows) -> float:
+    """packs 扫描里默认配置每个 N 测了两次（经 rl.reduce_sum 的默认调用、作为候选）：两次之差的最大值就是这个文件
+    里同一配置的测量噪声。"""
+    return max(abs(r["default_frac_copy"] - _packs_default(r)["frac_copy"]) for r in rows)
+
+
+def _packs_default(r):
+    B, packs = ck.split_defaults(r["N"], getattr(torch, r["dtype"]))
+    (c,) = [c for c in r["candidates"] if c["ok"] and c["block_size"] == B and c.get("packs") == packs]
+    return c
+
+
 @pytest.mark.parametrize("r", _rows("h200_cuda_row_sum_packs.json"))
-def test_cuda_16_bit_default_packs_and_block_are_within_tolerance_of_the_fastest(r):
-    """16 位 split 内核的默认 (线程数, SUM_PACKS)：在 packs 扫描的候选里，离最快的不到 2 个百分点；默认配置
-    （经 rl.reduce_sum 的那一次测量）也不比原来的 2 包慢。"""
+def test_cuda_16_bit_default_packs_and_block_are_within_noise_of_the_fastest(r):
+    """16 位 split 内核的默认 (线程数, SUM_PACKS)：两次测量的平均离最快的候选不超过这个文件里同一配置两次测量之差
+    （约 3 个百分点），也不比原来的默认（按 float32 的规则取线程数、每个线程 2 包）慢。"""
     dtype = getattr(torch, r["dtype"])
+    rows = rl.load_data("h200_cuda_row_sum_packs.json")["results"]
     assert dtype.itemsize == 2 and not ck._warp_rows(r["N"], dtype)
-    B = ck._split_block(r["N"], 2)
-    assert ck._split_plan(r["M"], r["N"], B, SMS)[1] == 1
+    assert ck._split_plan(r["M"], r["N"], ck._split_block(r["N"], 2), SMS)[1] == 1
+    noise = _packs_noise(rows)
+    assert noise < 0.04, f"同一配置的两次测量差 {noise:.1%}：这个文件太吵，不能用来选配置"
     ok = [c for c in r["candidates"] if c["ok"]]
-    mine = [c for c in ok if c["block_size"] == B and c.get("packs") == (ck._split_packs(r["N"], 2) or 2)]
-    old = [c for c in ok if c["block_size"] == _old_block(r["N"]) and c.get("packs") == 2]
+    mine = (r["default_frac_copy"] + _packs_default(r)["frac_copy"]) / 2
     best = max(c["frac_copy"] for c in ok)
-    assert mine and mine[0]["frac_copy"] >= best - TOL, (B, mine, best)
-    assert old and r["default_frac_copy"] >= old[0]["frac_copy"] - TOL / 2, (r["default_frac_copy"], old)
+    assert mine >= best - noise, (mine, best, noise)
+    old = [c for c in ok if c["block_size"] == _old_block(r["N"]) and c.get("packs") == 2]
+    assert old and mine >= old[0]["frac_copy"] - noise / 2, (mine, old)
 
 
 def _old_block(n):

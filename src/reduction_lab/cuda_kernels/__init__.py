@@ -30,7 +30,7 @@ from .launcher import (KERNEL_DIR, cached_plan, kernel_names, kernel_signature, 
 __all__ = [
     "reduce_sum_checked", "softmax_checked",
     "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
-    "reduce_sum", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward",
+    "reduce_sum", "split_defaults", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward",
     "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report", "NOMINAL_SM_COUNT", "DTYPES",
 ]
 
@@ -280,16 +280,30 @@ def _split_block(N: int, itemsize: int) -> int:
 
 
 #: 16 位 split 内核一行至少这么多字节时，每个线程 :data:`SPLIT_PACKS_16` 个 16 字节包同时在途（reduce_sum.cu 的
-#: SUM_PACKS；更短的行用 .cu 里的默认值 2）。H200 上的两次扫描（docs/data/h200_cuda_row_sum_packs.json 是第二次）：
-#: bf16 的 N = 8192 … 262144 上，8 包配新的线程数比原来的 2 包快 3 到 6 个百分点（只有一次 N = 16384 持平）；
-#: N = 4096 每个线程只分到 2 包，8 包反而慢 2 个百分点
+#: SUM_PACKS；更短的行用 .cu 里的默认值 2）。H200 上 scripts/tune_cuda_row_sum.py --packs 的三次扫描
+#: （docs/data/h200_cuda_row_sum_packs.json 是最后一次）：bf16 的 N = 8192 … 262144 上，8 包配新的线程数比原来的
+#: 2 包快 2.0 到 6.3 个百分点，只有 N = 16384 在三次里有两次持平；N = 4096 每个线程只分到 2 包，8 包慢 2 到 4 个百分点
 SPLIT_PACKS_16 = 8
 SPLIT_PACKS_MIN_ROW = 16384
+#: reduce_sum.cu 里 SUM_PACKS 的默认值（不定义它时）
+_CU_SUM_PACKS = 2
 
 
 def _split_packs(N: int, itemsize: int) -> int | None:
     """split 内核默认的 SUM_PACKS（None：用 .cu 里的默认值）。"""
     return SPLIT_PACKS_16 if itemsize == 2 and N * itemsize >= SPLIT_PACKS_MIN_ROW else None
+
+
+def split_defaults(N: int, dtype) -> tuple[int, int]:
+    """按行求和的 split 内核在行长 ``N`` 上默认的 (每块线程数, 每个线程同时在途的 16 字节包数)。float32 的内核
+    不按包读（每个线程 8 路 4 字节的加载），包数一栏写 0。"""
+    from ..checks import check_int
+
+    check_int(N, "N", lo=1)
+    if dtype not in DTYPES:
+        raise TypeError(f"dtype 只能是 float32、bfloat16、float16，得到 {dtype} (unsupported dtype {dtype})")
+    B = _split_block(N, dtype.itemsize)
+    return B, (_split_packs(N, dtype.itemsize) or _CU_SUM_PACKS) if dtype.itemsize == 2 else 0
 
 
 def _sum_defines(kernel: str, B: int, dtype, N: int, packs: int | None = None) -> dict:

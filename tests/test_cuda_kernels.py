@@ -78,22 +78,10 @@ def test_reduce_sum_split_one_chunk_writes_dtype_directly(dtype):
     assert torch.equal(y, x.double().sum(1).to(dtype)) and rep.atomic_ops == 6
 
 
-def test_split_defaults_name_the_threads_and_packs():
-    assert ck.split_defaults(4096, torch.bfloat16) == (256, 2)          # 一行 8 KiB：每个线程只分到 2 包
-    assert ck.split_defaults(8192, torch.bfloat16) == (256, 8)
-    assert ck.split_defaults(65536, torch.float16) == (1024, 8)
-    assert ck.split_defaults(65536, torch.float32) == (512, 0)          # float32 不按包读
-    with pytest.raises(TypeError, match="dtype"):
-        ck.split_defaults(4096, torch.float64)
-    with pytest.raises(ValueError, match="N"):
-        ck.split_defaults(0, torch.float32)
-
-
 def test_reduce_sum_split_block_size_follows_row_bytes():
     # 一行不到 64 KiB：256 个线程；不到 512 KiB：512 个；更长：1024 个（H200 的扫描，docs/data/h200_cuda_row_sum_sweep.json）
     assert ck._split_block(16383, 4) == 256 and ck._split_block(16384, 4) == 512
-    assert ck._split_block(16384, 2) == 512 and ck._split_block(16383, 2) == 256       # 16 位：按 packs 扫描
-    assert ck._split_block(65536, 2) == 1024 and ck._split_block(65535, 2) == 512
+    assert ck._split_block(32768, 2) == 512 and ck._split_block(32767, 2) == 256
     assert ck._split_block(131071, 4) == 512 and ck._split_block(131072, 4) == 1024
 
 

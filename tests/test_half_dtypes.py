@@ -105,22 +105,6 @@ def test_cuda_reduce_sum_kernels(kernel, dtype):
 
 
 @pytest.mark.parametrize("dtype", HALVES, ids=str)
-@pytest.mark.parametrize("kernel", ["warp", "split"])
-@pytest.mark.parametrize("packs", [1, 2, 4, 8])
-def test_cuda_reduce_sum_packs_in_flight(packs, kernel, dtype):
-    """SUM_PACKS（每个线程同时在途的 16 字节包数）的每个取值：行首不对齐（开头几个元素单独读）、包数不是
-    线程数 x SUM_PACKS 的倍数（剩下的包逐个读）时，结果都与 float64 一致。"""
-    from reduction_lab import cuda_kernels as ck
-
-    base = _x((3, 4200), dtype, seed=packs)
-    for off, n in ((0, 4096), (3, 4099), (5, 777), (1, 9)):
-        x = base[:, off:off + n]
-        kw = {"chunks": 2} if kernel == "split" else {}
-        s = ck.reduce_sum(x, kernel=kernel, packs=packs, **kw)
-        _close(s, x.double().sum(1), dtype, extra=_sum_extra(x), what=f"{kernel} packs={packs} offset {off} N={n}")
-
-
-@pytest.mark.parametrize("dtype", HALVES, ids=str)
 def test_cuda_unaligned_rows_and_mismatched_output(dtype):
     """行首不按 16 字节对齐（开头几个元素单独处理），以及 x 与 out 在 16 字节内偏移不同（整行逐个处理）：
     结果与对齐的张量相同（在容差之内）。"""

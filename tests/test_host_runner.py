@@ -289,3 +289,20 @@ def test_bad_table_entries_are_refused(table):
     with pytest.raises(TypeError, match="current_device"):
         table.table_set("softmax", "auto", torch.float32, 1, 1, 0, print, None)
     assert table.table_size() == 0
+
+
+def test_a_runner_built_while_the_extension_was_off_is_registered_later(table, monkeypatch):
+    """先在扩展关掉时建了 runner（只在 RUNNERS 里），之后扩展打开：下一次完整路径的 remember 把它补登记进 C++ 的表，
+    不会让这一组键从此每次都走完整的路径。"""
+    from reduction_lab import fastcall
+
+    x = torch.randn(4, 16)
+    key = ("softmax", "tilelang", torch.float32, x.shape, -1)
+    monkeypatch.setattr(host, "ENABLED", False)
+    fastcall._store(key, Marker())
+    assert table.table_size() == 0 and fastcall.fast is fastcall._py_fast
+    monkeypatch.setattr(host, "ENABLED", True)
+    monkeypatch.setattr(fastcall, "ENABLED", True)
+    fastcall.remember("softmax", "tilelang", "tilelang", x, None, False)
+    assert table.table_size() == 1 and fastcall.fast is table.dispatch
+    assert fastcall.fast("softmax", x, -1, "tilelang") == ("ran", 1)

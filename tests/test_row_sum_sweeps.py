@@ -31,9 +31,8 @@ def test_triton_default_is_within_tolerance_of_the_fastest(r, monkeypatch):
     assert mine[0]["frac_copy"] >= best - TOL, (mine[0], best)
 
 
-@pytest.mark.parametrize("r", [p for p in _rows("h200_cuda_row_sum_sweep.json") if p.values[0]["dtype"] == "float32"])
+@pytest.mark.parametrize("r", _rows("h200_cuda_row_sum_sweep.json"))
 def test_cuda_default_is_within_tolerance_of_the_fastest(r):
-    # float32；16 位的默认配置（线程数与在途的包数）按下面的 packs 扫描
     dtype = getattr(torch, r["dtype"])
     assert not ck._warp_rows(r["N"], dtype)      # 扫描的行都走 split 内核
     B = ck._split_block(r["N"], dtype.itemsize)
@@ -42,42 +41,6 @@ def test_cuda_default_is_within_tolerance_of_the_fastest(r):
     mine = [c for c in ok if c["block_size"] == B and c["chunks"] == 1]
     best = max(c["frac_copy"] for c in ok)
     assert mine and mine[0]["frac_copy"] >= best - TOL, (B, mine, best)
-
-
-def _packs_noise(rows) -> float:
-    """packs 扫描里默认配置每个 N 测了两次（经 rl.reduce_sum 的默认调用、作为候选）：两次之差的最大值就是这个文件
-    里同一配置的测量噪声。"""
-    return max(abs(r["default_frac_copy"] - _packs_default(r)["frac_copy"]) for r in rows)
-
-
-def _packs_default(r):
-    B, packs = ck.split_defaults(r["N"], getattr(torch, r["dtype"]))
-    (c,) = [c for c in r["candidates"] if c["ok"] and c["block_size"] == B and c.get("packs") == packs]
-    return c
-
-
-@pytest.mark.parametrize("r", _rows("h200_cuda_row_sum_packs.json"))
-def test_cuda_16_bit_default_packs_and_block_are_within_noise_of_the_fastest(r):
-    """16 位 split 内核的默认 (线程数, SUM_PACKS)：两次测量的平均离最快的候选不超过这个文件里同一配置两次测量之差
-    （约 3 个百分点），也不比原来的默认（按 float32 的规则取线程数、每个线程 2 包）慢。"""
-    dtype = getattr(torch, r["dtype"])
-    rows = rl.load_data("h200_cuda_row_sum_packs.json")["results"]
-    assert dtype.itemsize == 2 and not ck._warp_rows(r["N"], dtype)
-    assert ck._split_plan(r["M"], r["N"], ck._split_block(r["N"], 2), SMS)[1] == 1
-    noise = _packs_noise(rows)
-    assert noise < 0.04, f"同一配置的两次测量差 {noise:.1%}：这个文件太吵，不能用来选配置"
-    ok = [c for c in r["candidates"] if c["ok"]]
-    mine = (r["default_frac_copy"] + _packs_default(r)["frac_copy"]) / 2
-    best = max(c["frac_copy"] for c in ok)
-    assert mine >= best - noise, (mine, best, noise)
-    old = [c for c in ok if c["block_size"] == _old_block(r["N"]) and c.get("packs") == 2]
-    assert old and mine >= old[0]["frac_copy"] - noise / 2, (mine, old)
-
-
-def _old_block(n):
-    """16 位原来的默认线程数（与 float32 相同的按行字节数的规则，每个线程 2 包在途）。"""
-    row = 2 * n
-    return 256 if row < 65536 else 512 if row < 524288 else 1024
 
 
 @pytest.mark.parametrize("r", [p for p in _rows("h200_cuda_row_sum_warp.json")

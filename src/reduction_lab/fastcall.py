@@ -40,6 +40,8 @@ ENABLED = MODE == "gpu"
 #: (操作, backend, dtype, 形状, 设备号) -> runner(x)
 RUNNERS: dict = {}
 MAX_RUNNERS = 4096
+#: RUNNERS 里同时登记进 C++ 扩展的表的键
+_IN_TABLE: set = set()
 
 _Tensor = torch.Tensor
 _strided = torch.strided
@@ -84,6 +86,7 @@ def clear() -> None:
     """丢掉所有 runner（测试用；学员改过内核源文件之后也可以调用；切换 ``host.ENABLED`` 之后也要调用）。"""
     global fast
     RUNNERS.clear()
+    _IN_TABLE.clear()
     fast = _py_fast
     from . import host
 
@@ -101,6 +104,8 @@ def remember(op: str, backend: str, impl: str, x: torch.Tensor, checked, aligned
         return
     key = (op, backend, x.dtype, x.shape, x.get_device())
     if key in RUNNERS:
+        if key not in _IN_TABLE:              # 登记时扩展还不能用（或被关掉）：现在能用就补登记
+            _store(key, RUNNERS[key])
         return
     runner = None
     where = _BOUND.get((impl, op))
@@ -126,4 +131,5 @@ def _store(key, runner) -> None:
     mod = _table()
     if mod is not None and len(shape) == 2:
         mod.table_set(op, backend, dtype, shape[0], shape[1], device, runner, _cuda_device)
+        _IN_TABLE.add(key)
         fast = mod.dispatch

@@ -30,7 +30,7 @@ from .launcher import (KERNEL_DIR, cached_plan, kernel_names, kernel_signature, 
 __all__ = [
     "reduce_sum_checked", "softmax_checked",
     "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
-    "reduce_sum", "split_defaults", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward",
+    "reduce_sum", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward",
     "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report", "NOMINAL_SM_COUNT", "DTYPES",
 ]
 
@@ -137,15 +137,13 @@ def _warp_rows(n_cols: int, dtype: torch.dtype) -> bool:
 
 def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: int | None = None,
                return_report: bool = False, mode: str | None = None, chunks: int | None = None,
-               out: torch.Tensor | None = None, packs: int | None = None):
+               out: torch.Tensor | None = None):
     """每行求和：(M, N) -> (M,)，dtype 取 float32、bfloat16 或 float16，结果与 x 同 dtype（累加用 float32）。
 
     ``kernel``：``"tree"`` 课程版（一行一个线程块、共享内存树形归约）；``"warp"`` 一个 warp 一行；
     ``"split"`` 长行切段 + atomicAdd；``"auto"``（默认）按 N 在 warp 与 split 之间选择。
     ``chunks``：split 内核的段数（正整数）；``out``：调用者提供的 (M,) 连续输出，dtype 与 x 相同。
-    bf16 / fp16 的 warp 与 split 内核每个线程一次读 16 字节（8 个元素）；``packs``：它们每个线程同时在途的
-    16 字节包数（1、2、4、8；默认 split 取 :func:`_split_packs`，warp 用 reduce_sum.cu 的 SUM_PACKS），只用于 16 位的
-    warp 与 split 内核。
+    bf16 / fp16 的 warp 与 split 内核每个线程一次读 16 字节（8 个元素）。
     """
     m = _mode(mode)
     _check_flags(return_report)
@@ -164,12 +162,6 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         raise ValueError(f"chunks 必须是正整数，得到 {chunks!r} (chunks must be a positive int)")
     if chunks is not None and kernel != "split":
         raise ValueError(f"chunks 只用于 kernel='split'，当前 kernel={kernel!r} (chunks applies to the split kernel only)")
-    if packs is not None:
-        if isinstance(packs, bool) or packs not in (1, 2, 4, 8):
-            raise ValueError(f"packs 只能是 1、2、4、8，得到 {packs!r} (packs must be 1, 2, 4 or 8)")
-        if x.element_size() != 2 or kernel not in ("warp", "split"):
-            raise ValueError(f"packs 只用于 16 位（bfloat16 / float16）的 warp 与 split 内核，当前 dtype "
-                             f"{str(x.dtype)[6:]}、kernel={kernel!r} (packs applies to 16-bit warp/split kernels only)")
     if block_size is None:
         if kernel == "split" and chunks is None:
             B = _split_block(N, x.element_size())
@@ -180,7 +172,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     else:
         B = _check_block(block_size, 32)
     out = _check_out(out, (M,), x)
-    defines = _sum_defines(kernel, B, x.dtype, N, packs)
+    defines = _defines(B, x.dtype)
     if kernel == "tree":
         rep = launch("reduce_sum.cu", "reduce_sum_rows", grid=M, block=B,
                      args=(x, out, x.stride(0), N), defines=defines, mode=m)
@@ -238,8 +230,7 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
             sms = _sm_count(x, _mode(None))
             B = _split_block(N, x.element_size())
             cols, chunks = _split_plan(M, N, B, sms)
-            plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, _sum_defines("split", B, x.dtype, N), (cols, chunks),
-                    None]
+            plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, _defines(B, x.dtype), (cols, chunks), None]
         _SUM_PLANS[key] = plan
     name, grid, block, defines, split, lp = plan
     if out is None:
@@ -268,53 +259,11 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
 
 
 def _split_block(N: int, itemsize: int) -> int:
-    """split 内核默认的每块线程数（H200 上 scripts/tune_cuda_row_sum.py 的扫描）。float32
-    （docs/data/h200_cuda_row_sum_sweep.json）：一行不到 64 KiB 时 256 个线程，不到 512 KiB 时 512 个，更长时 1024 个
-    （N = 262144：256 个线程只有拷贝的 74%，1024 个 99%：一行一块、只有 256 块时，每个 SM 上同时在途的加载要靠更多的
-    线程）。16 位（在途的包数见 :func:`_split_packs`，docs/data/h200_cuda_row_sum_packs.json）：一行不到 32 KiB 时
-    256 个，不到 128 KiB 时 512 个，更长时 1024 个。"""
+    """split 内核默认的每块线程数（H200 上 scripts/tune_cuda_row_sum.py 的扫描，docs/data/h200_cuda_row_sum_sweep.json）：
+    一行不到 64 KiB 时 256 个线程，不到 512 KiB 时 512 个，更长时 1024 个（float32 的 N = 262144：256 个线程只有
+    拷贝的 74%，1024 个 99%：一行一块、只有 256 块时，每个 SM 上同时在途的加载要靠更多的线程）。"""
     row = N * itemsize
-    if itemsize == 2:
-        return 256 if row < 32768 else 512 if row < 131072 else 1024
     return 256 if row < 65536 else 512 if row < 524288 else 1024
-
-
-#: 16 位 split 内核一行至少这么多字节时，每个线程 :data:`SPLIT_PACKS_16` 个 16 字节包同时在途（reduce_sum.cu 的
-#: SUM_PACKS；更短的行用 .cu 里的默认值 2）。H200 上 scripts/tune_cuda_row_sum.py --packs 的三次扫描
-#: （docs/data/h200_cuda_row_sum_packs.json 是最后一次）：bf16 的 N = 8192 … 262144 上，8 包配新的线程数比原来的
-#: 2 包快 2.0 到 6.3 个百分点，只有 N = 16384 在三次里有两次持平；N = 4096 每个线程只分到 2 包，8 包慢 2 到 4 个百分点
-SPLIT_PACKS_16 = 8
-SPLIT_PACKS_MIN_ROW = 16384
-#: reduce_sum.cu 里 SUM_PACKS 的默认值（不定义它时）
-_CU_SUM_PACKS = 2
-
-
-def _split_packs(N: int, itemsize: int) -> int | None:
-    """split 内核默认的 SUM_PACKS（None：用 .cu 里的默认值）。"""
-    return SPLIT_PACKS_16 if itemsize == 2 and N * itemsize >= SPLIT_PACKS_MIN_ROW else None
-
-
-def split_defaults(N: int, dtype) -> tuple[int, int]:
-    """按行求和的 split 内核在行长 ``N`` 上默认的 (每块线程数, 每个线程同时在途的 16 字节包数)。float32 的内核
-    不按包读（每个线程 8 路 4 字节的加载），包数一栏写 0。"""
-    from ..checks import check_int
-
-    check_int(N, "N", lo=1)
-    if dtype not in DTYPES:
-        raise TypeError(f"dtype 只能是 float32、bfloat16、float16，得到 {dtype} (unsupported dtype {dtype})")
-    B = _split_block(N, dtype.itemsize)
-    return B, (_split_packs(N, dtype.itemsize) or _CU_SUM_PACKS) if dtype.itemsize == 2 else 0
-
-
-def _sum_defines(kernel: str, B: int, dtype, N: int, packs: int | None = None) -> dict:
-    """按行求和内核的编译期常量：:func:`_defines`，16 位时再加 SUM_PACKS（``packs``；没给时 split 取
-    :func:`_split_packs`，其余用 .cu 里的默认值）。"""
-    d = _defines(B, dtype)
-    if packs is None and kernel == "split":
-        packs = _split_packs(N, dtype.itemsize)
-    if packs is not None:
-        d["SUM_PACKS"] = packs
-    return d
 
 
 def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:

@@ -6,7 +6,7 @@
 //   reduce_sum_rows_split  长行（生产版）：grid = (段数, 行数)，一行切成几段各由一个线程块处理，
 //                          warp洗牌 + 共享内存归约；只有一段时直接写floatX的输出（一次启动），
 //                          段数 > 1时atomicAdd到事先清零的float缓冲区
-//   bf16 / fp16：两个生产版内核每个线程一次读16字节（8个元素，sum_x8），SUM_PACKS包同时在途；课程版逐个读。
+//   bf16 / fp16：两个生产版内核每个线程一次读16字节（8个元素，sum_x8），课程版逐个读。
 //
 // 编译期常量：BLOCK_SIZE（每块线程数，32到1024之间的2的幂，启动时必须等于blockDim.x）；
 // 元素类型floatX：定义ENABLE_BF16时是__nv_bfloat16，定义ENABLE_FP16时是__half，否则是float。
@@ -70,49 +70,35 @@ __device__ float warp_reduce_sum(float v)
 // --8<-- [end:warp_reduce_sum]
 
 #if FLOATX_BYTES == 2
-// 每个线程同时在途的16字节包数（编译期常量，1、2、4或8）
-#ifndef SUM_PACKS
-#define SUM_PACKS 2
-#endif
-#if SUM_PACKS != 1 && SUM_PACKS != 2 && SUM_PACKS != 4 && SUM_PACKS != 8
-#error "SUM_PACKS must be 1, 2, 4 or 8"
-#endif
-
 // 16字节一包：8个floatX。包的地址按16字节对齐时，读一包是一条128位的加载指令。
 struct __align__(16) pack8 { floatX v0, v1, v2, v3, v4, v5, v6, v7; };
 
-__device__ float sum_pack(pack8 q)
+__device__ float sum8(const floatX *p)             // p按16字节对齐
 {
+    pack8 q = *(const pack8 *)p;
     return (((float)q.v0 + (float)q.v1) + ((float)q.v2 + (float)q.v3)) +
            (((float)q.v4 + (float)q.v5) + ((float)q.v6 + (float)q.v7));
 }
 
 // 线程t（共nt个）在p[0 .. n)里的部分和。这一段 = 开头head个元素（第一个16字节边界之前）
-// + n_pack个对齐的包 + 结尾不足一包的元素；开头与结尾（共n_edge个）逐个读，包SUM_PACKS个一起在途。
+// + n_pack个对齐的包 + 结尾不足一包的元素；开头与结尾（共n_edge个）逐个读，包两个一起在途。
 __device__ float sum_x8(const floatX *p, int n, int t, int nt)
 {
     int head = (int)((16 - (size_t)p % 16) % 16) / 2;
     head = head < n ? head : n;
     int n_pack = (n - head) / 8, n_edge = n - 8 * n_pack;
-    const pack8 *q = (const pack8 *)(p + head);
+    const floatX *q = p + head;
     float a = 0.0f, b = 0.0f;
     for (int e = t; e < n_edge; e += nt)
         a += (float)p[e < head ? e : e + 8 * n_pack];
     int k = t;
-    for (; k + (SUM_PACKS - 1) * nt < n_pack; k += SUM_PACKS * nt) {
-        pack8 v[SUM_PACKS];
-#pragma unroll
-        for (int u = 0; u < SUM_PACKS; u++)          // 先发出全部加载，再求和
-            v[u] = q[k + u * nt];
-#pragma unroll
-        for (int u = 0; u < SUM_PACKS; u += 2) {
-            a += sum_pack(v[u]);
-            if (u + 1 < SUM_PACKS)
-                b += sum_pack(v[u + 1]);
-        }
+    for (; k + nt < n_pack; k += 2 * nt) {
+        float s0 = sum8(q + 8 * k), s1 = sum8(q + 8 * (k + nt));
+        a += s0;
+        b += s1;
     }
-    for (; k < n_pack; k += nt)
-        a += sum_pack(q[k]);
+    if (k < n_pack)
+        a += sum8(q + 8 * k);
     return a + b;
 }
 #endif

@@ -206,6 +206,15 @@ def test_dispatch_and_the_python_guards_agree(table):
         "不是张量": (base.numpy(), -1, "auto"),
     }
     accepted = {"普通", "dim=1", "首地址不对齐（对齐由 runner 检查）"}
+    batched = {}
+
+    def inside_vmap(t):                 # vmap 里的张量是没有存储的包装张量，类型仍是 torch.Tensor
+        batched["py"] = fastcall._py_fast("softmax", t, -1, "auto")
+        batched["cc"] = table.dispatch("softmax", t, -1, "auto")
+        return t
+
+    torch.vmap(inside_vmap)(torch.randn(3, 8, 256))
+    assert batched == {"py": None, "cc": None}, batched
     for what, (v, dim, backend) in inputs.items():
         py = fastcall._py_fast("softmax", v, dim, backend)
         cc = table.dispatch("softmax", v, dim, backend)
@@ -232,6 +241,15 @@ def test_dispatch_calls_a_compiled_runner(table):
     assert call["slots"][:2] == [y.data_ptr(), x.data_ptr()]
     assert fastcall.fast("softmax", flat_unaligned(), -1, "triton") is None      # 编译版 runner 自己拒绝不对齐的
     assert len(rec.calls) == 1
+
+
+def test_compiled_runner_refuses_a_tensor_without_storage(table):
+    """直接调用编译版 runner、传进 vmap 的包装张量：返回 None（走完整的路径），不因为读不了地址而终止进程。"""
+    rec = Recorder(6)
+    run = _runner(rec)
+    got = []
+    torch.vmap(lambda t: got.append(run(t)) or t)(torch.randn(3, 8, 256))
+    assert got == [None] and not rec.calls
 
 
 def flat_unaligned():

@@ -47,6 +47,7 @@ _Tensor = torch.Tensor
 _strided = torch.strided
 _grad_enabled = torch.is_grad_enabled
 _cuda_device = getattr(torch._C, "_cuda_getDevice", None)
+_has_storage = torch._C._has_storage          # torch.func 的包装张量（vmap、grad）没有自己的存储
 
 
 def _py_fast(op: str, x, dim, backend):
@@ -57,7 +58,7 @@ def _py_fast(op: str, x, dim, backend):
             and not x.is_nested:
         d = x.get_device()
         run = RUNNERS.get((op, backend, x.dtype, x.shape, d))
-        if run is not None and x.layout is _strided and x.is_contiguous() and not x.is_neg() \
+        if run is not None and x.layout is _strided and _has_storage(x) and x.is_contiguous() and not x.is_neg() \
                 and (d == _cuda_device() if d >= 0 else x.is_cpu) and not (x.requires_grad and _grad_enabled()):
             return run(x)
     return None

@@ -104,6 +104,7 @@ PyObject* run_impl(Runner* r, PyObject* obj, bool guarded) {
       Py_RETURN_NONE;
     if (x.requires_grad() && c10::GradMode::is_enabled()) Py_RETURN_NONE;
   }
+  if (!x.has_storage()) Py_RETURN_NONE;   // torch.func 的包装张量（vmap、grad）：没有自己的存储，走完整的路径
   auto px = reinterpret_cast<uintptr_t>(x.data_ptr());
   if (px & 15) Py_RETURN_NONE;
   if (!hooks_quiet(r)) Py_RETURN_NONE;
@@ -152,7 +153,12 @@ PyObject* run(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_SetString(PyExc_TypeError, "runner(x) takes exactly one tensor");
     return nullptr;
   }
-  return run_impl(r, args[0], false);
+  try {
+    return run_impl(r, args[0], false);
+  } catch (const std::exception& e) {    // 张量的元数据读不了（不该发生）：报成 Python 的异常，不让进程终止
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
 }
 
 PyMethodDef run_def = {"run", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(run)), METH_FASTCALL,
@@ -348,7 +354,7 @@ PyObject* table_clear(PyObject*, PyObject*) {
 PyObject* table_size(PyObject*, PyObject*) { return PyLong_FromSize_t(table->size()); }
 
 // dispatch(op, x, dim, backend)：guard 全部通过、表里有这一项时返回 runner(x)，否则 None
-PyObject* dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+PyObject* dispatch_impl(PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 4) {
     PyErr_SetString(PyExc_TypeError, "dispatch(op, x, dim, backend) takes 4 arguments");
     return nullptr;
@@ -362,7 +368,8 @@ PyObject* dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   long d = PyLong_AsLongAndOverflow(dim, &overflow);
   if (overflow || (d != -1 && d != 1)) Py_RETURN_NONE;
   const at::Tensor& x = THPVariable_Unpack(obj);
-  if (x.is_nested() || x.layout() != c10::kStrided || x.dim() != 2 || x.is_neg() || !x.is_contiguous())
+  if (x.is_nested() || x.layout() != c10::kStrided || !x.has_storage() || x.dim() != 2 || x.is_neg() ||
+      !x.is_contiguous())
     Py_RETURN_NONE;
   if (x.requires_grad() && c10::GradMode::is_enabled()) Py_RETURN_NONE;
   Key k;
@@ -403,6 +410,15 @@ PyObject* dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   PyObject* res = PyObject_Vectorcall(runner, &obj, 1, nullptr);
   Py_DECREF(runner);
   return res;
+}
+
+PyObject* dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  try {
+    return dispatch_impl(args, nargs);
+  } catch (const std::exception& e) {    // 张量的元数据读不了（不该发生）：报成 Python 的异常，不让进程终止
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
 }
 
 PyMethodDef methods[] = {

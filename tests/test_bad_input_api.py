@@ -214,3 +214,29 @@ def test_out_with_autograd_is_refused(backend):
 def test_errors_come_before_any_launch(bad):
     with pytest.raises((TypeError, ValueError)):
         _no_launch(bad)
+
+
+# ---------------------------------------------------------------- torch.func 变换
+
+@pytest.mark.parametrize("op", OPS)
+def test_torch_func_wrappers_are_refused_before_any_launch(backend, op):
+    """vmap / grad 里的张量是没有存储的包装张量（类型仍是 torch.Tensor）：内核读不了它，在启动之前报错并说明；
+    backend='torch' 照常可用。"""
+    x = torch.randn(3, 4, 64, device=rl.DEVICE)
+    if backend == "torch":
+        got = torch.vmap(lambda t: _call(op, t, backend=backend))(x)
+        want = torch.softmax(x, -1) if op == "softmax" else x.sum(-1)
+        torch.testing.assert_close(got, want)
+        return
+    with pytest.raises(TypeError, match="torch.func"):
+        _no_launch(lambda: torch.vmap(lambda t: _call(op, t, backend=backend))(x))
+    with pytest.raises(TypeError, match="torch.func"):
+        _no_launch(lambda: torch.func.grad(lambda t: _call(op, t, backend=backend).sum())(x[0]))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_torch_func_wrapper_as_out_is_refused(op):
+    x = torch.randn(3, 4, 64, device=rl.DEVICE)
+    outs = torch.empty(3, 4, 64, device=rl.DEVICE) if op == "softmax" else torch.empty(3, 4, device=rl.DEVICE)
+    with pytest.raises(TypeError, match="out 是 torch.func"):      # x 是普通张量，只有 out 是包装张量
+        _no_launch(lambda: torch.vmap(lambda o: _call(op, x[0], backend="triton", out=o))(outs))

@@ -91,6 +91,7 @@ _ON_CUDA = DEVICE == "cuda"
 _current_device = getattr(torch._C, "_cuda_getDevice", None) if _ON_CUDA else None
 _Tensor = torch.Tensor
 _strided = torch.strided
+_has_storage = torch._C._has_storage
 _FAST = fastcall.ENABLED and _current_device is not None
 
 
@@ -109,7 +110,7 @@ def _check_args(x, dim, backend, out, op):
     任何一项不满足时走下面逐项的检查，由它给出指明问题的错误。两条路接受的输入完全相同。"""
     if out is None and type(x) is _Tensor and type(dim) is int and (dim == -1 or dim == 1) and type(backend) is str \
             and x.dtype in _DTYPE_SETS.get(backend, ()) and x.layout is _strided and not x.is_nested \
-            and not x.is_neg() and x.dim() == 2:
+            and not x.is_neg() and x.dim() == 2 and _has_storage(x):
         # float dtype 没有共轭标记（只有复数张量有），所以不必查 is_conj；连续且元素数不超过 MAX_COLS
         # 时每行的元素数也不超过它（更大的张量、行距不等于行长的切片走逐项的检查）
         if x.is_contiguous() and 0 < x.numel() <= MAX_COLS:
@@ -121,6 +122,10 @@ def _check_args(x, dim, backend, out, op):
                 return x.requires_grad and torch.is_grad_enabled()
     _check_backend(backend)
     check_matrix(x, "x", dtypes=DTYPES[backend], device=DEVICE)
+    if backend != "torch" and not _has_storage(x):
+        raise TypeError(f"x 是 torch.func 变换（vmap、grad 等）里的包装张量，没有自己的存储，backend={backend!r} 的内核"
+                        f"读不了它；请在变换之外调用，或用 backend='torch' "
+                        f"(x is a torch.func wrapper without storage; the {backend!r} kernels cannot read it)")
     if op == "reduce_sum" and not isinstance(dim, bool) and dim in (0, -2):
         if backend not in COLUMN_BACKENDS and backend != "auto":
             raise ValueError(f"沿列求和（dim=0）只有 {', '.join(COLUMN_BACKENDS)} 后端支持，得到 backend={backend!r} "
@@ -141,6 +146,9 @@ def _check_args(x, dim, backend, out, op):
     needs_grad = torch.is_grad_enabled() and x.requires_grad
     if out is not None:
         check_out(out, out_shape, x.dtype, x.device)
+        if backend != "torch" and not _has_storage(out):
+            raise TypeError("out 是 torch.func 变换里的包装张量，没有自己的存储，内核写不进它 "
+                            "(out is a torch.func wrapper without storage)")
         if needs_grad or out.requires_grad:
             raise RuntimeError(
                 "需要求导时不能用 out=（与 torch 相同：写进调用者的张量没有 autograd 历史）；"

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -252,6 +253,8 @@ def test_simulator_bf16_tensor_is_written_in_place_and_checked():
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc 不在 PATH 上，无法检查生成的代码能否编译")
+needs_tilelang = pytest.mark.skipif(importlib.util.find_spec("tilelang") is None,
+                                    reason="没有安装 tilelang：无法生成 TileLang 内核的 CUDA 源码")
 
 
 @needs_nvcc
@@ -273,6 +276,7 @@ def test_half_variants_compile_with_128_bit_accesses(name, flag, tmp_path):
 
 
 @needs_nvcc
+@needs_tilelang
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("kernel", ["reduce_sum", "softmax", "softmax_backward"])
 def test_tilelang_half_cuda_source_compiles(kernel, dtype):

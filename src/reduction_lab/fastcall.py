@@ -2,9 +2,10 @@
 第二次起跳过逐项的检查、``auto`` 的选择和各 backend 的计划查找，直接分配输出、启动内核。
 
 做法：完整的路径（:mod:`reduction_lab.api`）第一次成功处理一个连续的输入之后，:func:`remember` 为
-(操作, backend, dtype, 形状, 设备) 建一个 *runner*。下一次调用时 api 先做几项便宜的检查（guard，见
-:func:`reduction_lab.api.softmax`）：普通的 ``torch.Tensor``、不是嵌套张量、按行主序连续、没有取负标记、
-在当前设备上、不需要求导、没有 ``out=``、``dim`` 是最后一维；形状、dtype、设备由查表的键保证，与第一次相同。
+(操作, backend, dtype, 形状, 设备) 建一个 *runner*。下一次调用时 api 先调 :data:`fast`，做几项便宜的检查
+（guard）：普通的 ``torch.Tensor``、不是嵌套张量、有自己的存储（不是 torch.func 的包装张量）、按行主序连续、
+没有取负标记、在当前设备上、不需要求导、没有 ``out=``（api 查）、``dim`` 是最后一维；形状、dtype、设备由查表的
+键保证，与第一次相同。
 guard 通过就调用 runner；guard 不通过、或 runner 返回 None（例如这一次的首地址不是 16 字节对齐、装了 Triton
 的启动钩子），照常走完整的路径，由它检查并给出指明问题的错误。两条路接受同样的输入、给出同样的结果。
 

@@ -239,7 +239,8 @@ def test_dispatch_calls_a_compiled_runner(table):
     assert isinstance(y, torch.Tensor) and y.shape == x.shape
     (call,) = rec.calls
     assert call["slots"][:2] == [y.data_ptr(), x.data_ptr()]
-    assert fastcall.fast("softmax", flat_unaligned(), -1, "triton") is None      # 编译版 runner 自己拒绝不对齐的
+    unaligned = torch.randn(8 * 256 + 1)[1:].view(8, 256)
+    assert fastcall.fast("softmax", unaligned, -1, "triton") is None             # 编译版 runner 自己拒绝不对齐的
     assert len(rec.calls) == 1
 
 
@@ -250,10 +251,6 @@ def test_compiled_runner_refuses_a_tensor_without_storage(table):
     got = []
     torch.vmap(lambda t: got.append(run(t)) or t)(torch.randn(3, 8, 256))
     assert got == [None] and not rec.calls
-
-
-def flat_unaligned():
-    return torch.randn(8 * 256 + 1)[1:].view(8, 256)
 
 
 def test_table_replaces_clears_and_holds_references(table):

@@ -372,7 +372,8 @@ PyObject* dispatch_impl(PyObject* const* args, Py_ssize_t nargs) {
       !x.is_contiguous())
     Py_RETURN_NONE;
   if (x.requires_grad() && c10::GradMode::is_enabled()) Py_RETURN_NONE;
-  Key k;
+  // 每次调用复用同一个键：操作名 + backend 超过短字符串的长度，新建 std::string 就要分配一次堆内存
+  static thread_local Key k;
   if (x.is_cuda()) {
     k.device = x.get_device();
     if (table_current_device == nullptr) Py_RETURN_NONE;

@@ -215,7 +215,7 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
         seg_len = T.ceildiv(T.ceildiv(N, n_seg), unit) * unit
         vec = 4 if dtype == f32 else 8                # 16 字节一次访存
         masked = not isinstance(N, int) or N != n_seg * seg_len   # 有段伸到行尾之外
-        in_cluster = not cpu and path == "cluster"    # 一次启动、簇内同步
+        in_cluster = not cpu and path == "cluster"    # 一次启动、簇内经分布式共享内存交换
         if in_cluster and n_seg > threads:       # 第 g 个线程发给第 g 块：段数不能多于线程数
             raise ValueError(f"path='cluster' 的 n_seg={n_seg} 多于每块的线程数 {threads} "
                              f"(n_seg must not exceed threads)")

@@ -78,11 +78,51 @@ def test_reduce_sum_split_one_chunk_writes_dtype_directly(dtype):
     assert torch.equal(y, x.double().sum(1).to(dtype)) and rep.atomic_ops == 6
 
 
+def test_split_defaults_name_the_threads_and_packs():
+    assert ck.split_defaults(4096, torch.bfloat16) == (256, 2)          # 一行 8 KiB：每个线程只分到 2 包
+    assert ck.split_defaults(8192, torch.bfloat16) == (256, 8)
+    assert ck.split_defaults(65536, torch.float16) == (1024, 8)
+    assert ck.split_defaults(8192, torch.float32) == (256, 8)
+    assert ck.split_defaults(65536, torch.float32) == (512, 8)
+    assert ck.split_defaults(131072, torch.float32) == (512, 4)         # 一行 512 KiB 起 4 包
+    with pytest.raises(TypeError, match="dtype"):
+        ck.split_defaults(4096, torch.float64)
+    with pytest.raises(ValueError, match="N"):
+        ck.split_defaults(0, torch.float32)
+
+
 def test_reduce_sum_split_block_size_follows_row_bytes():
-    # 一行不到 64 KiB：256 个线程；不到 512 KiB：512 个；更长：1024 个（H200 的扫描，docs/data/h200_cuda_row_sum_sweep.json）
+    # float32：一行不到 64 KiB 256 个线程，更长 512 个；16 位：不到 32 KiB 256 个，不到 128 KiB 512 个，更长 1024 个
+    # （H200 的扫描，docs/data/h200_cuda_row_sum_packs.json）
     assert ck._split_block(16383, 4) == 256 and ck._split_block(16384, 4) == 512
-    assert ck._split_block(32768, 2) == 512 and ck._split_block(32767, 2) == 256
-    assert ck._split_block(131071, 4) == 512 and ck._split_block(131072, 4) == 1024
+    assert ck._split_block(262144, 4) == 512
+    assert ck._split_block(16384, 2) == 512 and ck._split_block(16383, 2) == 256
+    assert ck._split_block(65536, 2) == 1024 and ck._split_block(65535, 2) == 512
+
+
+def test_reduce_sum_warp_defaults():
+    # 一行不超过 8 KiB 走 warp 内核：128 个线程、流式加载；float32 4 包，16 位一行不超过 1 KiB 时 2 包、更长 1 包
+    assert ck._warp_rows(2048, torch.float32) and not ck._warp_rows(2049, torch.float32)
+    assert ck._warp_rows(4096, torch.bfloat16) and not ck._warp_rows(4097, torch.bfloat16)
+    d = ck._sum_defines("warp", 128, torch.float32, 1024)
+    assert d["SUM_PACKS"] == 4 and d["SUM_EVICT_FIRST"] == 1
+    assert ck._sum_defines("warp", 128, torch.bfloat16, 512)["SUM_PACKS"] == 2
+    assert ck._sum_defines("warp", 128, torch.bfloat16, 513)["SUM_PACKS"] == 1
+    assert "SUM_EVICT_FIRST" not in ck._sum_defines("split", 512, torch.float32, 65536)
+    assert "SUM_PACKS" not in ck._sum_defines("tree", 256, torch.float32, 65536)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("kernel", ["warp", "split"])
+def test_reduce_sum_streaming_loads_change_nothing_but_the_hint(kernel, dtype):
+    """evict_first 只换加载指令（ld.global.cs），加法的顺序不变：结果逐位相同。"""
+    x = torch.randn(3, 3001, generator=torch.Generator().manual_seed(5)).to(dtype).to(rl.DEVICE)[:, 1:]
+    kw = {"chunks": 2} if kernel == "split" else {}
+    a = ck.reduce_sum(x, kernel=kernel, evict_first=True, **kw)
+    b = ck.reduce_sum(x, kernel=kernel, evict_first=False, **kw)
+    assert torch.equal(a, b)
+    assert (a.double() - x.double().sum(1)).abs().max().item() <= 3001 * 2.0**-23 * x.double().abs().sum(1).max().item() + (
+        2.0**-8 * x.double().sum(1).abs().max().item() if dtype != torch.float32 else 0)
 
 
 def test_reduce_sum_strided_rows():
@@ -449,12 +489,12 @@ def test_launch_sees_an_edited_source_file(tmp_path):
     assert out.cpu().tolist() == [4.0] * 32
 
 
-@pytest.mark.parametrize("dtype,n,kernel", [(torch.float32, 1024, "reduce_sum_rows_warp"),
-                                            (torch.float32, 1025, "reduce_sum_rows_split"),
-                                            (torch.bfloat16, 2048, "reduce_sum_rows_warp"),
-                                            (torch.float16, 2049, "reduce_sum_rows_split")])
+@pytest.mark.parametrize("dtype,n,kernel", [(torch.float32, 2048, "reduce_sum_rows_warp"),
+                                            (torch.float32, 2049, "reduce_sum_rows_split"),
+                                            (torch.bfloat16, 4096, "reduce_sum_rows_warp"),
+                                            (torch.float16, 4097, "reduce_sum_rows_split")])
 def test_reduce_sum_auto_picks_warp_kernel_by_row_bytes(dtype, n, kernel):
-    """一行不超过 4 KiB 用 warp-per-row 内核（float32 1024 列、16 位 2048 列）：它直接写 x 的 dtype，一次启动；
+    """一行不超过 8 KiB 用 warp-per-row 内核（float32 2048 列、16 位 4096 列）：它直接写 x 的 dtype，一次启动；
     更长的行用 split（这里只有 3 行、切成几段：16 位时先在 float32 里累加，再转换）。两条路的和都与 float64 的精确和
     舍入后逐位相等。"""
     x = torch.randint(-3, 4, (3, n)).to(dtype)

@@ -22,9 +22,9 @@ from reduction_lab import simt
 
 HALVES = (torch.bfloat16, torch.float16)
 #: 单位舍入：就近舍入的相对误差上限
-UNIT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11}
+UNIT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}
 #: 最小的正次正规数的一半：比它小的参考值舍入成 0 也算对
-TINY = {torch.bfloat16: 2.0**-134, torch.float16: 2.0**-25}
+TINY = {torch.bfloat16: 2.0**-134, torch.float16: 2.0**-25, torch.float32: 2.0**-150}
 # TileLang 每种形状编译一次（sim 模式约 1 秒），形状少一些
 SHAPES = {"cuda": [(3, 1000), (4, 37), (2, 8), (5, 4099), (1, 1), (2, 2056)],
           "tilelang": [(3, 1000), (4, 37), (2, 1)]}
@@ -103,6 +103,22 @@ def test_cuda_reduce_sum_kernels(kernel, dtype):
         s = ck.reduce_sum(x, kernel=kernel, **kw)
         assert s.dtype == dtype
         _close(s, x.double().sum(1), dtype, extra=_sum_extra(x), what=f"{kernel} {shape}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, *HALVES], ids=str)
+@pytest.mark.parametrize("kernel", ["warp", "split"])
+@pytest.mark.parametrize("packs", [1, 2, 4, 8])
+def test_cuda_reduce_sum_packs_in_flight(packs, kernel, dtype):
+    """SUM_PACKS（每个线程同时在途的 16 字节包数；float32 一包 4 个、16 位 8 个）的每个取值：行首不对齐（开头几个元素单独读）、包数不是
+    线程数 x SUM_PACKS 的倍数（剩下的包逐个读）时，结果都与 float64 一致。"""
+    from reduction_lab import cuda_kernels as ck
+
+    base = _x((3, 4200), dtype, seed=packs)
+    for off, n in ((0, 4096), (3, 4099), (5, 777), (1, 9)):
+        x = base[:, off:off + n]
+        kw = {"chunks": 2} if kernel == "split" else {}
+        s = ck.reduce_sum(x, kernel=kernel, packs=packs, **kw)
+        _close(s, x.double().sum(1), dtype, extra=_sum_extra(x), what=f"{kernel} packs={packs} offset {off} N={n}")
 
 
 @pytest.mark.parametrize("dtype", HALVES, ids=str)

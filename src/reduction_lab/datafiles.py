@@ -22,11 +22,11 @@ DATA_FILES = ("h200.json", "ncu_vs_simt.json", "h200_latency.json", "simt_covera
               "h200_tilelang_softmax_long.json", "h200_tilelang_softmax_long_stats.json", "h200_tune_softmax_long.json",
               "h200_cuda_softmax_pipe.json",
               "h200_ncu_cluster_regs.json", "h200_ncu_quack_vs_regs.json",
-              "h200_cuda_softmax_cluster_mbar.json", "h200_cuda_row_sum_sweep.json",
+              "h200_cuda_softmax_cluster_mbar.json",
               "h200_triton_row_sum_sweep.json", "h200_cuda_softmax_grid.json", "h200_cuda_row_sum_warp.json",
               "triton_row_sum_ptx.json", "h200_triton_softmax_short.json", "h200_triton_softmax_short_bf16.json",
               "h200_triton_row_sum_evict.json", "h200_inductor_configs.json",
-              "h200_l2_two_pass_softmax.json")
+              "h200_l2_two_pass_softmax.json", "h200_cuda_row_sum_packs.json")
 
 
 def data_path(name: str) -> Path:

@@ -30,7 +30,7 @@ from .launcher import (KERNEL_DIR, cached_plan, kernel_names, kernel_signature, 
 __all__ = [
     "reduce_sum_checked", "softmax_checked",
     "launch", "KERNEL_DIR", "kernel_names", "kernel_signature", "source_path", "read_source",
-    "reduce_sum", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward",
+    "reduce_sum", "split_defaults", "softmax", "softmax_plan", "SOFTMAX_CONFIGS", "SOFTMAX_KERNELS", "softmax_backward",
     "full_sum", "FULL_SUM_VERSIONS", "full_sum_plan", "last_report", "NOMINAL_SM_COUNT", "DTYPES",
 ]
 
@@ -114,21 +114,22 @@ def _finish(out, reports, return_report):
 # ---------------------------------------------------------------- reduce_sum
 
 _REDUCE_KERNELS = ("auto", "tree", "warp", "split")
-#: 一行不超过这么多字节时用 warp-per-row 内核（float32 1024 列、16 位 2048 列）；更长的行用 split
-#: （H200 上 bf16 的 N = 4096：warp 89%，split 一行一块 96%，docs/data/h200_cuda_row_sum_sweep.json）。
+#: 一行不超过这么多字节时用 warp-per-row 内核（float32 2048 列、16 位 4096 列）；更长的行用 split
+#: （H200 上 docs/data/h200_cuda_row_sum_warp.json 与 h200_cuda_row_sum_packs.json：一行 8 KiB 时 warp 比 split
+#: 一行一块快，float32 N = 2048 99% 对 95%，bf16 N = 4096 93% 对 85%；16 KiB 时 split 快）。
 #: 两者在一段时都直接写 x 的 dtype、一次启动；split 分成几段时要清零一个 float32 缓冲区，
 #: 16 位时最后还要一次转换（三次启动），所以只在行数少于 SM 数时分段
-_WARP_MAX_BYTES = 4096
+_WARP_MAX_BYTES = 8192
 
 
 def _warp_block(itemsize: int) -> int:
-    """warp-per-row 内核的每块线程数：16 位 128 个（一块 4 行），float32 256 个。H200 上的扫描
-    （scripts/tune_cuda_row_sum.py --kernel warp，docs/data/h200_cuda_row_sum_warp.json）：bf16 的 N = 512 / 1024 / 2048
-    上 128 个线程 94% / 94% / 96%，256 个 93% / 95% / 96%，64 个 73% / 96% / 94%；float32 几种块大小相差不到 1 个百分点。"""
-    return 128 if itemsize == 2 else 256
+    """warp-per-row 内核的每块线程数：128 个（一块 4 行）。H200 上的扫描（scripts/tune_cuda_row_sum.py --kernel warp，
+    docs/data/h200_cuda_row_sum_warp.json）：每种 dtype 与行长上 64、128、256 个线程相差不到 1 个百分点（bf16 N = 512
+    除外：64 个线程 73%，128 个 95%）。"""
+    return 128
 
 
-_UNROLL = 8                    # 生产版内核里每个线程同时在途的加载数
+_UNROLL = 8                    # split 切段的单位：每段的列数是 BLOCK_SIZE * _UNROLL 的倍数
 
 
 def _warp_rows(n_cols: int, dtype: torch.dtype) -> bool:
@@ -137,13 +138,16 @@ def _warp_rows(n_cols: int, dtype: torch.dtype) -> bool:
 
 def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: int | None = None,
                return_report: bool = False, mode: str | None = None, chunks: int | None = None,
-               out: torch.Tensor | None = None):
+               out: torch.Tensor | None = None, packs: int | None = None, evict_first: bool | None = None):
     """每行求和：(M, N) -> (M,)，dtype 取 float32、bfloat16 或 float16，结果与 x 同 dtype（累加用 float32）。
 
     ``kernel``：``"tree"`` 课程版（一行一个线程块、共享内存树形归约）；``"warp"`` 一个 warp 一行；
     ``"split"`` 长行切段 + atomicAdd；``"auto"``（默认）按 N 在 warp 与 split 之间选择。
     ``chunks``：split 内核的段数（正整数）；``out``：调用者提供的 (M,) 连续输出，dtype 与 x 相同。
-    bf16 / fp16 的 warp 与 split 内核每个线程一次读 16 字节（8 个元素）。
+    warp 与 split 内核每个线程一次读 16 字节（一包：4 个 float32 或 8 个 16 位元素）；``packs``：它们每个线程同时
+    在途的包数（1、2、4、8；默认取 :func:`_sum_packs`），只用于 warp 与
+    split 内核。``evict_first``：主循环的包用流式加载（``ld.global.cs``，reduce_sum.cu 的 SUM_EVICT_FIRST），
+    默认取 :func:`_sum_evict`；同样只用于 warp 与 split 内核。
     """
     m = _mode(mode)
     _check_flags(return_report)
@@ -162,6 +166,18 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         raise ValueError(f"chunks 必须是正整数，得到 {chunks!r} (chunks must be a positive int)")
     if chunks is not None and kernel != "split":
         raise ValueError(f"chunks 只用于 kernel='split'，当前 kernel={kernel!r} (chunks applies to the split kernel only)")
+    if packs is not None:
+        if isinstance(packs, bool) or packs not in (1, 2, 4, 8):
+            raise ValueError(f"packs 只能是 1、2、4、8，得到 {packs!r} (packs must be 1, 2, 4 or 8)")
+        if kernel not in ("warp", "split"):
+            raise ValueError(f"packs 只用于 warp 与 split 内核，当前 kernel={kernel!r} "
+                             f"(packs applies to the warp and split kernels only)")
+    if evict_first is not None:
+        if not isinstance(evict_first, bool):
+            raise TypeError(f"evict_first 必须是 bool 或 None，得到 {evict_first!r} (evict_first must be a bool)")
+        if kernel not in ("warp", "split"):
+            raise ValueError(f"evict_first 只用于 warp 与 split 内核，当前 kernel={kernel!r} "
+                             f"(evict_first applies to the warp and split kernels only)")
     if block_size is None:
         if kernel == "split" and chunks is None:
             B = _split_block(N, x.element_size())
@@ -172,7 +188,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     else:
         B = _check_block(block_size, 32)
     out = _check_out(out, (M,), x)
-    defines = _defines(B, x.dtype)
+    defines = _sum_defines(kernel, B, x.dtype, N, packs, evict_first)
     if kernel == "tree":
         rep = launch("reduce_sum.cu", "reduce_sum_rows", grid=M, block=B,
                      args=(x, out, x.stride(0), N), defines=defines, mode=m)
@@ -225,12 +241,13 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
     if plan is None:
         if _warp_rows(N, x.dtype):
             B = _warp_block(x.element_size())
-            plan = ["reduce_sum_rows_warp", _cdiv(M, B // 32), B, _defines(B, x.dtype), None, None]
+            plan = ["reduce_sum_rows_warp", _cdiv(M, B // 32), B, _sum_defines("warp", B, x.dtype, N), None, None]
         else:
             sms = _sm_count(x, _mode(None))
             B = _split_block(N, x.element_size())
             cols, chunks = _split_plan(M, N, B, sms)
-            plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, _defines(B, x.dtype), (cols, chunks), None]
+            plan = ["reduce_sum_rows_split", (chunks, min(M, 65535)), B, _sum_defines("split", B, x.dtype, N), (cols, chunks),
+                    None]
         _SUM_PLANS[key] = plan
     name, grid, block, defines, split, lp = plan
     if out is None:
@@ -259,11 +276,78 @@ def reduce_sum_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torc
 
 
 def _split_block(N: int, itemsize: int) -> int:
-    """split 内核默认的每块线程数（H200 上 scripts/tune_cuda_row_sum.py 的扫描，docs/data/h200_cuda_row_sum_sweep.json）：
-    一行不到 64 KiB 时 256 个线程，不到 512 KiB 时 512 个，更长时 1024 个（float32 的 N = 262144：256 个线程只有
-    拷贝的 74%，1024 个 99%：一行一块、只有 256 块时，每个 SM 上同时在途的加载要靠更多的线程）。"""
+    """split 内核默认的每块线程数（H200 上 scripts/tune_cuda_row_sum.py 的扫描，docs/data/h200_cuda_row_sum_packs.json；
+    在途的包数见 :func:`_sum_packs`）。float32：一行不到 64 KiB 时 256 个线程，更长时 512 个。16 位：一行不到 32 KiB
+    时 256 个，不到 128 KiB 时 512 个，更长时 1024 个（一行一块、只有几百块时，每个 SM 上同时在途的加载要靠更多的
+    线程）。"""
     row = N * itemsize
-    return 256 if row < 65536 else 512 if row < 524288 else 1024
+    if itemsize == 2:
+        return 256 if row < 32768 else 512 if row < 131072 else 1024
+    return 256 if row < 65536 else 512
+
+
+#: split 内核一行至少这么多字节时，16 位每个线程 :data:`SPLIT_PACKS_16` 个 16 字节包同时在途（reduce_sum.cu 的
+#: SUM_PACKS；更短的行用 .cu 里的默认值 2）。H200 上 scripts/tune_cuda_row_sum.py --packs 的扫描
+#: （docs/data/h200_cuda_row_sum_packs.json 是最后一次）：bf16 的 N = 8192 … 262144 上 8 包配 :func:`_split_block`
+#: 的线程数比原来的 2 包快；N = 4096 每个线程只分到 2 包，8 包反而慢（这一行长现在走 warp 内核）
+SPLIT_PACKS_16 = 8
+SPLIT_PACKS_MIN_ROW = 16384
+#: float32 的 split 内核：一行不到 :data:`SPLIT_F32_PACKS4_ROW` 字节时 8 包在途，更长时 4 包（同一次扫描：一行
+#: 512 KiB 以上时 512 个线程 x 4 包最快，8 包慢 1 到 2 个百分点）
+SPLIT_F32_PACKS4_ROW = 524288
+#: reduce_sum.cu 里 SUM_PACKS 的默认值（不定义它时）
+_CU_SUM_PACKS = 2
+
+
+def _sum_packs(kernel: str, N: int, itemsize: int) -> int | None:
+    """warp / split 内核默认的 SUM_PACKS（None：用 .cu 里的默认值）。warp（docs/data/h200_cuda_row_sum_warp.json）：
+    float32 每个线程 4 包；16 位一行不超过 1 KiB 时 2 包（每个线程正好分到 2 包），更长时 1 包（编译器自己把这个
+    循环展开、把加载提前）。"""
+    row = N * itemsize
+    if kernel == "warp":
+        return 4 if itemsize == 4 else 2 if row <= 1024 else 1
+    if kernel == "split":
+        if itemsize == 4:
+            return 8 if row < SPLIT_F32_PACKS4_ROW else 4
+        if row >= SPLIT_PACKS_MIN_ROW:
+            return SPLIT_PACKS_16
+    return None
+
+
+def _sum_evict(kernel: str, N: int, itemsize: int) -> bool:
+    """warp / split 内核默认是否用流式加载（SUM_EVICT_FIRST）：warp 内核用（H200 上 float32 N = 512 / 1024 快两个
+    百分点，别的行长持平），split 内核不用（有快有慢，都在一两个百分点以内）。"""
+    return kernel == "warp"
+
+
+def split_defaults(N: int, dtype) -> tuple[int, int]:
+    """按行求和的 split 内核在行长 ``N`` 上默认的 (每块线程数, 每个线程同时在途的 16 字节包数)。"""
+    from ..checks import check_int
+
+    check_int(N, "N", lo=1)
+    if dtype not in DTYPES:
+        raise TypeError(f"dtype 只能是 float32、bfloat16、float16，得到 {dtype} (unsupported dtype {dtype})")
+    B = _split_block(N, dtype.itemsize)
+    return B, _sum_packs("split", N, dtype.itemsize) or _CU_SUM_PACKS
+
+
+def _sum_defines(kernel: str, B: int, dtype, N: int, packs: int | None = None,
+                 evict_first: bool | None = None) -> dict:
+    """按行求和内核的编译期常量：:func:`_defines`，warp 与 split 内核再加 SUM_PACKS（``packs``；没给时取
+    :func:`_sum_packs`，它给 None 时用 .cu 里的默认值）与 SUM_EVICT_FIRST（``evict_first``；没给时取
+    :func:`_sum_evict`）。"""
+    d = _defines(B, dtype)
+    if kernel not in ("warp", "split"):
+        return d
+    if packs is None:
+        packs = _sum_packs(kernel, N, dtype.itemsize)
+    if packs is not None:
+        d["SUM_PACKS"] = packs
+    if evict_first is None:
+        evict_first = _sum_evict(kernel, N, dtype.itemsize)
+    if evict_first:
+        d["SUM_EVICT_FIRST"] = 1
+    return d
 
 
 def _split_plan(M: int, N: int, B: int, sm_count: int) -> tuple[int, int]:

@@ -2,13 +2,15 @@
 // 课程页面：docs/cuda/tree-reduction.md；包装函数：reduction_lab.cuda_kernels.reduce_sum。
 //
 //   reduce_sum_rows        课程版：一行一个线程块，共享内存树形归约（顺序寻址）
-//   reduce_sum_rows_warp   短行（生产版）：一个warp一行，每个线程8路独立加载，warp洗牌归约
+//   reduce_sum_rows_warp   短行（生产版）：一个warp一行，warp洗牌归约
 //   reduce_sum_rows_split  长行（生产版）：grid = (段数, 行数)，一行切成几段各由一个线程块处理，
 //                          warp洗牌 + 共享内存归约；只有一段时直接写floatX的输出（一次启动），
 //                          段数 > 1时atomicAdd到事先清零的float缓冲区
-//   bf16 / fp16：两个生产版内核每个线程一次读16字节（8个元素，sum_x8），课程版逐个读。
+//   两个生产版内核每个线程一次读16字节（一包：4个float或8个bf16 / fp16，sum_packs），SUM_PACKS包同时在途；
+//   课程版逐个读。
 //
-// 编译期常量：BLOCK_SIZE（每块线程数，32到1024之间的2的幂，启动时必须等于blockDim.x）；
+// 编译期常量：BLOCK_SIZE（每块线程数，32到1024之间的2的幂，启动时必须等于blockDim.x）；SUM_PACKS（每个线程
+// 同时在途的包数）；SUM_EVICT_FIRST（定义时主循环用流式加载）；
 // 元素类型floatX：定义ENABLE_BF16时是__nv_bfloat16，定义ENABLE_FP16时是__half，否则是float。
 
 #ifndef BLOCK_SIZE
@@ -69,39 +71,77 @@ __device__ float warp_reduce_sum(float v)
 }
 // --8<-- [end:warp_reduce_sum]
 
-#if FLOATX_BYTES == 2
-// 16字节一包：8个floatX。包的地址按16字节对齐时，读一包是一条128位的加载指令。
-struct __align__(16) pack8 { floatX v0, v1, v2, v3, v4, v5, v6, v7; };
+// 每个线程同时在途的16字节包数（编译期常量，1、2、4或8）
+#ifndef SUM_PACKS
+#define SUM_PACKS 2
+#endif
+#if SUM_PACKS != 1 && SUM_PACKS != 2 && SUM_PACKS != 4 && SUM_PACKS != 8
+#error "SUM_PACKS must be 1, 2, 4 or 8"
+#endif
 
-__device__ float sum8(const floatX *p)             // p按16字节对齐
+// 16字节一包：VEC个floatX（float32 4个，16位8个）。包的地址按16字节对齐时，读一包是一条128位的加载指令。
+#if FLOATX_BYTES == 2
+#define VEC 8
+struct __align__(16) pack16 { floatX v0, v1, v2, v3, v4, v5, v6, v7; };
+
+__device__ float sum_pack(pack16 q)
 {
-    pack8 q = *(const pack8 *)p;
     return (((float)q.v0 + (float)q.v1) + ((float)q.v2 + (float)q.v3)) +
            (((float)q.v4 + (float)q.v5) + ((float)q.v6 + (float)q.v7));
 }
+#else
+#define VEC 4
+struct __align__(16) pack16 { float v0, v1, v2, v3; };
 
-// 线程t（共nt个）在p[0 .. n)里的部分和。这一段 = 开头head个元素（第一个16字节边界之前）
-// + n_pack个对齐的包 + 结尾不足一包的元素；开头与结尾（共n_edge个）逐个读，包两个一起在途。
-__device__ float sum_x8(const floatX *p, int n, int t, int nt)
+__device__ float sum_pack(pack16 q)
 {
-    int head = (int)((16 - (size_t)p % 16) % 16) / 2;
-    head = head < n ? head : n;
-    int n_pack = (n - head) / 8, n_edge = n - 8 * n_pack;
-    const floatX *q = p + head;
-    float a = 0.0f, b = 0.0f;
-    for (int e = t; e < n_edge; e += nt)
-        a += (float)p[e < head ? e : e + 8 * n_pack];
-    int k = t;
-    for (; k + nt < n_pack; k += 2 * nt) {
-        float s0 = sum8(q + 8 * k), s1 = sum8(q + 8 * (k + nt));
-        a += s0;
-        b += s1;
-    }
-    if (k < n_pack)
-        a += sum8(q + 8 * k);
-    return a + b;
+    return (q.v0 + q.v1) + (q.v2 + q.v3);
 }
 #endif
+
+#ifdef SUM_EVICT_FIRST
+// 定义SUM_EVICT_FIRST时主循环的包用ld.global.cs读（流式：每个字节只读一次，让它先被替换出缓存）
+__device__ pack16 load_pack_cs(const pack16 *q)
+{
+    uint4 u = __ldcs((const uint4 *)q);
+    pack16 p;
+    memcpy(&p, &u, sizeof p);
+    return p;
+}
+#endif
+
+// 线程t（共nt个）在p[0 .. n)里的部分和。这一段 = 开头head个元素（第一个16字节边界之前）
+// + n_pack个对齐的包 + 结尾不足一包的元素；开头与结尾（共n_edge个）逐个读，包SUM_PACKS个一起在途。
+__device__ float sum_packs(const floatX *p, int n, int t, int nt)
+{
+    int head = (int)((16 - (size_t)p % 16) % 16) / FLOATX_BYTES;
+    head = head < n ? head : n;
+    int n_pack = (n - head) / VEC, n_edge = n - VEC * n_pack;
+    const pack16 *q = (const pack16 *)(p + head);
+    float a = 0.0f, b = 0.0f;
+    for (int e = t; e < n_edge; e += nt)
+        a += (float)p[e < head ? e : e + VEC * n_pack];
+    int k = t;
+    for (; k + (SUM_PACKS - 1) * nt < n_pack; k += SUM_PACKS * nt) {
+        pack16 v[SUM_PACKS];
+#pragma unroll
+        for (int u = 0; u < SUM_PACKS; u++)          // 先发出全部加载，再求和
+#ifdef SUM_EVICT_FIRST
+            v[u] = load_pack_cs(q + k + u * nt);
+#else
+            v[u] = q[k + u * nt];
+#endif
+#pragma unroll
+        for (int u = 0; u < SUM_PACKS; u += 2) {
+            a += sum_pack(v[u]);
+            if (u + 1 < SUM_PACKS)
+                b += sum_pack(v[u + 1]);
+        }
+    }
+    for (; k < n_pack; k += nt)
+        a += sum_pack(q[k]);
+    return a + b;
+}
 
 // 短行：一个warp负责一行，一个线程块BLOCK_SIZE / 32行。
 extern "C" __global__ void reduce_sum_rows_warp(const floatX *__restrict__ x, floatX *__restrict__ out, long long row_stride,
@@ -109,28 +149,10 @@ extern "C" __global__ void reduce_sum_rows_warp(const floatX *__restrict__ x, fl
 {
     int lane = threadIdx.x & 31;
     int row = blockIdx.x * (BLOCK_SIZE / 32) + (threadIdx.x >> 5);
-    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#if FLOATX_BYTES == 2
+    float a = 0.0f;
     if (row < n_rows)
-        a0 = sum_x8(x + row * row_stride, n_cols, lane, 32);
-#else
-    if (row < n_rows) {
-        const float *p = x + row * row_stride;
-        int j = lane;
-        // 8个互不依赖的加载同时在途，掩盖显存延迟
-        for (; j + 7 * 32 < n_cols; j += 8 * 32) {
-            float v0 = p[j], v1 = p[j + 32], v2 = p[j + 64], v3 = p[j + 96];
-            float v4 = p[j + 128], v5 = p[j + 160], v6 = p[j + 192], v7 = p[j + 224];
-            a0 += v0 + v4;
-            a1 += v1 + v5;
-            a2 += v2 + v6;
-            a3 += v3 + v7;
-        }
-        for (; j < n_cols; j += 32)
-            a0 += p[j];
-    }
-#endif
-    float v = warp_reduce_sum((a0 + a1) + (a2 + a3));
+        a = sum_packs(x + row * row_stride, n_cols, lane, 32);
+    float v = warp_reduce_sum(a);
     if (lane == 0 && row < n_rows)
         out[row] = v;
 }
@@ -150,26 +172,10 @@ extern "C" __global__ void reduce_sum_rows_split(const floatX *__restrict__ x, f
     int start = blockIdx.x * cols_per_block;
     int end = start + cols_per_block < n_cols ? start + cols_per_block : n_cols;
     for (int row = blockIdx.y; row < n_rows; row += gridDim.y) {
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#if FLOATX_BYTES == 2
+        float a = 0.0f;
         if (start < end)
-            a0 = sum_x8(x + row * row_stride + start, end - start, tid, BLOCK_SIZE);
-#else
-        const float *p = x + row * row_stride;
-        int j = start + tid;
-        for (; j + 7 * BLOCK_SIZE < end; j += 8 * BLOCK_SIZE) {
-            float v0 = p[j], v1 = p[j + BLOCK_SIZE], v2 = p[j + 2 * BLOCK_SIZE], v3 = p[j + 3 * BLOCK_SIZE];
-            float v4 = p[j + 4 * BLOCK_SIZE], v5 = p[j + 5 * BLOCK_SIZE];
-            float v6 = p[j + 6 * BLOCK_SIZE], v7 = p[j + 7 * BLOCK_SIZE];
-            a0 += v0 + v4;
-            a1 += v1 + v5;
-            a2 += v2 + v6;
-            a3 += v3 + v7;
-        }
-        for (; j < end; j += BLOCK_SIZE)
-            a0 += p[j];
-#endif
-        float v = warp_reduce_sum((a0 + a1) + (a2 + a3));   // 第一级：warp内洗牌
+            a = sum_packs(x + row * row_stride + start, end - start, tid, BLOCK_SIZE);
+        float v = warp_reduce_sum(a);                       // 第一级：warp内洗牌
         if (lane == 0)
             warp_sums[warp] = v;
         __syncthreads();

@@ -726,6 +726,15 @@ __global__ void mul24_index(const int* x, int* y) {
 }
 """
 
+_LDCS = r"""
+// 带缓存提示的加载：__ldcs（流式）读float4，__ldg（只读缓存）读标量
+__global__ void ldcs_sum4(const float4* x, const float* b, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float4 v = __ldcs(x + i);
+    y[i] = (v.x + v.y) + (v.z + v.w) + __ldg(b + i);
+}
+"""
+
 _INCLUDE = r"""
 #include "local.h"
 // #include "local.h"：源文件旁边的头文件提供 warp 求和
@@ -1057,6 +1066,10 @@ REGISTRY: tuple[Construct, ...] = (
     _c("mul24", "内置函数", "__mul24算下标与乘积", _MUL24, "mul24_index", 2, 32,
        lambda rng: Case([_ints(rng, 64, -1000, 1000), _zeros(64, np.int32)]),
        lambda c: {1: c.args[0] * 3}),
+    _c("cache_hint_loads", "内置函数", "__ldcs读float4、__ldg读标量（缓存提示按普通的加载执行）", _LDCS, "ldcs_sum4", 2, 32,
+       lambda rng: Case([_floats(rng, 256), _floats(rng, 64), _zeros(64)]),
+       lambda c: {2: _f64(c.args[0]).reshape(-1, 4).sum(1) + _f64(c.args[1])},
+       lambda c: {2: 4 * 2.0**-24 * (np.abs(_f64(c.args[0])).reshape(-1, 4).sum(1) + np.abs(_f64(c.args[1])))}),
     _c("include_local", "预处理", "#include \"local.h\"读入源文件旁边的头文件", _INCLUDE, "include_sum", 1, 64,
        lambda rng: Case([_ints(rng, 64, -9, 9).astype(np.float32), _zeros(2)]),
        lambda c: {1: _f64(c.args[0]).reshape(-1, 32).sum(1)}, files={"local.h": _LOCAL_H}),

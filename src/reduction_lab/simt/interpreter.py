@@ -149,7 +149,7 @@ BUILTIN_FUNCS.update(
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicInc", "atomicDec", "atomicCAS",
         "atomicAnd", "atomicOr", "atomicXor", "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
-        "__ffsll", "__brev", "__saturatef", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
+        "__ffsll", "__brev", "__saturatef", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__ldca", "__ldcg", "__ldcs", "__ldlu", "__ldcv", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
     } | {"make_" + v for v in T.VECS}
 )
@@ -2522,11 +2522,27 @@ class Machine:
             raise self.unsupported(T.BF16_MISSING, node)
         return self._half_conv(node, args, lanes, fr, "__bfloat162float", T.BF16, T.FLOAT)
 
-    def b___ldg(self, node, args, lanes, fr):
-        (p,) = self._args(args, 1, node, lanes, fr, "__ldg")
+    def b___ldg(self, node, args, lanes, fr, name="__ldg"):
+        (p,) = self._args(args, 1, node, lanes, fr, name)
         if not p.t.is_ptr:
-            raise self.unsupported("__ldg 的参数不是指针", node)
+            raise self.unsupported(f"{name} 的参数不是指针", node)
         return self.load(p, lanes, node)
+
+    # 带缓存提示的加载（.ca / .cg / .cs / .lu / .cv）：提示只影响缓存，模拟器按普通的加载执行与计数
+    def b___ldca(self, node, args, lanes, fr):
+        return self.b___ldg(node, args, lanes, fr, "__ldca")
+
+    def b___ldcg(self, node, args, lanes, fr):
+        return self.b___ldg(node, args, lanes, fr, "__ldcg")
+
+    def b___ldcs(self, node, args, lanes, fr):
+        return self.b___ldg(node, args, lanes, fr, "__ldcs")
+
+    def b___ldlu(self, node, args, lanes, fr):
+        return self.b___ldg(node, args, lanes, fr, "__ldlu")
+
+    def b___ldcv(self, node, args, lanes, fr):
+        return self.b___ldg(node, args, lanes, fr, "__ldcv")
 
     def _atomic(self, op, node, args, lanes, fr):
         cmp_v = None

@@ -116,6 +116,11 @@ __device__ float __fmul_rn(float, float);
 __device__ float __fdiv_rn(float, float);
 __device__ float __exp10f(float);
 template <class _Tp> __device__ _Tp __ldg(const _Tp*);
+template <class _Tp> __device__ _Tp __ldca(const _Tp*);
+template <class _Tp> __device__ _Tp __ldcg(const _Tp*);
+template <class _Tp> __device__ _Tp __ldcs(const _Tp*);
+template <class _Tp> __device__ _Tp __ldlu(const _Tp*);
+template <class _Tp> __device__ _Tp __ldcv(const _Tp*);
 __device__ int __mul24(int, int);
 __device__ unsigned int __umul24(unsigned int, unsigned int);
 

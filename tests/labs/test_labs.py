@@ -377,3 +377,22 @@ def test_html_report_for_notebooks(tmp_path):
     assert page.count("<tr>") == len(result.results) + 1
     assert 'class="admonition failure"' in page and "reduce_sum.cu:" in page
     assert html.escape("结论：") in page and "还没有完成" in page
+
+
+@pytest.mark.parametrize("name", ["reduce-sum-cuda", "bank-conflicts"])
+def test_missing_simulator_front_end_is_named_not_called_a_syntax_error(name, tmp_path, monkeypatch):
+    """没有装 libclang 时，评分程序说缺的是哪个包、怎样装，而不是把正确的解答报成「语法错误」。"""
+    import sys
+
+    from reduction_lab.simt import frontend
+
+    import reduction_lab.simt as simt_pkg
+
+    monkeypatch.setitem(sys.modules, "reduction_lab.simt.clang_frontend", None)
+    monkeypatch.delattr(simt_pkg, "clang_frontend", raising=False)    # import 时报 ImportError
+    monkeypatch.setattr(frontend, "_CACHE", type(frontend._CACHE)())
+    result = labs.check(name, _copy_solution(name, tmp_path), bench=False)
+    assert not result.passed
+    assert result.hint_keys()[0] == "environment", result.report()
+    report = result.report()
+    assert "libclang" in report and "pip install" in report and "语法错误" not in report, report

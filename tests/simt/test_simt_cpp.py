@@ -649,3 +649,19 @@ def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
                                    capture_output=True, text=True, timeout=600)
                 assert r.returncode != 0 and msg in r.stderr, (n, r.stderr[-2000:])
     assert len(bad) == len(_PLANTED)
+
+
+def test_missing_front_end_is_an_import_error_that_names_the_package(monkeypatch):
+    import sys
+
+    from reduction_lab.simt import FrontendMissingError, frontend
+
+    import reduction_lab.simt as simt_pkg
+
+    monkeypatch.setitem(sys.modules, "reduction_lab.simt.clang_frontend", None)
+    monkeypatch.delattr(simt_pkg, "clang_frontend", raising=False)
+    monkeypatch.setattr(frontend, "_CACHE", type(frontend._CACHE)())
+    with pytest.raises(FrontendMissingError, match="libclang") as e:
+        simt.launch('__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }', "k", grid=1, block=32,
+                    args=[np.zeros(32, np.float32)])
+    assert isinstance(e.value, ImportError) and "pip install" in str(e.value)

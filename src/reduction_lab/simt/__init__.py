@@ -8,7 +8,7 @@ global-memory race checks and exact memory counters. Front end: libclang parses 
 from .api import MAX_LANE_STEPS, MAX_LOOP_ITERATIONS, MAX_THREADS, kernel_signature, launch
 from .counters import Report
 from .errors import (
-    BarrierDivergenceError, CompileError, DeviceAssertError, GlobalMemoryRaceError, LaunchError, LoopLimitError, OutOfBoundsError,
+    BarrierDivergenceError, CompileError, DeviceAssertError, FrontendMissingError, GlobalMemoryRaceError, LaunchError, LoopLimitError, OutOfBoundsError,
     SharedMemoryRaceError, SimtError, SimtRuntimeError, UninitializedReadError, UnsupportedError,
     WarpSyncError,
 )
@@ -18,6 +18,6 @@ __all__ = [
     "launch", "kernel_signature", "parse", "Report",
     "SimtError", "UnsupportedError", "OutOfBoundsError", "BarrierDivergenceError",
     "SharedMemoryRaceError", "GlobalMemoryRaceError", "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "LaunchError",
-    "UninitializedReadError", "CompileError", "DeviceAssertError",
+    "UninitializedReadError", "CompileError", "DeviceAssertError", "FrontendMissingError",
     "MAX_THREADS", "MAX_LOOP_ITERATIONS", "MAX_LANE_STEPS",
 ]

@@ -84,6 +84,11 @@ class UninitializedReadError(SimtError):
     read of shared or local memory that no thread has written."""
 
 
+class FrontendMissingError(SimtError, ImportError):
+    """这台机器没有模拟器的 C++ 前端（libclang 与 pycparser 两个包）：与被模拟的源码无关 /
+    the simulator's C++ front end (the libclang and pycparser packages) is not installed."""
+
+
 class CompileError(SimtError):
     """nvcc 会拒绝的源码（例如通过 const 指针写、__shared__ 变量带初始值、静态共享内存超过 48 KiB）/
     source that nvcc rejects."""

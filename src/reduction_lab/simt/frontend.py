@@ -17,7 +17,7 @@ from collections import OrderedDict
 from pycparser import c_ast
 
 from . import ctype as T
-from .errors import SimtError, UnsupportedError
+from .errors import FrontendMissingError, SimtError, UnsupportedError
 
 BUILTIN_FUNCS = set()  # 由解释器填写 / filled by the interpreter
 
@@ -90,7 +90,14 @@ class Program:
     """一份解析好的源码：函数、内核、模板实例、文件作用域的共享内存与 __constant__/__device__/const 变量。"""
 
     def __init__(self, text, filename, defines, instance=None):
-        from . import clang_frontend as CF
+        try:
+            from . import clang_frontend as CF
+        except ImportError as e:     # 环境问题，不是源码的问题：说清楚缺哪个包、怎样装
+            raise FrontendMissingError(
+                f"模拟器的 C++ 前端需要 libclang 与 pycparser 两个包，这里缺少 {e.name or e}："
+                f"pip install libclang==18.1.1 pycparser==3.12（解析 {_cfile(filename)} 之前）/ "
+                f"the simulator's C++ front end needs the libclang and pycparser packages; missing {e.name or e}: "
+                f"pip install libclang==18.1.1 pycparser==3.12") from e
 
         self.filename = filename
         self.typedefs = dict(T.TYPEDEFS)

@@ -1,4 +1,4 @@
-"""CUDA C 按行求和（src/reduction_lab/cuda_kernels/reduce_sum.cu）的线程数与段数扫描。
+"""CUDA C 按行求和（src/reduction_lab/cuda_kernels/reduce_sum.cu）的扫描：每块线程数、段数、在途的包数与加载方式。
 
     REDUCTION_LAB_MODE=gpu python scripts/tune_cuda_row_sum.py [--dtypes float32,bfloat16] [--json out.json]
     REDUCTION_LAB_MODE=gpu python scripts/tune_cuda_row_sum.py --kernel warp --ns 512,1024,2048 [--json out.json]

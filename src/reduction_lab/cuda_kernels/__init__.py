@@ -124,8 +124,8 @@ _WARP_MAX_BYTES = 8192
 
 def _warp_block(itemsize: int) -> int:
     """warp-per-row 内核的每块线程数：128 个（一块 4 行）。H200 上的扫描（scripts/tune_cuda_row_sum.py --kernel warp，
-    docs/data/h200_cuda_row_sum_warp.json）：每种 dtype 与行长上 64、128、256 个线程相差不到 1 个百分点（bf16 N = 512
-    除外：64 个线程 73%，128 个 95%）。"""
+    docs/data/h200_cuda_row_sum_warp.json）：每种 dtype 与行长上 64、128、256 个线程各自最好的配置相差不到 1 个百分点
+    （bf16 N = 512 除外：64 个线程 73%，128 个 95%，256 个 92%）。"""
     return 128
 
 
@@ -288,12 +288,12 @@ def _split_block(N: int, itemsize: int) -> int:
 
 #: split 内核一行至少这么多字节时，16 位每个线程 :data:`SPLIT_PACKS_16` 个 16 字节包同时在途（reduce_sum.cu 的
 #: SUM_PACKS；更短的行用 .cu 里的默认值 2）。H200 上 scripts/tune_cuda_row_sum.py --packs 的扫描
-#: （docs/data/h200_cuda_row_sum_packs.json 是最后一次）：bf16 的 N = 8192 … 262144 上 8 包配 :func:`_split_block`
+#: （docs/data/h200_cuda_row_sum_packs.json 里的两次，此前另有两次）：bf16 的 N = 8192 … 262144 上 8 包配 :func:`_split_block`
 #: 的线程数比原来的 2 包快；N = 4096 每个线程只分到 2 包，8 包反而慢（这一行长现在走 warp 内核）
 SPLIT_PACKS_16 = 8
 SPLIT_PACKS_MIN_ROW = 16384
-#: float32 的 split 内核：一行不到 :data:`SPLIT_F32_PACKS4_ROW` 字节时 8 包在途，更长时 4 包（同一次扫描：一行
-#: 512 KiB 以上时 512 个线程 x 4 包最快，8 包慢 1 到 2 个百分点）
+#: float32 的 split 内核：一行不到 :data:`SPLIT_F32_PACKS4_ROW` 字节时 8 包在途，更长时 4 包（同一文件的 float32
+#: 扫描：一行 512 KiB 以上时 512 个线程 x 4 包比 8 包快 0.3 到 1.5 个百分点）
 SPLIT_F32_PACKS4_ROW = 524288
 #: reduce_sum.cu 里 SUM_PACKS 的默认值（不定义它时）
 _CU_SUM_PACKS = 2

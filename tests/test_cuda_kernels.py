@@ -82,7 +82,8 @@ def test_split_defaults_name_the_threads_and_packs():
     assert ck.split_defaults(4096, torch.bfloat16) == (256, 2)          # 一行 8 KiB：每个线程只分到 2 包
     assert ck.split_defaults(8192, torch.bfloat16) == (256, 8)
     assert ck.split_defaults(65536, torch.float16) == (1024, 8)
-    assert ck.split_defaults(8192, torch.float32) == (256, 8)
+    assert ck.split_defaults(2048, torch.float32) == (256, 2)           # 一行 8 KiB：每个线程只分到 2 包
+    assert ck.split_defaults(4096, torch.float32) == (256, 8)
     assert ck.split_defaults(65536, torch.float32) == (512, 8)
     assert ck.split_defaults(131072, torch.float32) == (512, 4)         # 一行 512 KiB 起 4 包
     with pytest.raises(TypeError, match="dtype"):

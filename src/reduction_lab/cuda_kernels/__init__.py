@@ -286,13 +286,13 @@ def _split_block(N: int, itemsize: int) -> int:
     return 256 if row < 65536 else 512
 
 
-#: split 内核一行至少这么多字节时，16 位每个线程 :data:`SPLIT_PACKS_16` 个 16 字节包同时在途（reduce_sum.cu 的
+#: split 内核一行至少这么多字节时，16 位每个线程 :data:`SPLIT_PACKS_16` 个 16 字节包同时在途（float32 见下；reduce_sum.cu 的
 #: SUM_PACKS；更短的行用 .cu 里的默认值 2）。H200 上 scripts/tune_cuda_row_sum.py --packs 的扫描
 #: （docs/data/h200_cuda_row_sum_packs.json 里的两次，此前另有两次）：bf16 的 N = 8192 … 262144 上 8 包配 :func:`_split_block`
 #: 的线程数比原来的 2 包快；N = 4096 每个线程只分到 2 包，8 包反而慢（这一行长现在走 warp 内核）
 SPLIT_PACKS_16 = 8
 SPLIT_PACKS_MIN_ROW = 16384
-#: float32 的 split 内核：一行不到 :data:`SPLIT_F32_PACKS4_ROW` 字节时 8 包在途，更长时 4 包（同一文件的 float32
+#: float32 的 split 内核：一行 16 KiB 起、不到 :data:`SPLIT_F32_PACKS4_ROW` 字节时 8 包在途，更长时 4 包（同一文件的 float32
 #: 扫描：一行 512 KiB 以上时 512 个线程 x 4 包比 8 包快 0.3 到 1.5 个百分点）
 SPLIT_F32_PACKS4_ROW = 524288
 #: reduce_sum.cu 里 SUM_PACKS 的默认值（不定义它时）
@@ -306,11 +306,10 @@ def _sum_packs(kernel: str, N: int, itemsize: int) -> int | None:
     row = N * itemsize
     if kernel == "warp":
         return 4 if itemsize == 4 else 2 if row <= 1024 else 1
-    if kernel == "split":
+    if kernel == "split" and row >= SPLIT_PACKS_MIN_ROW:       # 更短的行每个线程只分到一两个包
         if itemsize == 4:
             return 8 if row < SPLIT_F32_PACKS4_ROW else 4
-        if row >= SPLIT_PACKS_MIN_ROW:
-            return SPLIT_PACKS_16
+        return SPLIT_PACKS_16
     return None
 
 

@@ -59,3 +59,15 @@ def load_script():
 
     return load
 
+
+@pytest.fixture
+def no_simt_front_end(monkeypatch):
+    """模拟一台没有装 libclang 的机器：导入模拟器的 C++ 前端时报 ImportError，解析缓存清空。"""
+    import sys
+
+    import reduction_lab.simt as simt_pkg
+    from reduction_lab.simt import frontend
+
+    monkeypatch.setitem(sys.modules, "reduction_lab.simt.clang_frontend", None)
+    monkeypatch.delattr(simt_pkg, "clang_frontend", raising=False)
+    monkeypatch.setattr(frontend, "_CACHE", type(frontend._CACHE)())

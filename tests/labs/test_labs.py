@@ -380,17 +380,8 @@ def test_html_report_for_notebooks(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["reduce-sum-cuda", "bank-conflicts"])
-def test_missing_simulator_front_end_is_named_not_called_a_syntax_error(name, tmp_path, monkeypatch):
+def test_missing_simulator_front_end_is_named_not_called_a_syntax_error(name, tmp_path, no_simt_front_end):
     """没有装 libclang 时，评分程序说缺的是哪个包、怎样装，而不是把正确的解答报成「语法错误」。"""
-    import sys
-
-    from reduction_lab.simt import frontend
-
-    import reduction_lab.simt as simt_pkg
-
-    monkeypatch.setitem(sys.modules, "reduction_lab.simt.clang_frontend", None)
-    monkeypatch.delattr(simt_pkg, "clang_frontend", raising=False)    # import 时报 ImportError
-    monkeypatch.setattr(frontend, "_CACHE", type(frontend._CACHE)())
     result = labs.check(name, _copy_solution(name, tmp_path), bench=False)
     assert not result.passed
     assert result.hint_keys()[0] == "environment", result.report()

@@ -651,16 +651,9 @@ def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
     assert len(bad) == len(_PLANTED)
 
 
-def test_missing_front_end_is_an_import_error_that_names_the_package(monkeypatch):
-    import sys
+def test_missing_front_end_is_an_import_error_that_names_the_package(no_simt_front_end):
+    from reduction_lab.simt import FrontendMissingError
 
-    from reduction_lab.simt import FrontendMissingError, frontend
-
-    import reduction_lab.simt as simt_pkg
-
-    monkeypatch.setitem(sys.modules, "reduction_lab.simt.clang_frontend", None)
-    monkeypatch.delattr(simt_pkg, "clang_frontend", raising=False)
-    monkeypatch.setattr(frontend, "_CACHE", type(frontend._CACHE)())
     with pytest.raises(FrontendMissingError, match="libclang") as e:
         simt.launch('__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }', "k", grid=1, block=32,
                     args=[np.zeros(32, np.float32)])

@@ -166,18 +166,14 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         raise ValueError(f"chunks 必须是正整数，得到 {chunks!r} (chunks must be a positive int)")
     if chunks is not None and kernel != "split":
         raise ValueError(f"chunks 只用于 kernel='split'，当前 kernel={kernel!r} (chunks applies to the split kernel only)")
-    if packs is not None:
-        if isinstance(packs, bool) or packs not in (1, 2, 4, 8):
-            raise ValueError(f"packs 只能是 1、2、4、8，得到 {packs!r} (packs must be 1, 2, 4 or 8)")
-        if kernel not in ("warp", "split"):
-            raise ValueError(f"packs 只用于 warp 与 split 内核，当前 kernel={kernel!r} "
-                             f"(packs applies to the warp and split kernels only)")
-    if evict_first is not None:
-        if not isinstance(evict_first, bool):
-            raise TypeError(f"evict_first 必须是 bool 或 None，得到 {evict_first!r} (evict_first must be a bool)")
-        if kernel not in ("warp", "split"):
-            raise ValueError(f"evict_first 只用于 warp 与 split 内核，当前 kernel={kernel!r} "
-                             f"(evict_first applies to the warp and split kernels only)")
+    if packs is not None and (isinstance(packs, bool) or packs not in (1, 2, 4, 8)):
+        raise ValueError(f"packs 只能是 1、2、4、8，得到 {packs!r} (packs must be 1, 2, 4 or 8)")
+    if evict_first is not None and not isinstance(evict_first, bool):
+        raise TypeError(f"evict_first 必须是 bool 或 None，得到 {evict_first!r} (evict_first must be a bool)")
+    for name, value in (("packs", packs), ("evict_first", evict_first)):
+        if value is not None and kernel not in ("warp", "split"):
+            raise ValueError(f"{name} 只用于 warp 与 split 内核，当前 kernel={kernel!r} "
+                             f"({name} applies to the warp and split kernels only)")
     if block_size is None:
         if kernel == "split" and chunks is None:
             B = _split_block(N, x.element_size())
@@ -314,8 +310,8 @@ def _sum_packs(kernel: str, N: int, itemsize: int) -> int | None:
 
 
 def _sum_evict(kernel: str, N: int, itemsize: int) -> bool:
-    """warp / split 内核默认是否用流式加载（SUM_EVICT_FIRST）：warp 内核用（H200 上 float32 N = 512 / 1024 快两个
-    百分点，别的行长持平），split 内核不用（有快有慢，都在一两个百分点以内）。"""
+    """warp / split 内核默认是否用流式加载（SUM_EVICT_FIRST）：warp 内核用（H200 上一行不超过 2 KiB 时快一到三个
+    百分点，更长的行持平），split 内核不用（有快有慢，都在一两个百分点以内）。"""
     return kernel == "warp"
 
 

@@ -10,7 +10,7 @@ from .grading import Hint, error_line, find_line, zh_part
 _SIMT_HINTS = {
     "FrontendMissingError": (
         "environment", "这台机器缺少模拟器的 C++ 前端（libclang 或 pycparser 没有安装），与你的代码无关",
-        "pip install libclang==18.1.1 pycparser==3.12（pip install reduction-lab 会一起装上），然后重新运行评分程序。"),
+        "按上面的 pip 命令装上缺的包（pip install reduction-lab 会一起装上），然后重新运行评分程序。"),
     "BarrierDivergenceError": (
         "barrier-divergence", "__syncthreads() 没有被线程块里的所有线程执行到（屏障写在了分支里）",
         "把 __syncthreads() 移到 if (tid < s) 的外面、循环体之内：每一步所有线程都要到达同一个屏障。\n"

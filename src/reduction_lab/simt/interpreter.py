@@ -139,8 +139,11 @@ _MATH2 = {"fmax": np.fmax, "fmin": np.fmin, "pow": np.power, "fmod": np.fmod, "a
           "copysign": np.copysign}
 _FAST = {"__exp10f": "exp10", "__expf": "exp", "__logf": "log", "__fsqrt_rn": "sqrt", "__powf": "pow"}
 
+#: 带缓存提示的加载（.ca / .cg / .cs / .lu / .cv）：提示只影响缓存，模拟器按 __ldg（普通的加载）执行与计数
+_HINT_LOADS = ("__ldca", "__ldcg", "__ldcs", "__ldlu", "__ldcv")
+
 BUILTIN_FUNCS.update(
-    set(_MATH1) | {n + "f" for n in _MATH1} | set(_MATH2) | {n + "f" for n in _MATH2}
+    set(_HINT_LOADS) | set(_MATH1) | {n + "f" for n in _MATH1} | set(_MATH2) | {n + "f" for n in _MATH2}
     | set(_FAST) | {
         "max", "min", "abs", "fma", "fmaf", "__fdividef", "__builtin_inff", "__builtin_nanf",
         "__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block",
@@ -149,7 +152,7 @@ BUILTIN_FUNCS.update(
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicInc", "atomicDec", "atomicCAS",
         "atomicAnd", "atomicOr", "atomicXor", "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
-        "__ffsll", "__brev", "__saturatef", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__ldca", "__ldcg", "__ldcs", "__ldlu", "__ldcv", "__mul24", "__umul24",
+        "__ffsll", "__brev", "__saturatef", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
     } | {"make_" + v for v in T.VECS}
 )
@@ -2528,22 +2531,6 @@ class Machine:
             raise self.unsupported(f"{name} 的参数不是指针", node)
         return self.load(p, lanes, node)
 
-    # 带缓存提示的加载（.ca / .cg / .cs / .lu / .cv）：提示只影响缓存，模拟器按普通的加载执行与计数
-    def b___ldca(self, node, args, lanes, fr):
-        return self.b___ldg(node, args, lanes, fr, "__ldca")
-
-    def b___ldcg(self, node, args, lanes, fr):
-        return self.b___ldg(node, args, lanes, fr, "__ldcg")
-
-    def b___ldcs(self, node, args, lanes, fr):
-        return self.b___ldg(node, args, lanes, fr, "__ldcs")
-
-    def b___ldlu(self, node, args, lanes, fr):
-        return self.b___ldg(node, args, lanes, fr, "__ldlu")
-
-    def b___ldcv(self, node, args, lanes, fr):
-        return self.b___ldg(node, args, lanes, fr, "__ldcv")
-
     def _atomic(self, op, node, args, lanes, fr):
         cmp_v = None
         if op == "CAS":
@@ -2644,3 +2631,13 @@ class Machine:
 
     def b_atomicXor(self, node, args, lanes, fr):
         return self._atomic("Xor", node, args, lanes, fr)
+
+
+def _hint_load(name):
+    def load(self, node, args, lanes, fr):
+        return self.b___ldg(node, args, lanes, fr, name)
+    return load
+
+
+for _name in _HINT_LOADS:
+    setattr(Machine, "b_" + _name, _hint_load(_name))

@@ -137,10 +137,18 @@ def test_kernel_list_matches_the_source():
 def test_auto_plan_follows_the_table():
     for itemsize, dtype in ((4, torch.float32), (2, torch.bfloat16)):
         table = ck.SOFTMAX_CONFIGS[itemsize]
-        for i, (n_max, kernel, block, packs) in enumerate(table):
-            n = n_max if n_max is not None else 4 * table[i - 1][0]
+        for i, (n_max, kernel, block, packs, *smem) in enumerate(table):
+            # 不限列数的最后一项（grid）：落进它的第一个整 16 字节的行长
+            n = n_max if n_max is not None else table[i - 1][0] + 16 // itemsize
             plan = ck.softmax_plan(64, n, dtype, clusters=True)
             assert (plan["kernel"], plan["block_size"], plan["packs"]) == (kernel, block, packs), (dtype, n)
+            if kernel == "cluster":                  # 表里的 SMEM_PACKS（不写就是 0）原样进计划
+                assert plan["smem_packs"] == (smem[0] if smem else 0), (dtype, n, plan)
+                if smem:                             # 行首不对齐、差一个向量时多放一包进共享内存，线程数不变
+                    un = ck.softmax_plan(64, n, dtype, clusters=True, aligned=False)
+                    assert (un["kernel"], un["block_size"], un["smem_packs"]) == ("cluster", block, smem[0] + 1), un
+            else:
+                assert smem == [], (dtype, n_max)   # 只有 cluster 的项有共享内存的包
             if i > 0:                                # 比上一项的最大列数多一列（grid 要整 16 字节：多一个向量）：落到这一项
                 prev = table[i - 1][0]
                 step = 16 // itemsize if kernel == "grid" else 1
@@ -164,11 +172,13 @@ def test_table_is_well_formed():
         vec = 16 // itemsize
         limits = [n for n, *_ in table]
         assert limits[-1] is None and all(a < b for a, b in zip(limits[:-2], limits[1:-1]))
-        for n_max, kernel, block, packs in table:
+        for n_max, kernel, block, packs, *smem in table:
             assert kernel in ("warp", "block", "split", "cluster", "grid")
             assert packs * vec <= 64 and block * packs * vec <= 32768, (n_max, kernel, block, packs)
-            if kernel == "cluster":                  # 16 块的簇盖得住这一项的最大列数
-                assert n_max // vec <= 16 * block * packs, (n_max, kernel, block, packs)
+            if kernel == "cluster":                  # 16 块的簇盖得住这一项的最大列数，共享内存放得下
+                total = packs + (smem[0] if smem else 0)
+                assert n_max // vec <= 16 * block * total, (n_max, kernel, block, packs, smem)
+                assert block * (total - packs) * 16 <= 227 * 1024, (n_max, block, smem)
             elif kernel not in ("split", "grid"):    # 这两个把一行切成段，不限列数
                 per_row = 32 if kernel == "warp" else block
                 assert n_max // vec <= per_row * packs, (n_max, kernel, block, packs)
@@ -228,7 +238,7 @@ def _variants():
     """选择表里的每一项，加上每种 dtype 允许的极端配置（每个线程 64 个元素，每块 32768 个）。"""
     out = set()
     for itemsize, table in ck.SOFTMAX_CONFIGS.items():
-        for _, _, block, packs in table:
+        for _, _, block, packs, *_ in table:
             out.add((itemsize, block, packs))
     out |= {(4, 32, 16), (4, 512, 16), (4, 1024, 8), (2, 32, 8), (2, 512, 8), (2, 1024, 4)}
     return sorted(out)

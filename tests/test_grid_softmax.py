@@ -49,7 +49,9 @@ def test_plan_defaults_and_the_table_entry():
     p = grid_plan(1 << 20, torch.float32)
     assert (p.block_size, p.packs, p.ahead, p.delay, p.seg_vecs, p.n_segs) == (512, 8, 1, 1, 4096, 64)          # 每段 64 KiB
     assert grid_plan(1 << 20, torch.bfloat16, 512, 8, 1, 1).n_segs == 32
-    plan = ck.softmax_plan(64, 1 << 20, torch.bfloat16, clusters=True)
+    # 16 位的 2^20 放得进 16 块的簇（寄存器 + 共享内存），grid 从比它更长的行开始
+    assert ck.softmax_plan(64, 1 << 20, torch.bfloat16, clusters=True)["kernel"] == "cluster"
+    plan = ck.softmax_plan(64, 1 << 20, torch.bfloat16, "grid", clusters=True)
     assert plan["kernel"] == "grid" and (plan["ahead"], plan["delay"]) == ck.GRID_AHEAD_DELAY
     assert plan["chunks"] == 32 and plan["grid"] <= ck.NOMINAL_SM_COUNT
 

@@ -373,8 +373,9 @@ _SOFTMAX_NAMES = {"rows": "softmax_rows", "warp": "softmax_rows_warp", "block": 
                   "split": "softmax_rows_split"}
 
 #: ``kernel="auto"`` 的选择表，按元素字节数（4：float32；2：bfloat16 / float16）分开。每项是
-#: (最大列数, 内核, 线程数, PACKS)：取第一项最大列数 >= N 的（None 表示不限）。PACKS 是每个线程放在寄存器里的
-#: 16 字节包数（一包 4 个 float32 或 8 个 16 位元素）。scripts/tune_cuda_softmax.py 在 H200 上验证并计时全部候选，
+#: (最大列数, 内核, 线程数, PACKS[, SMEM_PACKS])：取第一项最大列数 >= N 的（None 表示不限）。PACKS 是每个线程放在
+#: 寄存器里的 16 字节包数（一包 4 个 float32 或 8 个 16 位元素）；cluster 的项可以多一个 SMEM_PACKS：每个线程另有
+#: 这么多包放在共享内存里（softmax_cluster_regs 的 SMEM_PACKS，不写就是 0）。scripts/tune_cuda_softmax.py 在 H200 上验证并计时全部候选，
 #: 它写出的 JSON 里 ``best`` 一栏就是这张表的一项，抄过来即可。
 SOFTMAX_CONFIGS = {
     # H200，scripts/tune_cuda_softmax.py 的两次运行（docs/data/h200_cuda_softmax.json：warp / block / split；
@@ -396,9 +397,15 @@ SOFTMAX_CONFIGS = {
         (2048, "warp", 128, 8),
         (4096, "block", 64, 8),
         (8192, "block", 128, 8),
-        (32768, "cluster", 256, 4),
+        (16384, "cluster", 256, 4),
+        # 16 位的寄存器里只留原始的包之后（KEEP_PACKED）重扫的结果（docs/data/h200_cuda_softmax_smem.json）：
+        # N = 32768 换成 128 x 8（同一次扫描里原来的 256 x 4 慢 8 个百分点）；N = 262144 每个线程 4 包在寄存器里、
+        # 4 包在共享内存里；2^20 的一行放得进 16 块（512 x (8 + 8) 包），不再用 grid（快 9 个百分点）
+        (32768, "cluster", 128, 8),
         (65536, "cluster", 128, 8),
-        (262144, "cluster", 256, 8),
+        (131072, "cluster", 256, 8),
+        (262144, "cluster", 256, 4, 4),
+        (1048576, "cluster", 512, 8, 8),
         (None, "grid", 512, 8)),
 }
 #: 表末行 grid 的 (ahead, delay)：scripts/tune_grid_softmax.py 在 H200 上每个 N、每种 dtype 最快的都是 (1, 1)
@@ -435,9 +442,10 @@ def _vec(dtype) -> int:
 
 
 def _table_config(N: int, dtype):
-    for n_max, kernel, block, packs in SOFTMAX_CONFIGS[dtype.itemsize]:
+    """表里 N 所在的一项：(内核, 线程数, PACKS, SMEM_PACKS)。"""
+    for n_max, kernel, block, packs, *smem in SOFTMAX_CONFIGS[dtype.itemsize]:
         if n_max is None or N <= n_max:
-            return kernel, block, packs
+            return kernel, block, packs, (smem[0] if smem else 0)
     raise ValueError(f"SOFTMAX_CONFIGS 的最后一项必须不限列数（None），N={N} 没有配置 "
                      f"(the last SOFTMAX_CONFIGS entry must have no column limit)")
 
@@ -458,7 +466,7 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
                  packs: int | None = None, sm_count: int = NOMINAL_SM_COUNT, clusters: bool = False,
                  aligned: bool = True) -> dict:
     """:func:`softmax` 的启动计划（不启动内核）：``{"kernel", "block_size", "packs", "chunks", "grid"}``，
-    cluster 与 pipe 内核另有 ``"cluster_size"``（这时 ``chunks`` 就是簇大小），pipe 还有 ``"stages"``；pipe 的
+    cluster 与 pipe 内核另有 ``"cluster_size"``（这时 ``chunks`` 就是簇大小），cluster 还有 ``"smem_packs"``（每个线程放在共享内存里的包数），pipe 还有 ``"stages"``；pipe 的
     ``grid`` 是常驻网格的名义值（每 ``cluster_size`` 个 SM 一个簇），启动时取驱动给出的同时驻留的簇数。
 
     ``kernel="auto"`` 从 :data:`SOFTMAX_CONFIGS` 取配置，给出的 ``block_size`` / ``packs`` 覆盖表里的值；
@@ -479,10 +487,12 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
     vec = _vec(dtype)
     auto = kernel == "auto"
     from_table = auto and block_size is None and packs is None
+    smem_packs = 0                              # cluster：每个线程放在共享内存里的包数，只来自表
     if auto:
-        kernel, table_block, table_packs = _table_config(N, dtype)
+        kernel, table_block, table_packs, table_smem = _table_config(N, dtype)
         block_size = table_block if block_size is None else block_size
         packs = table_packs if packs is None else packs
+        smem_packs = table_smem if from_table else 0
     elif kernel == "rows":
         if packs is not None:
             raise ValueError("packs 只用于 warp、block、split 内核 (packs applies to the warp, block and split kernels)")
@@ -554,21 +564,25 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
                 "kernel='cluster' 需要 gpu 模式与计算能力 9.0 以上的 GPU（线程块簇）；模拟器不模拟线程块簇 "
                 "(kernel='cluster' needs gpu mode and a GPU with thread block clusters, compute capability 9.0+)")
         try:
-            rp = regs_plan(N, dtype, None, B, packs, aligned)
+            rp = regs_plan(N, dtype, None, B, packs, aligned, smem_packs)
         except ValueError:
             if not auto:
                 raise
             rp = None
             if from_table and not aligned and clusters:
-                # 行首不在 16 字节边界上时每行多占一个向量，表里的配置在 16 块时可能正好差这一个：每块的线程数加倍
+                # 行首不在 16 字节边界上时每行多占一个向量，表里的配置在 16 块时可能正好差这一个：
+                # 有共享内存的那几包时每个线程多放一包进共享内存，否则每块的线程数加倍
                 try:
-                    rp = regs_plan(N, dtype, None, 2 * B, packs, aligned)
-                    B = 2 * B
+                    if smem_packs:
+                        rp = regs_plan(N, dtype, None, B, packs, aligned, smem_packs + 1)
+                    else:
+                        rp = regs_plan(N, dtype, None, 2 * B, packs, aligned)
+                        B = 2 * B
                 except ValueError:
                     rp = None
         if rp is not None and clusters:
             return {"kernel": "cluster", "block_size": B, "packs": packs, "chunks": rp.cluster_size,
-                    "cluster_size": rp.cluster_size, "grid": M * rp.cluster_size}
+                    "cluster_size": rp.cluster_size, "smem_packs": rp.smem_packs, "grid": M * rp.cluster_size}
         # auto：没有簇（或放不下）时一个线程块放得下就用 block，否则 split（经全局内存交换 (m, s)）
         kernel = "block"
         if from_table:
@@ -642,7 +656,7 @@ def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
         from .cluster import softmax_cluster_regs
 
         softmax_cluster_regs(x, cluster_size=plan["cluster_size"], block_size=plan["block_size"],
-                             packs=plan["packs"], out=y)
+                             packs=plan["packs"], smem_packs=plan["smem_packs"], out=y)
         return _finish(y, None, return_report)
     B, kname = plan["block_size"], _SOFTMAX_NAMES[plan["kernel"]]
     defines = _defines(B, x.dtype)
@@ -688,7 +702,7 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
             from .cluster import RegsPlan
 
             extra = RegsPlan(n_cols=N, dtype=str(x.dtype)[6:], cluster_size=p["cluster_size"], block_size=B,
-                             packs=p["packs"], vec=_vec(x.dtype))
+                             packs=p["packs"], vec=_vec(x.dtype), smem_packs=p["smem_packs"])
         elif p["kernel"] == "pipe":
             from .cluster import pipe_plan
 

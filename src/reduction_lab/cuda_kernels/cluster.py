@@ -29,7 +29,7 @@ CuPy（14.x）启动内核用的是 ``cuLaunchKernel``，不能在启动时指�
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -269,7 +269,8 @@ REGS_MAX_BLOCK_ELEMS = 32768
 
 @dataclass(frozen=True)
 class RegsPlan:
-    """softmax_cluster_regs 的一次启动：每块 ``block_size`` 个线程，每个线程 ``packs`` 个 16 字节向量。"""
+    """softmax_cluster_regs 的一次启动：每块 ``block_size`` 个线程，每个线程 ``packs`` 个 16 字节向量放在寄存器里、
+    另有 ``smem_packs`` 个放在动态共享内存里（cp.async 搬进去）。"""
 
     n_cols: int
     dtype: str
@@ -277,10 +278,17 @@ class RegsPlan:
     block_size: int
     packs: int
     vec: int
+    smem_packs: int = field(default=0, kw_only=True)
 
     @property
     def elems_per_thread(self) -> int:
+        """每个线程放在寄存器里的元素数。"""
         return self.packs * self.vec
+
+    @property
+    def shared_bytes(self) -> int:
+        """动态共享内存：每个线程 ``smem_packs`` 个 16 字节向量。"""
+        return self.smem_packs * self.block_size * 16
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -292,12 +300,14 @@ def _n_vec(n_cols: int, vec: int, aligned: bool) -> int:
 
 
 def regs_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None, block_size: int | None = None,
-              packs: int | None = None, aligned: bool = True) -> RegsPlan:
+              packs: int | None = None, aligned: bool = True, smem_packs: int = 0,
+              shared_limit: int = SHARED_OPTIN_SM90) -> RegsPlan:
     """softmax_cluster_regs 的配置（纯 Python，任何模式都能调用）。``packs`` 默认每个线程 32 个元素，
     ``block_size`` 默认取 16 块盖得住整行的最少线程数（至少 256），簇大小默认取盖住整行的最小的 2 的幂。
-    :func:`reduction_lab.cuda_kernels.softmax` 的 ``kernel="auto"`` 按 ``SOFTMAX_CONFIGS`` 给出线程数与 packs。
+    :func:`reduction_lab.cuda_kernels.softmax` 的 ``kernel="auto"`` 按 ``SOFTMAX_CONFIGS`` 给出线程数、packs 与
+    ``smem_packs``（每个线程另有几个向量放在共享内存里，0 到 64，默认 0；要放得进 ``shared_limit``）。
     ``aligned``：每行都从 16 字节边界开始（见 :func:`rows_aligned`），否则每行多留一个向量。
-    整行放不进 16 块的寄存器时报错。"""
+    整行放不进 16 块的寄存器（与共享内存）时报错。"""
     check_int(n_cols, "n_cols", lo=1, hi=2**31 - 2**21)
     if dtype not in REGS_DTYPES:
         raise TypeError(f"dtype {_dtype_name(dtype)} 不受支持，可用：float32, bfloat16, float16 "
@@ -305,6 +315,8 @@ def regs_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None,
     _check_shape_args(cluster_size, block_size)
     if packs is not None:
         check_int(packs, "packs", lo=1, hi=16)
+    check_int(smem_packs, "smem_packs", lo=0, hi=64)
+    check_int(shared_limit, "shared_limit", lo=1024)
     esize = 4 if dtype == torch.float32 else 2
     vec = 16 // esize
     if not isinstance(aligned, bool):
@@ -320,24 +332,30 @@ def regs_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = None,
                          f"{REGS_MAX_THREAD_ELEMS} / {REGS_MAX_BLOCK_ELEMS}（寄存器会溢出） "
                          f"(too many elements in registers: {packs * vec} per thread, "
                          f"{block_size * packs * vec} per block)")
-    per_cta = block_size * packs
+    smem = smem_packs * block_size * 16
+    if smem + STATIC_SHARED_BOUND > shared_limit:
+        raise ValueError(f"smem_packs={smem_packs} 时每块要 {smem} 字节动态共享内存，超过上限 "
+                         f"{shared_limit - STATIC_SHARED_BOUND} (smem_packs={smem_packs} needs {smem} bytes of "
+                         f"shared memory per block)")
+    per_cta = block_size * (packs + smem_packs)
+    where = f"{packs} 个在寄存器里" + (f"、{smem_packs} 个在共享内存里" if smem_packs else "")
     if cluster_size is None:
         need = _cdiv(n_vec, per_cta)
         cluster_size = next((c for c in CLUSTER_SIZES if c >= need), None)
         if cluster_size is None:
             raise ValueError(
-                f"每行 {n_cols} 个 {_dtype_name(dtype)} 放不进 16 块的寄存器（每块 {block_size} 个线程 x "
-                f"{packs} 个 16 字节向量）；请加大 block_size / packs，或用 softmax_cluster（共享内存）"
+                f"每行 {n_cols} 个 {_dtype_name(dtype)} 放不进 16 块的寄存器（每块 {block_size} 个线程，每个线程的"
+                f" 16 字节向量{where}）；请加大 block_size / packs / smem_packs，或用 softmax_cluster（共享内存）"
                 f"或 reduction_lab.softmax(x, backend='triton') "
                 f"(a row of {n_cols} {_dtype_name(dtype)} does not fit the registers of a 16-block cluster)")
     elif cluster_size * per_cta < n_vec:
         raise ValueError(
-            f"cluster_size={cluster_size}、每块 {block_size} 个线程 x {packs} 个向量只盖住 "
+            f"cluster_size={cluster_size}、每块 {block_size} 个线程（每个线程的向量{where}）只盖住 "
             f"{cluster_size * per_cta * vec - vec + 1} 列，得到 N={n_cols} "
-            f"(cluster_size={cluster_size} with {block_size} threads x {packs} vectors covers fewer than "
-            f"{n_cols} columns)")
+            f"(cluster_size={cluster_size} with {block_size} threads x {packs + smem_packs} vectors covers fewer "
+            f"than {n_cols} columns)")
     return RegsPlan(n_cols=n_cols, dtype=_dtype_name(dtype), cluster_size=cluster_size, block_size=block_size,
-                    packs=packs, vec=vec)
+                    packs=packs, vec=vec, smem_packs=smem_packs)
 
 
 def regs_available(index: int) -> bool:
@@ -349,21 +367,32 @@ _REGS_DEFINES = {torch.float32: (0, 0), torch.bfloat16: (1, 0), torch.float16: (
 
 
 def regs_min_blocks(block_size: int, packs: int, dtype) -> int:
-    """softmax_cluster_regs 的 ``__launch_bounds__`` 第二个参数（每个 SM 至少驻留的块数）。16 位输入：每个线程
-    多于 32 个元素时按 80 个寄存器、否则按 64 个算（nvcc 在这个上限下不溢出，见测试），也不超过每个 SM
-    2048 个线程；不给上限时 ptxas 给 256 线程 x 64 个元素用 96 个寄存器，每个 SM 只驻留 2 块。
+    """softmax_cluster_regs 的 ``__launch_bounds__`` 第二个参数（每个 SM 至少驻留的块数），也不超过每个 SM
+    2048 个线程。bfloat16 的寄存器里只留原始的向量（KEEP_PACKED）：每个线程多于 32 个元素时按 64 个寄存器算，
+    否则按 40 个；float16 拆成 float 留在寄存器里：按 80 / 64 个（nvcc 在这些上限下不溢出，见测试）。
+    放在共享内存里的向量（SMEM_PACKS）不占寄存器，不影响这个数。
     float32 不加上限（1）：拆包不占寄存器，ptxas 自己分配的就不多。"""
     if dtype == torch.float32:
         return 1
-    regs = 80 if packs * 8 > 32 else 64
+    if dtype == torch.float16:
+        regs = 80 if packs * 8 > 32 else 64
+    else:
+        regs = 64 if packs * 8 > 32 else 40
     return max(1, min(2048 // block_size, 65536 // (block_size * regs)))
 
 
 @functools.lru_cache(maxsize=None)
-def _regs_kernel(cluster_size: int, block_size: int, packs: int, dtype, index: int):
-    """编译好的 softmax_cluster_regs（每种配置一份）与它的 CUfunction；16 块的簇打开非可移植的簇大小。"""
-    return _compile_cluster_kernel(REGS_KERNEL, cluster_size, block_size, packs, dtype, index,
-                                   MIN_BLOCKS=regs_min_blocks(block_size, packs, dtype))
+def _regs_kernel(cluster_size: int, block_size: int, packs: int, dtype, index: int, smem_packs: int = 0):
+    """编译好的 softmax_cluster_regs（每种配置一份）与它的 CUfunction；16 块的簇打开非可移植的簇大小，
+    有动态共享内存时把它的上限调到所需的字节数。"""
+    import cupy
+
+    kern, func = _compile_cluster_kernel(REGS_KERNEL, cluster_size, block_size, packs, dtype, index,
+                                         MIN_BLOCKS=regs_min_blocks(block_size, packs, dtype), SMEM_PACKS=smem_packs)
+    if smem_packs:
+        with cupy.cuda.Device(index):
+            kern.max_dynamic_shared_size_bytes = smem_packs * block_size * 16
+    return kern, func
 
 
 def _compile_cluster_kernel(name: str, cluster_size: int, block_size: int, packs: int, dtype, index: int,
@@ -399,20 +428,24 @@ def _regs_launch(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan, index: int):
 
     M, N = x.shape
     args = (x, y, x.stride(0), y.stride(0), N)
-    kern, func = _regs_kernel(plan.cluster_size, plan.block_size, plan.packs, x.dtype, index)
-    launcher = _Plan(func, (M * plan.cluster_size, 1, 1), (plan.block_size, 1, 1), 0, _REGS_SIG, args, None)
+    kern, func = _regs_kernel(plan.cluster_size, plan.block_size, plan.packs, x.dtype, index, plan.smem_packs)
+    launcher = _Plan(func, (M * plan.cluster_size, 1, 1), (plan.block_size, 1, 1), plan.shared_bytes, _REGS_SIG,
+                     args, None)
     if not launcher(args):
         raise RuntimeError(f"{REGS_KERNEL} 的参数不符合启动计划 (arguments do not match the launch plan)")
     return launcher
 
 
 def softmax_cluster_regs(x: torch.Tensor, *, cluster_size: int | None = None, block_size: int | None = None,
-                         packs: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+                         packs: int | None = None, smem_packs: int = 0,
+                         out: torch.Tensor | None = None) -> torch.Tensor:
     """按行 softmax：(M, N) float32 / bfloat16 / float16 -> 同 dtype 的 (M, N)，一个线程块簇处理一行，
-    每块那一段放在寄存器里（softmax_cluster.cu 的 ``softmax_cluster_regs``）。参数见 :func:`regs_plan`；
+    每块那一段放在寄存器里（softmax_cluster.cu 的 ``softmax_cluster_regs``；``smem_packs`` > 0 时每个线程另有
+    这么多个 16 字节向量放在共享内存里）。参数见 :func:`regs_plan`；
     ``out``：调用者提供的 (M, N) 连续输出，dtype 与 x 相同、与 x 不重叠。只有 gpu 模式（计算能力 9.0 以上）。"""
     index = _check_gpu_input(x, REGS_DTYPES, "softmax_cluster_regs")
-    plan = regs_plan(x.shape[1], x.dtype, cluster_size, block_size, packs, rows_aligned(x))
+    plan = regs_plan(x.shape[1], x.dtype, cluster_size, block_size, packs, rows_aligned(x), smem_packs,
+                     _device_info(index)[1])
     out = _grid_and_out(x, out, plan.cluster_size)
     launch_on(index, REGS_KERNEL, plan, regs_launch_cached, x, out, plan)
     return out
@@ -435,7 +468,7 @@ def regs_launch_cached(x: torch.Tensor, y: torch.Tensor, plan: RegsPlan):
     之后直接经 cuLaunchKernel 启动。返回这个启动计划（``launcher._Plan``）：同一形状的调用者可以存下它，
     之后用 ``launch_values`` 启动（:mod:`reduction_lab.cuda_kernels` 的 ``softmax_checked``）。"""
     M, N = x.shape
-    key = (M, N, x.dtype, x.get_device(), plan.cluster_size, plan.block_size, plan.packs)
+    key = (M, N, x.dtype, x.get_device(), plan.cluster_size, plan.block_size, plan.packs, plan.smem_packs)
     launcher = _REGS_PLANS.get(key)
     if launcher is not None and launcher((x, y, x.stride(0), y.stride(0), N)):
         return launcher

@@ -21,11 +21,16 @@
 //                 blockDim.x）与每个线程的16字节向量数（1到16）
 //   MIN_BLOCKS    只用于softmax_cluster_regs：__launch_bounds__的第二个参数（每个SM至少驻留的块数，默认1），
 //                 包装函数按每个线程的元素数给出（cluster.regs_min_blocks）
+//   SMEM_PACKS    只用于softmax_cluster_regs：每个线程另有几个16字节向量放在动态共享内存里（0到64，默认0），
+//                 用cp.async搬进去，不占寄存器
+//   KEEP_PACKED   只用于softmax_cluster_regs：1时寄存器里只留读进来的原始向量，exp在求和与写回时各算一遍；
+//                 默认bfloat16为1（寄存器减半）；float32为0（拆包不占寄存器，exp只算一次）；float16也是0
+//                 （它的拆包要更多寄存器，在bfloat16的寄存器上限下会溢出）
 // softmax_cluster_rows的启动：grid = M * CLUSTER_SIZE（1维），block = 32的倍数（至多1024个线程），
 //       动态共享内存 = vecs_per_cta * 16字节（超过48 KiB要先调大cudaFuncAttributeMaxDynamicSharedMemorySize）。
 //       vecs_per_cta >= ceil(ceil((n_cols + VEC - 1) / VEC) / CLUSTER_SIZE)，VEC = 16 / sizeof(floatX)。
-// softmax_cluster_regs的启动：grid = M * CLUSTER_SIZE，block = BLOCK_SIZE，没有动态共享内存；
-//       要求CLUSTER_SIZE * BLOCK_SIZE * PACKS >= ceil((n_cols + VEC - 1) / VEC)。
+// softmax_cluster_regs的启动：grid = M * CLUSTER_SIZE，block = BLOCK_SIZE，动态共享内存 = SMEM_PACKS * BLOCK_SIZE * 16
+//       字节（超过48 KiB要先调大上限）；要求CLUSTER_SIZE * BLOCK_SIZE * (PACKS + SMEM_PACKS) >= ceil((n_cols + VEC - 1) / VEC)。
 
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -459,9 +464,68 @@ __device__ __forceinline__ void st_async_pair(float2 *slot, unsigned long long *
 }
 // --8<-- [end:mbar]
 
+// --8<-- [start:async]
+// cp.async：16 字节从全局内存直接进共享内存（.cg：不经 L1）。发出的拷贝按 commit 分组，
+// wait_group N 等到本线程只剩最近的 N 组还没完成。
+__device__ __forceinline__ void copy_async16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void copy_commit()
+{
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void copy_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// 一维 TMA：bytes 个字节（16 的倍数，两端 16 字节对齐）从全局内存进本块的共享内存，完成时记到 bar 上
+__device__ __forceinline__ void tma_load(void *dst, const void *src, unsigned bytes, unsigned long long *bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar))
+                 : "memory");
+}
+
+// 共享内存里的一个 16 字节向量：volatile，两遍读不会被编译器合并成一遍、把值留在寄存器里
+__device__ __forceinline__ uint4 lds16(const uint4 *p)
+{
+    uint4 r;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "r"(smem_addr(p)));
+    return r;
+}
+// --8<-- [end:async]
+
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
 #endif
+#ifndef SMEM_PACKS
+#define SMEM_PACKS 0
+#endif
+#if SMEM_PACKS < 0 || SMEM_PACKS > 64
+#error "SMEM_PACKS must be between 0 and 64"
+#endif
+#ifndef KEEP_PACKED
+#define KEEP_PACKED USE_BF16
+#endif
+
+// 空的 volatile asm 声明「u 被改过」：之前从 u 拆出来的 float 不能留到后面复用，只能重新拆包
+__device__ __forceinline__ void launder(uint4 &u)
+{
+    asm volatile("" : "+r"(u.x), "+r"(u.y), "+r"(u.z), "+r"(u.w));
+}
+
+// 一个向量拆成 float，再算 exp(x - mref)
+__device__ __forceinline__ void exp_vec(uint4 u, float mref, float (&f)[VEC])
+{
+    unpack(u, f);
+#pragma unroll
+    for (int e = 0; e < VEC; e++)
+        f[e] = fast_exp2((f[e] - mref) * LOG2E);
+}
 
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE, MIN_BLOCKS)
 softmax_cluster_regs(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
@@ -476,13 +540,15 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
 #if CLUSTER_SIZE > 1
     __shared__ unsigned long long full;                 // slots收齐CLUSTER_SIZE * NWARPS份时完成
 #endif
+    extern __shared__ uint4 seg[];                      // SMEM_PACKS > 0：每个线程另有SMEM_PACKS个向量放在这里
+    constexpr int TPACKS = PACKS + SMEM_PACKS;          // 每个线程的向量数：寄存器里PACKS个，共享内存里SMEM_PACKS个
     const int rank = cluster_rank();                    // 本块在簇里的编号
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const long long row = blockIdx.x / CLUSTER_SIZE;
     const floatX *xr = x + row * x_row_stride;
     const int head = (int)((reinterpret_cast<unsigned long long>(xr) / sizeof(floatX)) % VEC);
     const int end = n_cols + head;
-    const int v0 = rank * (BLOCK_SIZE * PACKS) + threadIdx.x;   // 本线程的第一个向量；之后每隔BLOCK_SIZE个
+    const int v0 = rank * (BLOCK_SIZE * TPACKS) + threadIdx.x;  // 本线程的第一个向量；之后每隔BLOCK_SIZE个
 #if CLUSTER_SIZE > 1
     // 别的块往本块的slots里写之前，本块的mbarrier必须已经初始化：初始化之后宣告「本块已开始」，
     // 等到第3步再等齐（这一半屏障的等待与下面的读重叠）
@@ -493,16 +559,74 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 #endif
 
-    // 1. 读：先发出PACKS个互不依赖的16字节读，再逐个使用（用到结果之前warp不必停下来等）
+    // 1. 读：共享内存的那几个向量用cp.async直接搬进去（不占寄存器），再发出PACKS个互不依赖的16字节读，
+    //    之后才逐个使用（用到结果之前warp不必停下来等）。每个线程只读写共享内存里自己的槽位，块内不必同步
+#pragma unroll
+    for (int q = 0; q < SMEM_PACKS; q++) {
+        const int v = v0 + (PACKS + q) * BLOCK_SIZE, g = v * VEC;
+        uint4 *slot = &seg[q * BLOCK_SIZE + threadIdx.x];
+        if (g >= head && g + VEC <= end)
+            copy_async16(slot, xr + (g - head));
+        else                                            // 行首、行尾的半截向量与行外：同寄存器版
+            *slot = g < end ? load_vec(xr, v, head, end) : neg_inf_vec();
+    }
+    if (SMEM_PACKS > 0)
+        copy_commit();
     uint4 u[PACKS];
 #pragma unroll
     for (int p = 0; p < PACKS; p++) {
         const int v = v0 + p * BLOCK_SIZE;
         u[p] = v * VEC < end ? load_vec(xr, v, head, end) : neg_inf_vec();
     }
-    // 2. 整个warp的最大值m；exp只算这一次：f = exp(x - m)，warp的和s
-    float f[PACKS][VEC], m;
-    float s = exp_segment<true>(u, f, m);
+    // 2. 整个warp的最大值m；s = sum exp(x - m)。exp的结果留在f里，第4步直接用；
+    //    KEEP_PACKED（bfloat16）时寄存器里只留原始的向量（一半的寄存器，每个SM驻留更多块），exp在第4步再算一遍
+    float m = NEG_INF;
+#pragma unroll
+    for (int p = 0; p < PACKS; p++) {
+        float g[VEC];
+        unpack(u[p], g);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            m = fmaxf(m, g[e]);
+    }
+    if (SMEM_PACKS > 0)
+        copy_wait<0>();                                 // 本线程搬的向量都已到达
+#pragma unroll 2
+    for (int q = 0; q < SMEM_PACKS; q++) {
+        float g[VEC];
+        unpack(lds16(&seg[q * BLOCK_SIZE + threadIdx.x]), g);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            m = fmaxf(m, g[e]);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+    // 先减最大值再乘log2(e)（见exp_segment）；全是-inf时以0为基准：f = 0，s = 0
+    const float mref = (m == NEG_INF) ? 0.0f : m;
+    float f[PACKS][VEC], s = 0.0f;
+#pragma unroll
+    for (int p = 0; p < PACKS; p++) {
+        if (KEEP_PACKED)
+            launder(u[p]);
+        float g[VEC];
+        unpack(u[p], g);
+#pragma unroll
+        for (int e = 0; e < VEC; e++) {
+            g[e] = fast_exp2((g[e] - mref) * LOG2E);
+            s += g[e];
+            if (!KEEP_PACKED)
+                f[p][e] = g[e];
+        }
+    }
+#pragma unroll 2
+    for (int q = 0; q < SMEM_PACKS; q++) {
+        float g[VEC];
+        unpack(lds16(&seg[q * BLOCK_SIZE + threadIdx.x]), g);
+#pragma unroll
+        for (int e = 0; e < VEC; e++)
+            s += fast_exp2((g[e] - mref) * LOG2E);
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         s += __shfl_xor_sync(0xffffffff, s, o);
@@ -529,12 +653,30 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
     const float scale = (m == NEG_INF) ? 0.0f : fast_exp2((m - MS.x) * LOG2E) / MS.y;
 #pragma unroll
     for (int p = 0; p < PACKS; p++) {
-#pragma unroll
-        for (int e = 0; e < VEC; e++)
-            f[p][e] *= scale;
         const int v = v0 + p * BLOCK_SIZE;
-        if (v * VEC < end)
-            store_vec(yr, v, head, end, f[p], vector_ok);
+        if (KEEP_PACKED)
+            launder(u[p]);
+        if (v * VEC < end) {
+            float g[VEC];
+            if (KEEP_PACKED)
+                exp_vec(u[p], mref, g);
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                g[e] = (KEEP_PACKED ? g[e] : f[p][e]) * scale;
+            store_vec(yr, v, head, end, g, vector_ok);
+        }
+    }
+#pragma unroll 2
+    for (int q = 0; q < SMEM_PACKS; q++) {
+        const int v = v0 + (PACKS + q) * BLOCK_SIZE;
+        if (v * VEC < end) {
+            float g[VEC];
+            exp_vec(lds16(&seg[q * BLOCK_SIZE + threadIdx.x]), mref, g);
+#pragma unroll
+            for (int e = 0; e < VEC; e++)
+                g[e] *= scale;
+            store_vec(yr, v, head, end, g, vector_ok);
+        }
     }
 }
 // --8<-- [end:regs]
@@ -561,31 +703,6 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
 #define USE_TMA 0
 #endif
 
-// --8<-- [start:async]
-// cp.async：16 字节从全局内存直接进共享内存（.cg：不经 L1）。发出的拷贝按 commit 分组，
-// wait_group N 等到本线程只剩最近的 N 组还没完成。
-__device__ __forceinline__ void copy_async16(void *dst, const void *src)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void copy_commit()
-{
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void copy_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
-// 一维 TMA：bytes 个字节（16 的倍数，两端 16 字节对齐）从全局内存进本块的共享内存，完成时记到 bar 上
-__device__ __forceinline__ void tma_load(void *dst, const void *src, unsigned bytes, unsigned long long *bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar))
-                 : "memory");
-}
-// --8<-- [end:async]
 
 extern "C" __global__ void CLUSTER_DIMS __launch_bounds__(BLOCK_SIZE)
 softmax_cluster_pipe(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,

@@ -6,8 +6,9 @@
 每个 N（bfloat16，M = 2**26 // N 行，输入同 scripts/tune_cuda_softmax.py）：
 1. 候选：簇大小 c、线程数 b、寄存器里的包数 p、共享内存里的包数 sp，c * b * (p + sp) 正好盖住一行
    （c 取 2 到 16，b 取 128、256、512，p 取 4、8，sp 取 0 到 24，共享内存不超过 120 KiB）；寄存器里留原始的包
-   （``keep`` = 1，现在 bfloat16 的写法）；sp = 0 的另试拆成 float（``keep`` = 0，之前的写法）。
-   ``__launch_bounds__`` 的第二个参数按 cluster.regs_min_blocks（keep = 0 时按之前的 80 / 64 个寄存器）；
+   （``keep`` = 1）；sp = 0 的另试拆成 float（``keep`` = 0，默认的写法只在 sp > 0 时留原始的包）。
+   ``__launch_bounds__`` 的第二个参数：keep = 1 时按 64 / 40 个寄存器，keep = 0 时按 80 / 64 个
+   （cluster.regs_min_blocks 有、没有共享内存的包时的两种上限）；
 2. 验证：与 float64 的 torch.softmax 比对（tune_cuda_softmax.max_violation），不符的不计时；
 3. 计时：triton.testing.do_bench 的中位数（每次调用前清空 L2），对照同样字节数的 y.copy_(x)；``frac`` = 拷贝时间 /
    时间。同一次运行里另测 ``auto``（cuda_kernels.softmax 的默认配置），N = 2^20 另测 ``grid``（常驻网格）。
@@ -54,10 +55,7 @@ def candidates(n: int):
 
 
 def min_blocks(b: int, p: int, keep: int) -> int:
-    if keep:
-        return cl.regs_min_blocks(b, p, torch.bfloat16)
-    regs = 80 if p * 8 > 32 else 64           # 拆成 float 时（之前的写法）的上限
-    return max(1, min(2048 // b, 65536 // (b * regs)))
+    return cl.regs_min_blocks(b, p, torch.bfloat16, smem_packs=keep)      # 两种寄存器上限
 
 
 def compile_kernel(c, b, p, sp, keep, index):

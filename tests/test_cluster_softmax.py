@@ -175,7 +175,7 @@ def test_regs_kernel_fits_without_spills(block, packs, bf16, fp16, smem, tmp_pat
     dtype = torch.bfloat16 if bf16 else torch.float16 if fp16 else torch.float32
     assert packs * vec <= REGS_MAX_THREAD_ELEMS and block * packs * vec <= REGS_MAX_BLOCK_ELEMS
     d = {"CLUSTER_SIZE": 16, "USE_BF16": bf16, "USE_FP16": fp16, "BLOCK_SIZE": block, "PACKS": packs,
-         "MIN_BLOCKS": regs_min_blocks(block, packs, dtype), "SMEM_PACKS": smem}
+         "MIN_BLOCKS": regs_min_blocks(block, packs, dtype, smem), "SMEM_PACKS": smem}
     r, _ = _nvcc(["-cubin", "--resource-usage"], d, tmp_path, ".cubin")
     assert r.returncode == 0, r.stderr
     res = _resources(r.stdout + r.stderr, "softmax_cluster_regs")
@@ -183,7 +183,7 @@ def test_regs_kernel_fits_without_spills(block, packs, bf16, fp16, smem, tmp_pat
     assert res["regs"] * block <= 65536, res             # 一块放得进一个 SM 的寄存器文件
     assert res["smem"] <= 16 * (block // 32) * 8 + 64    # 静态的只有簇里每个 warp 的 (m, s) 与一个 mbarrier
     # 每个 SM 至少驻留 regs_min_blocks 块：寄存器数在 __launch_bounds__ 的上限之内
-    assert res["regs"] * block * regs_min_blocks(block, packs, dtype) <= 65536, res
+    assert res["regs"] * block * regs_min_blocks(block, packs, dtype, smem) <= 65536, res
 
 
 @needs_nvcc
@@ -203,7 +203,7 @@ def test_regs_kernel_ptx(c, tmp_path):
         assert body.count("barrier.cluster.arrive") == 1 and body.count("barrier.cluster.wait") == 1
         assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32" in body
         assert "mbarrier.arrive.expect_tx" in body and "mbarrier.try_wait" in body
-        assert ".minnctapersm 6" in body                 # 256 个线程 x 32 个 bf16（原始的包，40 个寄存器）：每个 SM 至少 6 块
+        assert ".minnctapersm 4" in body                 # 256 个线程 x 32 个元素：每个 SM 至少 4 块
     else:
         assert "barrier.cluster" not in body and "bar.sync" in body and "st.async" not in body
 
@@ -299,6 +299,22 @@ def test_unaligned_rows_still_get_a_cluster(n, dtype):
     assert p["smem_packs"] in (aligned["smem_packs"], aligned["smem_packs"] + 1)
     vec = 16 // dtype.itemsize
     assert p["cluster_size"] * p["block_size"] * (p["packs"] + p["smem_packs"]) >= n // vec + 1   # 盖住多出来的那一个向量
+
+
+@needs_nvcc
+def test_regs_kernel_smem_packs_ptx(tmp_path):
+    """SMEM_PACKS > 0：那几个向量经 cp.async 进共享内存（不经寄存器），之后每遍用 volatile 的 ld.shared 读回；
+    16 位时寄存器里留原始的包（KEEP_PACKED），exp 算两遍，__launch_bounds__ 按 40 个寄存器。"""
+    d = {"CLUSTER_SIZE": 16, "USE_BF16": 1, "BLOCK_SIZE": 256, "PACKS": 4, "SMEM_PACKS": 4,
+         "MIN_BLOCKS": regs_min_blocks(256, 4, torch.bfloat16, 4)}
+    r, out = _nvcc(["-ptx"], d, tmp_path, ".ptx")
+    assert r.returncode == 0, r.stderr
+    body = out.read_text().split(".entry softmax_cluster_regs", 1)[1].split(".entry", 1)[0]
+    assert body.count("cp.async.cg.shared.global") >= 4 and "cp.async.wait_group 0" in body
+    assert body.count("ld.shared.v4.u32") >= 3                # 最大值、求和、写回各读一遍
+    assert ".minnctapersm 6" in body
+    # 两遍 exp：寄存器里 4 包 x 8 个 + 共享内存里 4 包 x 8 个，求和与写回各算一次
+    assert body.count("ex2.approx.ftz.f32") >= 2 * 32
 
 
 @needs_nvcc

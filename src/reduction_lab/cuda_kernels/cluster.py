@@ -366,18 +366,17 @@ def regs_available(index: int) -> bool:
 _REGS_DEFINES = {torch.float32: (0, 0), torch.bfloat16: (1, 0), torch.float16: (0, 1)}
 
 
-def regs_min_blocks(block_size: int, packs: int, dtype) -> int:
+def regs_min_blocks(block_size: int, packs: int, dtype, smem_packs: int = 0) -> int:
     """softmax_cluster_regs 的 ``__launch_bounds__`` 第二个参数（每个 SM 至少驻留的块数），也不超过每个 SM
-    2048 个线程。bfloat16 的寄存器里只留原始的向量（KEEP_PACKED）：每个线程多于 32 个元素时按 64 个寄存器算，
-    否则按 40 个；float16 拆成 float 留在寄存器里：按 80 / 64 个（nvcc 在这些上限下不溢出，见测试）。
-    放在共享内存里的向量（SMEM_PACKS）不占寄存器，不影响这个数。
-    float32 不加上限（1）：拆包不占寄存器，ptxas 自己分配的就不多。"""
+    2048 个线程。16 位输入：有放在共享内存里的向量（SMEM_PACKS > 0）时寄存器里只留原始的向量（KEEP_PACKED），
+    每个线程多于 32 个元素时按 64 个寄存器算，否则按 40 个；没有时拆成 float 留在寄存器里，按 80 / 64 个
+    （nvcc 在这些上限下不溢出，见测试）。float32 不加上限（1）：拆包不占寄存器，ptxas 自己分配的就不多。"""
     if dtype == torch.float32:
         return 1
-    if dtype == torch.float16:
-        regs = 80 if packs * 8 > 32 else 64
-    else:
+    if smem_packs:
         regs = 64 if packs * 8 > 32 else 40
+    else:
+        regs = 80 if packs * 8 > 32 else 64
     return max(1, min(2048 // block_size, 65536 // (block_size * regs)))
 
 
@@ -388,7 +387,8 @@ def _regs_kernel(cluster_size: int, block_size: int, packs: int, dtype, index: i
     import cupy
 
     kern, func = _compile_cluster_kernel(REGS_KERNEL, cluster_size, block_size, packs, dtype, index,
-                                         MIN_BLOCKS=regs_min_blocks(block_size, packs, dtype), SMEM_PACKS=smem_packs)
+                                         MIN_BLOCKS=regs_min_blocks(block_size, packs, dtype, smem_packs),
+                                         SMEM_PACKS=smem_packs)
     if smem_packs:
         with cupy.cuda.Device(index):
             kern.max_dynamic_shared_size_bytes = smem_packs * block_size * 16

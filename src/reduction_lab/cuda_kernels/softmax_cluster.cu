@@ -24,8 +24,8 @@
 //   SMEM_PACKS    只用于softmax_cluster_regs：每个线程另有几个16字节向量放在动态共享内存里（0到64，默认0），
 //                 用cp.async搬进去，不占寄存器
 //   KEEP_PACKED   只用于softmax_cluster_regs：1时寄存器里只留读进来的原始向量，exp在求和与写回时各算一遍；
-//                 默认bfloat16为1（寄存器减半）；float32为0（拆包不占寄存器，exp只算一次）；float16也是0
-//                 （它的拆包要更多寄存器，在bfloat16的寄存器上限下会溢出）
+//                 默认16位输入且SMEM_PACKS > 0时为1（寄存器减半，每个SM驻留更多块），否则为0（exp只算一次；
+//                 float32拆包本来就不占寄存器）
 // softmax_cluster_rows的启动：grid = M * CLUSTER_SIZE（1维），block = 32的倍数（至多1024个线程），
 //       动态共享内存 = vecs_per_cta * 16字节（超过48 KiB要先调大cudaFuncAttributeMaxDynamicSharedMemorySize）。
 //       vecs_per_cta >= ceil(ceil((n_cols + VEC - 1) / VEC) / CLUSTER_SIZE)，VEC = 16 / sizeof(floatX)。
@@ -509,7 +509,7 @@ __device__ __forceinline__ uint4 lds16(const uint4 *p)
 #error "SMEM_PACKS must be between 0 and 64"
 #endif
 #ifndef KEEP_PACKED
-#define KEEP_PACKED USE_BF16
+#define KEEP_PACKED ((USE_BF16 || USE_FP16) && SMEM_PACKS > 0)
 #endif
 
 // 空的 volatile asm 声明「u 被改过」：之前从 u 拆出来的 float 不能留到后面复用，只能重新拆包
@@ -579,7 +579,7 @@ extern "C" __global__ void softmax_cluster_regs(const floatX *__restrict__ x, fl
         u[p] = v * VEC < end ? load_vec(xr, v, head, end) : neg_inf_vec();
     }
     // 2. 整个warp的最大值m；s = sum exp(x - m)。exp的结果留在f里，第4步直接用；
-    //    KEEP_PACKED（bfloat16）时寄存器里只留原始的向量（一半的寄存器，每个SM驻留更多块），exp在第4步再算一遍
+    //    KEEP_PACKED时寄存器里只留原始的向量（16位：一半的寄存器，每个SM驻留更多块），exp在第4步再算一遍
     float m = NEG_INF;
 #pragma unroll
     for (int p = 0; p < PACKS; p++) {

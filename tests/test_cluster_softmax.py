@@ -457,6 +457,48 @@ def test_regs_every_cluster_size(c, dtype, kernel):
 
 
 @needs_hopper
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("c,b,p,sp,n", [(4, 128, 2, 3, 7001), (4, 256, 4, 4, 65531), (16, 256, 4, 4, 262000),
+                                        (8, 128, 1, 12, 100003)])
+def test_regs_with_shared_memory_packs_matches_float64(c, b, p, sp, n, dtype):
+    """每个线程 sp 包在共享内存里（cp.async）：奇数 N、行首不对齐（x[:, 1:]）、带 out= 都与 float64 一致；
+    16 位时寄存器里只留原始的包，exp 算两遍。"""
+    vec = 4 if dtype == torch.float32 else 8
+    if c * b * (p + sp) * vec < n + vec:
+        pytest.skip("这个配置盖不住这一行")
+    base = _input(3, n + 1, dtype, seed=n)
+    if dtype == torch.float16:
+        base = base - base.amax(dim=-1, keepdim=True).float().to(dtype)
+    for x in (base[:, :n].contiguous(), base[:, 1:]):
+        out = torch.full_like(x, float("nan")).contiguous()
+        y = softmax_cluster_regs(x, cluster_size=c, block_size=b, packs=p, smem_packs=sp, out=out)
+        assert y is out
+        _check(y, x)
+
+
+@needs_hopper
+def test_regs_with_shared_memory_packs_masked_rows():
+    x = torch.zeros(3, 40000, device="cuda", dtype=torch.bfloat16)
+    x[1, ::2] = float("-inf")
+    x[0, :] = float("-inf")                          # 整行 -inf：结果全 0（同寄存器版），不是 nan
+    x[2, :] = 1e4
+    y = softmax_cluster_regs(x, cluster_size=4, block_size=256, packs=2, smem_packs=3)
+    assert torch.all(y[0] == 0) and torch.all(y[1, ::2] == 0)
+    _check(y[1:], x[1:])
+
+
+def test_smem_packs_plan_and_bad_values():
+    p = regs_plan(262144, torch.bfloat16, block_size=256, packs=4, smem_packs=4)
+    assert (p.cluster_size, p.shared_bytes) == (16, 4 * 256 * 16)
+    with pytest.raises(ValueError, match="smem_packs"):
+        regs_plan(4096, smem_packs=65)
+    with pytest.raises(ValueError, match="动态共享内存"):
+        regs_plan(4096, block_size=1024, packs=1, smem_packs=64)          # 1 MiB
+    with pytest.raises(ValueError, match="只盖住"):
+        regs_plan(262144, torch.bfloat16, cluster_size=8, block_size=256, packs=4, smem_packs=4)
+
+
+@needs_hopper
 @pytest.mark.parametrize("kernel", sorted(_REGS_OR_PIPE))
 def test_regs_masked_entries_and_constant_rows(kernel):
     x = torch.zeros(3, 40000, device="cuda")

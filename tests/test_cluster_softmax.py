@@ -285,6 +285,27 @@ def test_cluster_entries_are_the_fastest_of_the_mbarrier_sweep():
     assert len(tune["results"]) == 8 and not tune["failures"]
 
 
+def test_16bit_cluster_entries_follow_the_shared_memory_sweep():
+    """16 位的簇配置（N = 32768 … 2^20）在 h200_cuda_softmax_smem.json（寄存器 + 共享内存的包的重扫）里与最快的候选
+    相差不到一个百分点，配置与编译开关（有共享内存的包时 KEEP_PACKED）就是扫过的那一个；2^20 上簇比常驻网格快。"""
+    tune = rl.load_data("h200_cuda_softmax_smem.json")
+    assert tune["meta"]["dtype"] == "bfloat16" and len(tune["rows"]) == 5
+    for r in tune["rows"]:
+        ok = [c for c in r["cands"] if "frac" in c]
+        assert len(ok) == len(r["cands"]), r["N"]                # 每个候选都通过了验证
+        plan = softmax_plan(r["M"], r["N"], torch.bfloat16, clusters=True)
+        assert plan["kernel"] == "cluster", r["N"]
+        mine = [c for c in ok if (c["c"], c["b"], c["p"], c["sp"], c["keep"]) ==
+                (plan["cluster_size"], plan["block_size"], plan["packs"], plan["smem_packs"],
+                 int(plan["smem_packs"] > 0))]
+        assert len(mine) == 1, (r["N"], plan)
+        assert max(c["frac"] for c in ok) - mine[0]["frac"] < 0.01, r["N"]
+        assert mine[0]["min_blocks"] == regs_min_blocks(plan["block_size"], plan["packs"], torch.bfloat16,
+                                                        plan["smem_packs"])
+        if "grid" in r:
+            assert mine[0]["frac"] > r["grid"] + 0.05
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["fp32", "bf16", "fp16"])
 @pytest.mark.parametrize("n", [16384, 65536, 131072, 262144, 1 << 20])
 def test_unaligned_rows_still_get_a_cluster(n, dtype):

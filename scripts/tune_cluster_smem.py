@@ -55,7 +55,8 @@ def candidates(n: int):
 
 
 def min_blocks(b: int, p: int, keep: int) -> int:
-    return cl.regs_min_blocks(b, p, torch.bfloat16, smem_packs=keep)      # 两种寄存器上限
+    """regs_min_blocks 的两种寄存器上限：它按「有没有共享内存的包」决定 KEEP_PACKED，这里按 keep 选。"""
+    return cl.regs_min_blocks(b, p, torch.bfloat16, smem_packs=1 if keep else 0)
 
 
 def compile_kernel(c, b, p, sp, keep, index):

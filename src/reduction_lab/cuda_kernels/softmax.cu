@@ -11,6 +11,8 @@
 //
 // 后三个内核按16字节一包读写（float：4个，bf16 / fp16：8个），计算都用float；每个线程放PACKS包。
 // (m, s)是一段元素的最大值m与sum exp(x - m)：两段合并时以较大的最大值为基准重新缩放（在线softmax）。
+// 后三个内核的指数写成exp2f((x - m) * LOG2E)：一条ex2.approx.f32（相对误差约2^-22），精确的expf要十来条
+// 指令；16位的短行每字节要算的指数是float32的两倍，用expf时指令发射跟不上显存。
 //
 // 编译期常量：BLOCK_SIZE（32到1024之间的2的幂，启动时必须等于blockDim.x）；PACKS（1到16之间的2的幂，
 // 每个线程的元素数PACKS * VEC不超过64）；元素类型floatX：定义ENABLE_BF16时是__nv_bfloat16，
@@ -50,6 +52,7 @@
 
 #define VEC (16 / FLOATX_BYTES)       // 一包的元素数
 #define ELEMS (PACKS * VEC)           // 每个线程放在寄存器里的元素数（另加一个零散元素）
+#define LOG2E 1.4426950408889634f     // exp(v) = exp2(v * log2(e))
 #if ELEMS > 64
 #error "PACKS * VEC must not exceed 64 elements per thread"
 #endif
@@ -161,7 +164,7 @@ __device__ void ms_merge(float &m, float &s, float m2, float s2)
 {
     float mn = fmaxf(m, m2);
     if (mn != -INFINITY)
-        s = __fmul_rn(s, expf(m - mn)) + __fmul_rn(s2, expf(m2 - mn));
+        s = __fmul_rn(s, exp2f((m - mn) * LOG2E)) + __fmul_rn(s2, exp2f((m2 - mn) * LOG2E));
     m = mn;
 }
 
@@ -231,7 +234,7 @@ __device__ void load_exp(const floatX *xr, RowPart r, int first, int stride, flo
     s = 0.0f;
 #pragma unroll
     for (int i = 0; i <= ELEMS; i++) {
-        v[i] = expf(v[i] - base);
+        v[i] = exp2f((v[i] - base) * LOG2E);      // 先相减再乘：x与base相近时差是精确的
         s += v[i];
     }
 }
@@ -242,7 +245,7 @@ __device__ void store_scaled(floatX *yr, const floatX *xr, RowPart r, int first,
                              float m, float M, float S)
 {
     // 本线程全是-inf时v全是0，系数取0（exp(0 - M)可能溢出）；整行都是-inf时S = 0，得到nan，与torch相同
-    float scale = (m == -INFINITY ? 0.0f : expf(m - M)) * (1.0f / S);
+    float scale = (m == -INFINITY ? 0.0f : exp2f((m - M) * LOG2E)) * (1.0f / S);
 #pragma unroll
     for (int i = 0; i <= ELEMS; i++)
         v[i] *= scale;
@@ -271,7 +274,7 @@ __device__ void store_scaled(floatX *yr, const floatX *xr, RowPart r, int first,
 extern "C" __global__ __launch_bounds__(BLOCK_SIZE) void
 softmax_rows_warp(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
                   long long y_row_stride, int n_rows, int n_cols);
-extern "C" __global__ __launch_bounds__(BLOCK_SIZE) void
+extern "C" __global__ __launch_bounds__(BLOCK_SIZE, 1) void
 softmax_rows_block(const floatX *__restrict__ x, floatX *__restrict__ y, long long x_row_stride,
                    long long y_row_stride, int n_cols);
 

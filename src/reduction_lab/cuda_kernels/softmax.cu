@@ -4,7 +4,7 @@
 //
 //   softmax_rows        课程版：一行一个线程块，三遍读（最大值 -> exp之和 -> 归一化写出），逐个元素读写。
 //   softmax_rows_warp   一个warp一行（一个线程块BLOCK_SIZE / 32行）：整行放在寄存器里，只读一遍；
-//                       warp内洗牌合并(m, s)，没有__syncthreads。
+//                       warp内先洗牌求出整行的最大值，再求exp之和，没有__syncthreads。
 //   softmax_rows_block  一个线程块一行：整行放在寄存器里，只读一遍；块内合并(m, s)。
 //   softmax_rows_split  一行切成chunks段，一段一个线程块，段放在寄存器里，只读一遍；
 //                       各段经全局内存交换(m, s)，等齐同一行的全部段再写出。
@@ -211,8 +211,8 @@ __device__ RowPart row_part(const floatX *xr, int n_cols, int t, bool has_edges)
     return r;
 }
 
-// 读本线程的元素到v（不存在的位置填-inf），算出本线程的(m, s)，v就地换成exp(v - m)
-__device__ void load_exp(const floatX *xr, RowPart r, int first, int stride, float *v, float &m, float &s)
+// 读本线程的元素到v（不存在的位置填-inf）
+__device__ void load_row(const floatX *xr, RowPart r, int first, int stride, float *v)
 {
 #pragma unroll
     for (int k = 0; k < PACKS; k++) {
@@ -226,17 +226,35 @@ __device__ void load_exp(const floatX *xr, RowPart r, int first, int stride, flo
         }
     }
     v[ELEMS] = r.edge >= 0 ? (float)xr[r.edge] : -INFINITY;
-    m = -INFINITY;
+}
+
+__device__ float thread_max(const float *v)
+{
+    float m = -INFINITY;
 #pragma unroll
     for (int i = 0; i <= ELEMS; i++)
         m = fmaxf(m, v[i]);
-    float base = m == -INFINITY ? 0.0f : m;        // 全是-inf时以0为基准：exp(-inf) = 0，s = 0
-    s = 0.0f;
+    return m;
+}
+
+// v就地换成exp(v - m)，返回它们的和。m是-inf（全是-inf）时以0为基准：exp(-inf) = 0，和为0
+__device__ float exp_sum(float *v, float m)
+{
+    float base = m == -INFINITY ? 0.0f : m, s = 0.0f;
 #pragma unroll
     for (int i = 0; i <= ELEMS; i++) {
         v[i] = exp2f((v[i] - base) * LOG2E);      // 先相减再乘：x与base相近时差是精确的
         s += v[i];
     }
+    return s;
+}
+
+// 读本线程的元素，算出本线程的(m, s)，v就地换成exp(v - m)
+__device__ void load_exp(const floatX *xr, RowPart r, int first, int stride, float *v, float &m, float &s)
+{
+    load_row(xr, r, first, stride, v);
+    m = thread_max(v);
+    s = exp_sum(v, m);
 }
 
 // 整行的(M, S)已知：y = exp(x - M) / S = v * exp(m - M) / S。
@@ -290,11 +308,12 @@ extern "C" __global__ void softmax_rows_warp(const floatX *__restrict__ x, float
     const floatX *xr = x + row * x_row_stride;
     floatX *yr = y + row * y_row_stride;
     RowPart r = row_part(xr, n_cols, lane, true);
-    float v[ELEMS + 1], m, s;
-    load_exp(xr, r, lane, 32, v, m, s);            // 唯一的一遍读
-    float M = m, S = s;
-    warp_allreduce_ms(M, S);
-    store_scaled(yr, xr, r, lane, 32, v, m, M, S);
+    float v[ELEMS + 1];
+    load_row(xr, r, lane, 32, v);                  // 唯一的一遍读
+    // warp内先求整行的最大值（5步洗牌，不要屏障），每个元素的exp(x - M)一次算定，不再合并(m, s)
+    float M = warp_allreduce_max(thread_max(v));
+    float S = warp_allreduce_sum(exp_sum(v, M));
+    store_scaled(yr, xr, r, lane, 32, v, M, M, S);
 }
 // --8<-- [end:softmax_rows_warp]
 

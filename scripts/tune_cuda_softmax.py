@@ -253,6 +253,8 @@ def main() -> int:
             best = max(fast, key=lambda c: c["gbps"]) if fast else None
             entry["best"] = None if best is None else [n, best["kernel"], best["block_size"], best["packs"]]
             doc["results"].append(entry)
+            doc["failures"] = failures
+            save_rows(doc, args.json)                 # 中途超时也留下已做完的形状
             rows = next((c for c in entry["candidates"] if c["kernel"] == "rows"), None)
             print(f"N={n:7d} M={m:7d}  copy {entry['copy_gbps']:5.0f}  torch {entry['torch_frac_copy']:4.0%}  "
                   f"rows {rows['frac_copy'] if rows else float('nan'):4.0%}  "

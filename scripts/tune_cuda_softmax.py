@@ -7,7 +7,7 @@
 
 候选（softmax.cu 开头列出的内核，每个 (内核, 线程数, PACKS) 是一个候选，PACKS 是每个线程的 16 字节包数）：
   rows   课程版，一行一个线程块，读三遍（只作对照）；
-  warp   一个 warp 一行，整行放在寄存器里：32 x PACKS 包放得下一行；
+  warp   一个 warp（短行半个或四分之一个 warp，见 cuda_kernels.warp_row_lanes）一行，整行放在寄存器里；
   block  一个线程块一行：线程数 x PACKS 包放得下一行；
   split  一行切成几段（每段 线程数 x PACKS 包），一段一个线程块，各段经全局内存交换 (m, s)；
   cluster 一行交给一个线程块簇（softmax_cluster.cu 的 softmax_cluster_regs），各段经分布式共享内存交换 (m, s)
@@ -69,8 +69,10 @@ def _candidates(n: int, dtype: torch.dtype, quick: bool, clusters: bool):
     need = max(1, n // vec)                               # 一行的包数（上取整到 2 的幂之前）
     for b in (128, 256) if not quick else (128,):
         for p in packs_ok:
-            if 32 * p >= need and 32 * p < 4 * need and ok("warp", b, p):   # 放得下，空位不超过 3/4
-                out.append(("warp", b, p))
+            if 32 * p >= need and ok("warp", b, p):
+                lanes = ck.warp_row_lanes(n, dtype, p)        # 短行半个（四分之一个）warp 一行
+                if lanes * p < 2 * need or (lanes == 32 and 32 * p < 4 * need):   # 空位不超过一半（32 个 lane：3/4）
+                    out.append(("warp", b, p))
     for b in BLOCKS:
         for p in packs_ok:
             if b * p >= need and b * p < 2 * need and ok("block", b, p):
@@ -246,6 +248,7 @@ def main() -> int:
                 t = bench(lambda: ck.softmax(x, out=y, **kw))
                 plan = ck.softmax_plan(m, n, dtype, kernel, b, p, sm_count, clusters=clusters)
                 entry["candidates"].append({"kernel": kernel, "block_size": b, "packs": p, "chunks": plan["chunks"],
+                                            **({"lanes": plan["lanes"]} if "lanes" in plan else {}),
                                             "gbps": nbytes / t / 1e9, "frac_copy": t_copy / t, "violation": v})
             t_auto = bench(lambda: ck.softmax(x, out=y))
             entry["auto"].update(gbps=nbytes / t_auto / 1e9, frac_copy=t_copy / t_auto)

@@ -275,7 +275,7 @@ def test_last_report_and_sim_override():
     assert [r.blocks_launched for r in reps] == [b for _, b in ck.full_sum_plan(3000, 4, 64)] == [24, 1]
     y = ck.softmax(torch.zeros(2, 5), mode="sim")
     assert torch.allclose(y, torch.full((2, 5), 0.2))
-    assert ck.last_report().kernel == "softmax_rows_warp"                 # 短行：一个 warp 一行
+    assert ck.last_report().kernel == ck._SOFTMAX_NAMES[ck.softmax_plan(2, 5)["kernel"]]   # 按选择表
 
 
 # ---------------------------------------------------------------- bad input

@@ -187,10 +187,14 @@ def test_table_is_well_formed():
 def test_auto_with_overrides_moves_to_a_bigger_kernel():
     """auto 下给出的 block_size / packs 覆盖表里的值；整行放不下时 warp -> block -> split；
     split 的段数超过能保证同时驻留的上限时退回 rows（读三遍，仍然正确）。"""
-    assert ck.SOFTMAX_CONFIGS[4][0] == (512, "warp", 128, 4)               # N = 400 查到的一项
-    assert ck.softmax_plan(2, 400, block_size=32)["kernel"] == "warp"       # 32 个 lane x 4 包 x 4 = 512
-    assert ck.softmax_plan(2, 400, packs=2)["kernel"] == "block"            # warp 只放 256，128 x 2 x 4 = 1024
-    assert ck.softmax_plan(2, 400, block_size=32, packs=1)["kernel"] == "split"
+    bf = torch.bfloat16
+    assert ck.SOFTMAX_CONFIGS[2][0] == (512, "warp", 128, 4)               # 16 位 N = 400 查到的一项
+    assert ck.softmax_plan(2, 400, bf, block_size=32)["kernel"] == "warp"   # 32 个 lane x 4 包 x 8 = 1024
+    assert ck.softmax_plan(2, 400, bf, packs=1)["kernel"] == "block"        # warp 只放 256，128 x 1 x 8 = 1024
+    assert ck.softmax_plan(2, 400, bf, block_size=32, packs=1)["kernel"] == "split"
+    assert ck.SOFTMAX_CONFIGS[4][0] == (512, "block", 64, 2)               # float32 N = 400 查到的一项
+    assert ck.softmax_plan(2, 400)["kernel"] == "block"                      # 64 x 2 x 4 = 512
+    assert ck.softmax_plan(2, 400, packs=1)["kernel"] == "split"            # 64 x 1 x 4 = 256 放不下
     plan = ck.softmax_plan(2, 2**24, torch.float32)
     assert plan["kernel"] == "rows"
     assert ck.softmax_plan(2, 2**20, torch.float32)["kernel"] == "split"
@@ -235,21 +239,25 @@ NVCC = shutil.which("nvcc")
 
 
 def _variants():
-    """选择表里的每一项，加上每种 dtype 允许的极端配置（每个线程 64 个元素，每块 32768 个）。"""
+    """选择表里的每一项（warp 的项带上它的最大列数用的 ROW_LANES），加上每种 dtype 允许的极端配置（每个线程
+    64 个元素，每块 32768 个；几个 lane 一行时每个线程 64 个元素）。"""
     out = set()
     for itemsize, table in ck.SOFTMAX_CONFIGS.items():
-        for _, _, block, packs, *_ in table:
-            out.add((itemsize, block, packs))
-    out |= {(4, 32, 16), (4, 512, 16), (4, 1024, 8), (2, 32, 8), (2, 512, 8), (2, 1024, 4)}
+        dtype = torch.float32 if itemsize == 4 else torch.bfloat16
+        for n_max, kernel, block, packs, *_ in table:
+            lanes = ck.warp_row_lanes(n_max, dtype, packs) if kernel == "warp" else 32
+            out.add((itemsize, block, packs, lanes))
+    out |= {(4, 32, 16, 32), (4, 512, 16, 32), (4, 1024, 8, 32), (2, 32, 8, 32), (2, 512, 8, 32), (2, 1024, 4, 32),
+            (4, 128, 16, 8), (2, 128, 8, 16)}
     return sorted(out)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc 不在 PATH 上，无法检查寄存器溢出")
-@pytest.mark.parametrize("itemsize,block,packs", _variants())
-def test_variants_compile_without_spills(itemsize, block, packs):
+@pytest.mark.parametrize("itemsize,block,packs,lanes", _variants())
+def test_variants_compile_without_spills(itemsize, block, packs, lanes):
     from reduction_lab.occupancy import cuda_resources
 
-    defines = {"BLOCK_SIZE": block, "PACKS": packs}
+    defines = {"BLOCK_SIZE": block, "PACKS": packs, **({} if lanes == 32 else {"ROW_LANES": lanes})}
     if itemsize == 2:
         defines["ENABLE_BF16"] = 1
     res = cuda_resources("softmax.cu", defines)
@@ -289,3 +297,37 @@ def test_gpu_and_simulator_agree():
         in_sim = ck.softmax(x, mode="sim", **_kw(kernel, block, packs))
         torch.testing.assert_close(on_gpu, in_sim, atol=1e-7, rtol=1e-5)
     assert math.isfinite(float(on_gpu.sum()))
+
+
+def test_short_rows_use_part_of_a_warp():
+    """warp 内核的短行：放得下时半个（float32 可到四分之一个）warp 一行，每组 lane 的个数不少于行首行尾零散元素的
+    个数（2 * VEC - 2）。"""
+    assert ck.warp_row_lanes(512, torch.bfloat16, 4) == 16            # 64 包：16 个 lane x 4 包
+    assert ck.warp_row_lanes(512, torch.bfloat16, 2) == 32
+    assert ck.warp_row_lanes(100, torch.bfloat16, 4) == 16            # 8 个 lane 拿不下 14 个零散元素
+    assert ck.warp_row_lanes(100, torch.float32, 4) == 8
+    assert ck.warp_row_lanes(512, torch.float32, 16) == 8
+    assert ck.warp_row_lanes(2048, torch.float32, 16) == 32
+    plan = ck.softmax_plan(37, 512, torch.bfloat16, "warp", 64, 4)
+    assert (plan["lanes"], plan["grid"]) == (16, 10)                   # 一块 4 行，37 行要 10 块
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("n", [5, 100, 250, 512])
+def test_part_warp_rows_ragged_and_misaligned(dtype, n):
+    """几行一个 warp 时：行数不是每块行数的倍数（最后一个 warp 里多出的组不读不写），行首在 16 字节内的偏移
+    各不相同（每组前几个 lane 拿零散元素），输出之外的哨兵不变；模拟器数出只读一遍、写一遍。"""
+    for M in (1, 3, 7):
+        base = _x((M, n + 9), dtype, seed=M + n)
+        for off in (0, 3):
+            x = base[:, off:off + n]
+            buf = torch.full((M * n + 8,), 7.0, dtype=dtype, device=rl.DEVICE)
+            out = buf[:M * n].view(M, n)
+            y, rep = ck.softmax(x, out=out, kernel="warp", block_size=64, packs=4, return_report=True)
+            _check(y, x, f"M={M} N={n} off={off}")
+            assert bool((buf[M * n:] == 7.0).all()), "多出的组写出了输出之外"
+            if rep is not None:
+                lanes = ck.softmax_plan(M, n, dtype, "warp", 64, 4)["lanes"]
+                assert rep.blocks_launched == -(-M // (64 // lanes))
+                assert rep.global_load_bytes == M * n * x.element_size()
+                assert rep.global_store_bytes == M * n * x.element_size()

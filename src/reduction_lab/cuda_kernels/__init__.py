@@ -381,7 +381,9 @@ SOFTMAX_CONFIGS = {
     # H200，scripts/tune_cuda_softmax.py 的两次运行（docs/data/h200_cuda_softmax.json：warp / block / split；
     # docs/data/h200_cuda_softmax_cluster_mbar.json：cluster，即现在的 st.async + mbarrier 交换）：每个 N 最快的
     # 候选（差不到一个百分点时留用原来的）。docs/data/h200_cuda_softmax_cluster.json 是第一版（cluster.sync 交换）的扫描
-    4: ((512, "warp", 128, 4),
+    # N <= 2048：指数改成 exp2f、短行半个 warp 一行之后的重扫（docs/data/h200_cuda_softmax_exp.json），float32 的
+    # N = 512 改用 64 x 2（两次运行都快一个百分点多），16 位的 512 … 2048 换了三项（快 7 到 28 个百分点）
+    4: ((512, "block", 64, 2),
         (1024, "block", 64, 4),
         (2048, "warp", 128, 16),
         (4096, "block", 64, 16),
@@ -392,9 +394,9 @@ SOFTMAX_CONFIGS = {
         (131072, "cluster", 256, 8),
         (262144, "cluster", 512, 8),
         (None, "grid", 512, 8)),
-    2: ((512, "warp", 256, 2),
-        (1024, "warp", 128, 4),
-        (2048, "warp", 128, 8),
+    2: ((512, "warp", 128, 4),
+        (1024, "block", 64, 2),
+        (2048, "block", 64, 4),
         (4096, "block", 64, 8),
         (8192, "block", 128, 8),
         # N >= 32768：bfloat16 的重扫（docs/data/h200_cuda_softmax_smem.json，每个线程几包在寄存器里、几包在共享内存
@@ -460,6 +462,17 @@ def _no_cluster_config(N: int, dtype) -> tuple[int, int]:
         if block * packs >= N // vec and block * packs * vec <= _MAX_BLOCK_ELEMS:
             return block, packs
     return _SPLIT_FALLBACK[dtype.itemsize]
+
+
+def warp_row_lanes(N: int, dtype, packs: int) -> int:
+    """warp 内核一行用几个 lane（softmax.cu 的 ROW_LANES）：放得下整行的最少的 32、16 或 8 个，但不少于
+    2 * VEC - 2（行首行尾的零散元素每个 lane 至多拿一个）。短行半个 warp 一行时，每个 lane 的 PACKS 包都是真数据，
+    同样多的寄存器里在路上的字节多一倍。"""
+    vec = _vec(dtype)
+    lanes = 32
+    while lanes > 8 and lanes // 2 >= 2 * vec - 2 and (lanes // 2) * packs >= N // vec:
+        lanes //= 2
+    return lanes
 
 
 def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", block_size: int | None = None,
@@ -602,7 +615,9 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
         if n_pack > 32 * packs:
             raise ValueError(f"warp 内核一行至多 {32 * packs * vec + vec - 1} 个元素（32 x packs={packs} 包），"
                              f"得到 N={N} (row does not fit one warp's registers)")
-        return {"kernel": "warp", "block_size": B, "packs": packs, "chunks": 1, "grid": _cdiv(M, B // 32)}
+        lanes = warp_row_lanes(N, dtype, packs)
+        return {"kernel": "warp", "block_size": B, "packs": packs, "chunks": 1, "lanes": lanes,
+                "grid": _cdiv(M, B // lanes)}
     if kernel == "block":
         if n_pack > B * packs:
             raise ValueError(f"block 内核一行至多 {B * packs * vec + vec - 1} 个元素（{B} 个线程 x packs={packs} 包），"
@@ -662,6 +677,8 @@ def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
     defines = _defines(B, x.dtype)
     if plan["packs"] is not None:
         defines["PACKS"] = plan["packs"]
+    if plan.get("lanes", 32) != 32:
+        defines["ROW_LANES"] = plan["lanes"]
     xs, ys = x.stride(0), y.stride(0)
     if plan["kernel"] == "rows":
         args = (x, y, xs, ys, N)
@@ -698,6 +715,8 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
         defines = _defines(B, x.dtype)
         if p["packs"] is not None:
             defines["PACKS"] = p["packs"]
+        if p.get("lanes", 32) != 32:
+            defines["ROW_LANES"] = p["lanes"]
         if p["kernel"] == "cluster":
             from .cluster import RegsPlan
 

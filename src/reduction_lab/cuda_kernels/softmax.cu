@@ -3,8 +3,9 @@
 // 它按N从一张小表里选内核与配置（kernel="auto"），也可以显式指定。
 //
 //   softmax_rows        课程版：一行一个线程块，三遍读（最大值 -> exp之和 -> 归一化写出），逐个元素读写。
-//   softmax_rows_warp   一个warp一行（一个线程块BLOCK_SIZE / 32行）：整行放在寄存器里，只读一遍；
-//                       warp内先洗牌求出整行的最大值，再求exp之和，没有__syncthreads。
+//   softmax_rows_warp   ROW_LANES个lane一行（一个线程块BLOCK_SIZE / ROW_LANES行）：整行放在寄存器里，只读一遍；
+//                       组内先洗牌求出整行的最大值，再求exp之和，没有__syncthreads。短行用半个或四分之一个
+//                       warp一行：每个lane放满PACKS包，同样多的寄存器里有两倍（四倍）的字节在路上。
 //   softmax_rows_block  一个线程块一行：整行放在寄存器里，只读一遍；块内合并(m, s)。
 //   softmax_rows_split  一行切成chunks段，一段一个线程块，段放在寄存器里，只读一遍；
 //                       各段经全局内存交换(m, s)，等齐同一行的全部段再写出。
@@ -15,7 +16,8 @@
 // 指令；16位的短行每字节要算的指数是float32的两倍，用expf时指令发射跟不上显存。
 //
 // 编译期常量：BLOCK_SIZE（32到1024之间的2的幂，启动时必须等于blockDim.x）；PACKS（1到16之间的2的幂，
-// 每个线程的元素数PACKS * VEC不超过64）；元素类型floatX：定义ENABLE_BF16时是__nv_bfloat16，
+// 每个线程的元素数PACKS * VEC不超过64）；ROW_LANES（warp内核一行几个lane：8、16或32，默认32；不少于
+// 2 * VEC - 2，行首行尾的零散元素每个lane至多拿一个）；元素类型floatX：定义ENABLE_BF16时是__nv_bfloat16，
 // 定义ENABLE_FP16时是__half，否则是float。
 
 #ifndef BLOCK_SIZE
@@ -29,6 +31,12 @@
 #endif
 #if PACKS < 1 || PACKS > 16 || (PACKS & (PACKS - 1)) != 0
 #error "PACKS must be a power of two between 1 and 16"
+#endif
+#ifndef ROW_LANES
+#define ROW_LANES 32
+#endif
+#if ROW_LANES != 8 && ROW_LANES != 16 && ROW_LANES != 32
+#error "ROW_LANES must be 8, 16 or 32"
 #endif
 #if defined(__CUDACC_RTC__) && !defined(INFINITY)
 #define INFINITY __int_as_float(0x7f800000)      // NVRTC不带math.h的宏
@@ -56,6 +64,9 @@
 #if ELEMS > 64
 #error "PACKS * VEC must not exceed 64 elements per thread"
 #endif
+#if ROW_LANES < 2 * VEC - 2
+#error "ROW_LANES must be at least 2 * VEC - 2 (one edge element per lane)"
+#endif
 
 // --8<-- [start:warp_allreduce]
 // 蝶形（butterfly）归约：第k步与lane ^ offset交换，5步后32个lane都持有结果
@@ -69,6 +80,21 @@ __device__ float warp_allreduce_max(float v)
 __device__ float warp_allreduce_sum(float v)
 {
     for (int offset = 16; offset > 0; offset >>= 1)
+        v += __shfl_xor_sync(0xffffffff, v, offset);
+    return v;
+}
+
+// 只在每组ROW_LANES个lane之内：offset < ROW_LANES时lane ^ offset不出组，全部32个lane照样参加洗牌
+__device__ float group_allreduce_max(float v)
+{
+    for (int offset = ROW_LANES / 2; offset > 0; offset >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, offset));
+    return v;
+}
+
+__device__ float group_allreduce_sum(float v)
+{
+    for (int offset = ROW_LANES / 2; offset > 0; offset >>= 1)
         v += __shfl_xor_sync(0xffffffff, v, offset);
     return v;
 }
@@ -301,19 +327,28 @@ extern "C" __global__ void softmax_rows_warp(const floatX *__restrict__ x, float
                                              long long x_row_stride, long long y_row_stride, int n_rows,
                                              int n_cols)
 {
-    int lane = threadIdx.x & 31;
-    long long row = (long long)blockIdx.x * (BLOCK_SIZE / 32) + (threadIdx.x >> 5);
-    if (row >= n_rows)
+    int lane = threadIdx.x % ROW_LANES;
+    long long warp_row = (long long)blockIdx.x * (BLOCK_SIZE / ROW_LANES) + (threadIdx.x & ~31) / ROW_LANES;
+    if (warp_row >= n_rows)
         return;                                    // 整个warp一起退出；之后只有warp内的洗牌
+    long long row = warp_row + (threadIdx.x & 31) / ROW_LANES;
+    bool live = row < n_rows;                      // 最后一个warp里多出的组：什么也不读不写，只陪着洗牌
+    if (!live)
+        row = n_rows - 1;
     const floatX *xr = x + row * x_row_stride;
     floatX *yr = y + row * y_row_stride;
     RowPart r = row_part(xr, n_cols, lane, true);
+    if (!live) {                                   // 一个元素也没有：v全是-inf
+        r.n_pack = 0;
+        r.edge = -1;
+    }
     float v[ELEMS + 1];
-    load_row(xr, r, lane, 32, v);                  // 唯一的一遍读
-    // warp内先求整行的最大值（5步洗牌，不要屏障），每个元素的exp(x - M)一次算定，不再合并(m, s)
-    float M = warp_allreduce_max(thread_max(v));
-    float S = warp_allreduce_sum(exp_sum(v, M));
-    store_scaled(yr, xr, r, lane, 32, v, M, M, S);
+    load_row(xr, r, lane, ROW_LANES, v);           // 唯一的一遍读
+    // 组内先求整行的最大值（洗牌，不要屏障），每个元素的exp(x - M)一次算定，不再合并(m, s)
+    float M = group_allreduce_max(thread_max(v));
+    float S = group_allreduce_sum(exp_sum(v, M));
+    if (live)
+        store_scaled(yr, xr, r, lane, ROW_LANES, v, M, M, S);
 }
 // --8<-- [end:softmax_rows_warp]
 

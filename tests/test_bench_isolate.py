@@ -230,6 +230,14 @@ def test_merge_columns_replaces_only_the_measured_impls(tmp_path):
     again = merge_columns(merged, newer)["suites"]["softmax"]
     assert set(again["columns_from"]) == {"triton", "torch", "compile"}
     assert again["shapes"][0]["results"]["triton"]["gbps"] == 280.0
+    # 别的dtype的记录里是子进程自己的命令行：columns_from写的是整次运行的命令
+    two = _three_process_doc({"triton": (300.0, 280.0)}, "2026-12-04T08:00:00+00:00")
+    half = dict(two["suites"]["softmax"], dtype="bfloat16")
+    half["meta"] = dict(half["meta"], command="isolate.py --child spec.json out.json")
+    two["suites"]["softmax"]["by_dtype"] = {"bfloat16": half}
+    old_bf = dict(old["suites"]["softmax"], by_dtype={"bfloat16": dict(old["suites"]["softmax"], dtype="bfloat16")})
+    bf = harness.dtype_records(merge_columns(dict(old, suites={"softmax": old_bf}), two)["suites"]["softmax"])
+    assert bf["bfloat16"]["columns_from"]["triton"].endswith("（命令 run 2026-12-04T08:00:00+00:00）")
     # 按列合并只补列：旧文件里没有的套件、形状是错误
     with pytest.raises(harness.BenchError, match="套件"):
         merge_columns(_doc({}), new)

@@ -317,7 +317,9 @@ def merge_columns(old: dict, new: dict) -> dict:
                 raise BenchError(f"旧文件的{suite}里没有dtype {dt}(dtype {dt} not in the old {suite} record)")
             orec = dict(olds[dt])
             names = list(nrec.get("processes") or [i["name"] for i in nrec["impls"]])
-            label = _run_label(nrec["meta"])
+            # 各dtype的记录里是子进程自己的命令行：运行的命令取整个文件（或整个套件）记下的那一条
+            command = rec.get("meta", {}).get("command") or new.get("meta", {}).get("command")
+            label = _run_label(dict(nrec["meta"], **({"command": command} if command else {})))
             known = {i["name"] for i in orec["impls"]}
             orec["impls"] = list(orec["impls"]) + [i for i in nrec["impls"] if i["name"] not in known]
             # 每个实现来自哪一次运行：旧记录的columns_from，没写的是旧记录自己的那次运行

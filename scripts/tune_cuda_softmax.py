@@ -67,7 +67,7 @@ def _candidates(n: int, dtype: torch.dtype, quick: bool, clusters: bool):
             return False
 
     need = max(1, n // vec)                               # 一行的包数（上取整到 2 的幂之前）
-    for b in (128, 256) if not quick else (128,):
+    for b in (32, 64, 128, 256) if not quick else (128,):        # 32、64：一块一两个 warp，先做完的 warp 不等同块的
         for p in packs_ok:
             if 32 * p >= need and ok("warp", b, p):
                 lanes = ck.warp_row_lanes(n, dtype, p)        # 短行半个（四分之一个）warp 一行

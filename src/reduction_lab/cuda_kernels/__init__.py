@@ -382,7 +382,7 @@ SOFTMAX_CONFIGS = {
     # docs/data/h200_cuda_softmax_cluster_mbar.json：cluster，即现在的 st.async + mbarrier 交换）：每个 N 最快的
     # 候选（差不到一个百分点时留用原来的）。docs/data/h200_cuda_softmax_cluster.json 是第一版（cluster.sync 交换）的扫描
     # N <= 2048：指数改成 exp2f、短行半个 warp 一行之后的重扫（docs/data/h200_cuda_softmax_exp.json），float32 的
-    # N = 512 改用 64 x 2（两次运行都快一个百分点多），16 位的 512 … 2048 换了三项（快 7 到 28 个百分点）
+    # N = 512 改用 64 x 2（两次运行都快一个百分点多），16 位的 512 … 2048 换了三项（快 4 到 28 个百分点）
     4: ((512, "block", 64, 2),
         (1024, "block", 64, 4),
         (2048, "warp", 128, 16),
@@ -467,7 +467,7 @@ def _no_cluster_config(N: int, dtype) -> tuple[int, int]:
 def warp_row_lanes(N: int, dtype, packs: int) -> int:
     """warp 内核一行用几个 lane（softmax.cu 的 ROW_LANES）：放得下整行的最少的 32、16 或 8 个，但不少于
     2 * VEC - 2（行首行尾的零散元素每个 lane 至多拿一个）。短行半个 warp 一行时，每个 lane 的 PACKS 包都是真数据，
-    同样多的寄存器里在路上的字节多一倍。"""
+    每个元素分到的洗牌少一半以上（H200 上 16 位 N = 512 从拷贝的 57% 到 83%，docs/occupancy.md 的 ncu 一节）。"""
     vec = _vec(dtype)
     lanes = 32
     while lanes > 8 and lanes // 2 >= 2 * vec - 2 and (lanes // 2) * packs >= N // vec:

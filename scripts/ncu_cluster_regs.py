@@ -26,9 +26,9 @@ ncu 默认在每次重放之前清空缓存（--cache-control all），``--clock
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import sys
+
+from _ncu import metric_values, write_json
 
 #: (名字, dtype, N, 每块线程数, 每个线程的 16 字节包数)；M = 2^26 / N；簇大小 = N / (线程数 x 包数 x 每包元素数)
 CONFIGS = (("bf16-16384-c1", "bfloat16", 16384, 512, 4), ("bf16-32768-c2", "bfloat16", 32768, 256, 8),
@@ -81,12 +81,7 @@ def run_quack() -> None:
 
 
 def _metrics(blk: str, name: str) -> dict:
-    rec = {}
-    for line in blk.splitlines():
-        for label, key in METRICS.items():
-            m = re.match(rf"\s+{re.escape(label)}\s+(?:\S+\s+)?([-\d.,]+)\s*$", line)
-            if m and key not in rec:
-                rec[key] = float(m.group(1).replace(",", ""))
+    rec = metric_values(blk, METRICS)
     missing = [k for k in METRICS.values() if k not in rec]
     if missing:
         raise SystemExit(f"{name}：报告里没有 {missing}")
@@ -157,12 +152,7 @@ def main(argv=None) -> None:
         doc["launches"] = parse_quack(text)
     if args.note:
         doc["note"] = args.note
-    text = json.dumps(doc, indent=1, ensure_ascii=False)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-    else:
-        sys.stdout.write(text + "\n")
+    write_json(doc, args.json)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,9 @@ ncu 默认在每次重放之前清空缓存；``--clock-control none`` 不锁频
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import sys
+
+from _ncu import metric_values, write_json
 
 #: (名字, 实现, dtype, N, 内核, 每块线程数, 包数)；M = 2^26 / N。triton 一项用默认配置（后三栏不用）
 CONFIGS = (("cuda-bf16-512-half-warp", "cuda", "bfloat16", 512, "warp", 128, 4),
@@ -67,19 +67,12 @@ def run() -> None:
 
 
 def _metrics(blk: str, name: str) -> dict:
-    rec = {}
-    for line in blk.splitlines():
-        for label, key in METRICS.items():
-            m = re.match(rf"\s+{re.escape(label)}\s+(?:\S+\s+)?([-\d.,]+)\s*$", line)
-            if m and key not in rec:
-                rec[key] = float(m.group(1).replace(",", ""))
-        for s in STALLS:
-            m = re.match(rf"\s+{re.escape(_STALL_METRIC.format(s))}\s+(?:\S+\s+)?([-\d.,]+)\s*$", line)
-            if m:
-                rec.setdefault("stall_cycles_per_issue", {})[s] = float(m.group(1).replace(",", ""))
+    rec = metric_values(blk, METRICS)
+    stalls = metric_values(blk, {_STALL_METRIC.format(s): s for s in STALLS})
     missing = [k for k in METRICS.values() if k not in rec]
-    if missing or len(rec.get("stall_cycles_per_issue", {})) != len(STALLS):
+    if missing or len(stalls) != len(STALLS):
         raise SystemExit(f"{name}：报告里没有 {missing or '全部停顿原因'}")
+    rec["stall_cycles_per_issue"] = {s: stalls[s] for s in STALLS}
     return rec
 
 
@@ -123,12 +116,7 @@ def main(argv=None) -> None:
                        "--metrics $(python scripts/ncu_short_rows.py metrics) --log-file ncu_short.txt "
                        "python scripts/ncu_short_rows.py run"),
            "launches": parse(text)}
-    out = json.dumps(doc, indent=1, ensure_ascii=False)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(out + "\n")
-    else:
-        sys.stdout.write(out + "\n")
+    write_json(doc, args.json)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,8 @@ def load_script():
     root = Path(__file__).resolve().parents[1]
 
     def load(name: str):
+        if str(root / "scripts") not in sys.path:       # 脚本之间共用的 scripts/_*.py
+            sys.path.insert(0, str(root / "scripts"))
         if name not in _SCRIPTS:
             spec = importlib.util.spec_from_file_location(name, root / "scripts" / f"{name}.py")
             mod = importlib.util.module_from_spec(spec)

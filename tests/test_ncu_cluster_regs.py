@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 import reduction_lab as rl
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("ncu_cluster_regs", ROOT / "scripts" / "ncu_cluster_regs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+@pytest.fixture
+def mod(load_script):
+    return load_script("ncu_cluster_regs")
 
 
 def _fake_launch(cluster: int, head: str = "softmax_cluster_regs (4096, 1, 1)x(256, 1, 1)") -> str:
@@ -31,8 +26,7 @@ def _fake_launch(cluster: int, head: str = "softmax_cluster_regs (4096, 1, 1)x(2
     return "\n".join(lines)
 
 
-def test_parse_reads_every_metric_of_every_launch():
-    mod = _script()
+def test_parse_reads_every_metric_of_every_launch(mod):
     text = "==PROF== header\n" + "\n".join(_fake_launch(c) for c in (0, 2, 4, 2)) + "\n"
     recs = mod.parse(text)
     assert [r["name"] for r in recs] == [c[0] for c in mod.CONFIGS]
@@ -40,8 +34,7 @@ def test_parse_reads_every_metric_of_every_launch():
     assert recs[0]["dram_pct_peak"] == pytest.approx(69.44)
 
 
-def test_parse_refuses_a_report_with_a_missing_launch_or_metric():
-    mod = _script()
+def test_parse_refuses_a_report_with_a_missing_launch_or_metric(mod):
     with pytest.raises(SystemExit, match="预期 4 次"):
         mod.parse("\n".join(_fake_launch(2) for _ in range(3)))
     broken = "\n".join(_fake_launch(2) for _ in range(4)).replace("Max Active Clusters", "Something Else")
@@ -49,9 +42,8 @@ def test_parse_refuses_a_report_with_a_missing_launch_or_metric():
         mod.parse(broken)
 
 
-def test_committed_data_matches_the_configs():
+def test_committed_data_matches_the_configs(mod):
     """每次启动的簇大小与块形状就是 CONFIGS 里的配置：簇大小 = N / (线程数 x 包数 x 每包元素数)，1 记作 0。"""
-    mod = _script()
     d = rl.load_data("h200_ncu_cluster_regs.json")
     assert [r["name"] for r in d["launches"]] == [c[0] for c in mod.CONFIGS]
     for r, (name, dtype, n, block, packs) in zip(d["launches"], mod.CONFIGS):
@@ -64,8 +56,7 @@ def test_committed_data_matches_the_configs():
 _QUACK_HEAD = "kernel_cutlass_kernel_quacksoftmaxSoftmax_object_at__tensorptrbf16gmemalign16o32768_TiledCopy"
 
 
-def test_parse_quack_keeps_the_second_quack_launch_and_the_regs_launch():
-    mod = _script()
+def test_parse_quack_keeps_the_second_quack_launch_and_the_regs_launch(mod):
     launches = []
     for _ in mod.QUACK_CONFIGS:
         launches += [_fake_launch(2, _QUACK_HEAD).replace("us 72.58", "us 99.0"), _fake_launch(2, _QUACK_HEAD),
@@ -76,16 +67,14 @@ def test_parse_quack_keeps_the_second_quack_launch_and_the_regs_launch():
     assert recs[1]["block_size"] == 256 and "block_size" not in recs[0]
 
 
-def test_parse_quack_refuses_a_report_out_of_order():
-    mod = _script()
+def test_parse_quack_refuses_a_report_out_of_order(mod):
     text = "\n".join([_fake_launch(2, _QUACK_HEAD), _fake_launch(2), _fake_launch(2, _QUACK_HEAD)] * 2)
     with pytest.raises(SystemExit, match="预期每个形状"):
         mod.parse_quack(text)
 
 
-def test_committed_quack_comparison_has_the_same_launch_shape():
+def test_committed_quack_comparison_has_the_same_launch_shape(mod):
     """提交的对比：同一形状上 quack 与寄存器版的线程数、寄存器、每 SM 块数、同时驻留的簇都相同，只是时间不同。"""
-    mod = _script()
     d = rl.load_data("h200_ncu_quack_vs_regs.json")
     recs = d["launches"]
     assert [(r["impl"], r["N"]) for r in recs] == [(i, n) for n, _, _ in mod.QUACK_CONFIGS for i in ("quack", "regs")]

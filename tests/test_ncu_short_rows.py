@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 import reduction_lab as rl
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("ncu_short_rows", ROOT / "scripts" / "ncu_short_rows.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+@pytest.fixture
+def mod(load_script):
+    return load_script("ncu_short_rows")
 
 
 def _fake_launch(mod, name="softmax_rows_warp", executed="34,209,792", duration="us 77.44"):
@@ -33,8 +28,7 @@ def _fake_launch(mod, name="softmax_rows_warp", executed="34,209,792", duration=
     return "\n".join(lines)
 
 
-def test_parse_takes_the_second_launch_of_every_config():
-    mod = _script()
+def test_parse_takes_the_second_launch_of_every_config(mod):
     launches = []
     for _ in mod.CONFIGS:
         launches += [_fake_launch(mod, duration="us 999.0", executed="1"), _fake_launch(mod)]
@@ -47,8 +41,7 @@ def test_parse_takes_the_second_launch_of_every_config():
     assert set(r["stall_cycles_per_issue"]) == set(mod.STALLS)
 
 
-def test_parse_refuses_a_report_with_a_missing_launch_or_metric():
-    mod = _script()
+def test_parse_refuses_a_report_with_a_missing_launch_or_metric(mod):
     one = _fake_launch(mod)
     with pytest.raises(SystemExit, match="预期"):
         mod.parse("\n".join([one] * (2 * len(mod.CONFIGS) - 1)))
@@ -58,9 +51,8 @@ def test_parse_refuses_a_report_with_a_missing_launch_or_metric():
         mod.parse("\n".join([one.replace("_mio_throttle_", "_other_")] * 2 * len(mod.CONFIGS)))
 
 
-def test_committed_data_matches_the_configs():
+def test_committed_data_matches_the_configs(mod):
     """每次启动的块形状与网格就是 CONFIGS 里的配置（triton 一项：一个 warp 一个 program，两行一个）。"""
-    mod = _script()
     from reduction_lab import cuda_kernels as ck
     import torch
 

@@ -634,6 +634,17 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
     return {"kernel": "split", "block_size": B, "packs": packs, "chunks": chunks, "grid": M * chunks}
 
 
+def _softmax_defines(plan: dict, dtype) -> dict:
+    """softmax.cu 按 :func:`softmax_plan` 的计划编译时的常量：BLOCK_SIZE 与元素类型，PACKS，warp 内核的 ROW_LANES
+    （默认的 32 不写，编译出来的变体与原来相同）。"""
+    defines = _defines(plan["block_size"], dtype)
+    if plan["packs"] is not None:
+        defines["PACKS"] = plan["packs"]
+    if plan.get("lanes", 32) != 32:
+        defines["ROW_LANES"] = plan["lanes"]
+    return defines
+
+
 def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
             return_report: bool = False, mode: str | None = None, out: torch.Tensor | None = None,
             kernel: str = "auto", packs: int | None = None):
@@ -674,11 +685,7 @@ def softmax(x: torch.Tensor, dim: int = -1, block_size: int | None = None,
                              packs=plan["packs"], smem_packs=plan["smem_packs"], out=y)
         return _finish(y, None, return_report)
     B, kname = plan["block_size"], _SOFTMAX_NAMES[plan["kernel"]]
-    defines = _defines(B, x.dtype)
-    if plan["packs"] is not None:
-        defines["PACKS"] = plan["packs"]
-    if plan.get("lanes", 32) != 32:
-        defines["ROW_LANES"] = plan["lanes"]
+    defines = _softmax_defines(plan, x.dtype)
     xs, ys = x.stride(0), y.stride(0)
     if plan["kernel"] == "rows":
         args = (x, y, xs, ys, N)
@@ -712,11 +719,7 @@ def softmax_checked(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
     if plan is None:
         p = softmax_plan(M, N, x.dtype, "auto", None, None, _sm_count(x, "gpu"), _clusters(x, "gpu"), aligned)
         B = p["block_size"]
-        defines = _defines(B, x.dtype)
-        if p["packs"] is not None:
-            defines["PACKS"] = p["packs"]
-        if p.get("lanes", 32) != 32:
-            defines["ROW_LANES"] = p["lanes"]
+        defines = _softmax_defines(p, x.dtype)
         if p["kernel"] == "cluster":
             from .cluster import RegsPlan
 

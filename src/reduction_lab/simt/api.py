@@ -98,6 +98,28 @@ def shared_limits(shared_bytes, max_dynamic_shared_bytes=None, arch="sm_90"):
     return limit
 
 
+#: 每个簇最多的线程块数：8 是可移植的上限；sm_90 另外允许 16（非可移植，GPU 上启动前要把内核属性
+#: cudaFuncAttributeNonPortableClusterSizeAllowed 设为 1），模拟器接受到 16 为止
+MAX_CLUSTER_BLOCKS = 16
+PORTABLE_CLUSTER_BLOCKS = 8
+
+
+def cluster_shape(f, name, grid):
+    """内核的 __cluster_dims__（没有时是一个块的簇），检查它与网格相容：每一维的网格大小都是簇大小的整数倍，
+    簇里至多 :data:`MAX_CLUSTER_BLOCKS` 个块（CUDA 同样拒绝这样的启动）。"""
+    c = getattr(f, "cluster_dims", None) or (1, 1, 1)
+    n = c[0] * c[1] * c[2]
+    if n > MAX_CLUSTER_BLOCKS:
+        raise LaunchError(f"内核 {name} 第 {f.line} 行：__cluster_dims__{c} 共 {n} 个线程块，超过上限 {MAX_CLUSTER_BLOCKS}"
+                          f"（可移植的上限是 {PORTABLE_CLUSTER_BLOCKS}，sm_90 非可移植地允许 16）/ kernel {name}, line {f.line}: "
+                          f"cluster of {n} blocks exceeds the maximum of {MAX_CLUSTER_BLOCKS} (portable: {PORTABLE_CLUSTER_BLOCKS})")
+    if any(g % k for g, k in zip(grid, c)):
+        raise LaunchError(f"内核 {name}：网格 grid={grid} 不能按簇 __cluster_dims__{c} 整分（每一维的网格大小都必须是簇大小的"
+                          f"整数倍，CUDA 拒绝这次启动：cudaErrorClusterSizeInvalid 类的错误）/ kernel {name}: grid {grid} is not "
+                          f"divisible by the cluster dims {c} (first line of the kernel: {f.line})")
+    return c
+
+
 def kernel_signature(source, name, defines=None):
     """内核参数列表 [(name, c_type_string, is_pointer), ...]。"""
     f = parse(source, defines, name).kernel(name)
@@ -150,6 +172,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
         raise LaunchError(
             f"一次模拟最多 {MAX_THREADS} 个线程，得到 {nthreads} / at most {MAX_THREADS} simulated threads, got {nthreads}"
         )
+    cluster = cluster_shape(f, name, grid)
     shared_bytes = int(shared_bytes)
     args = list(args)
     if len(args) != len(f.params):
@@ -157,7 +180,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             f"内核 {name} 需要 {len(f.params)} 个参数 {[p[0] for p in f.params]}，得到 {len(args)} 个 / "
             f"kernel {name} takes {len(f.params)} arguments, got {len(args)}"
         )
-    rep = Report(kernel=name, grid=grid, block=block, shared_bytes=shared_bytes)
+    rep = Report(kernel=name, grid=grid, block=block, shared_bytes=shared_bytes, cluster=cluster)
     rep.blocks_launched = grid[0] * grid[1] * grid[2]
     rep.threads_launched = nthreads
     rep.warps_launched = rep.blocks_launched * ((tpb + 31) // 32)
@@ -189,7 +212,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
     m = Machine(prog, name, grid, block, shared_bytes, rep, racecheck, max_loop_iterations,
                 max_lane_steps=max_lane_steps, initcheck=initcheck, shared_limit=shared_limit,
                 global_racecheck=global_racecheck, benign_same_value=benign_same_value,
-                symbols=syms)
+                symbols=syms, cluster=cluster)
     t0 = time.perf_counter()
     with np.errstate(all="ignore"):
         try:

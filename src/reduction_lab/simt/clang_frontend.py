@@ -419,7 +419,13 @@ GV_NOOVFL = re.compile(r"__add_noovfl_(unsigned_)?(char|short|int|long)$")
 #: 成员函数里对象的名字（按引用传入的第一个参数）
 THIS = "__this"
 
-_GROUP_RE = re.compile(r"cooperative_groups::(?:thread_block_tile<(\d+)U?>|(thread_block)\b)")
+_GROUP_RE = re.compile(r"cooperative_groups::(?:thread_block_tile<(\d+)U?>|(thread_block)\b|(cluster_group)\b"
+                       r"(::arrival_token)?)")
+#: cluster_group 的成员函数 -> 解释器的内置函数（没有参数）
+_CLUSTER_CALLS = {"sync": "__simt_cluster_sync", "barrier_arrive": "__simt_cluster_arrive",
+                  "barrier_wait": "__simt_cluster_wait", "block_rank": "__simt_cluster_block_rank",
+                  "num_blocks": "__simt_cluster_num_blocks", "dim_blocks": "__simt_cluster_dim_blocks",
+                  "block_index": "__simt_cluster_block_index"}
 
 
 class Lowering:
@@ -471,6 +477,8 @@ class Lowering:
             return None
         if m.group(2):
             return ("block", None)
+        if m.group(3):
+            return ("token", None) if m.group(4) else ("cluster", None)
         w = int(m.group(1))
         if w not in (1, 2, 4, 8, 16, 32):
             # nvcc：一个线程束之内的分块是 1/2/4/8/16/32，多线程束的分块是 64/128/256/512（以及 1024）
@@ -518,8 +526,8 @@ class Lowering:
             if self.group_of(t, c):
                 raise self.unsupported("cooperative groups 的组对象用在这里（只支持调用它的成员函数）", c)
             if _in_namespace(decl, "cooperative_groups"):
-                raise self.unsupported(f"cooperative groups 的 {base}（nvcc 接受；模拟器只支持 thread_block 与 "
-                                       "thread_block_tile<N>，N 为不超过 32 的 2 的幂）", c)
+                raise self.unsupported(f"cooperative groups 的 {base}（nvcc 接受；模拟器只支持 thread_block、"
+                                       "thread_block_tile<N>（N 为不超过 32 的 2 的幂）与 cluster_group）", c)
             if base in ("texture", "surface"):
                 raise texture_reference_error(self.where, c, base)
             half = {"__half": "HALF", "__nv_bfloat16": "BF16"}.get(base)
@@ -790,7 +798,31 @@ class Lowering:
             rnode = self.tnode(d.result_type, name, d)
         fdecl = c_ast.Decl(name, [], [], [], [], c_ast.FuncDecl(c_ast.ParamList(decls, co), rnode, co), None, None, co)
         node = c_ast.FuncDef(fdecl, None, cbody, co)
-        return Function(name, node, is_kernel, ret, params, refs, d.location.line, self.callees)
+        f = Function(name, node, is_kernel, ret, params, refs, d.location.line, self.callees)
+        if is_kernel:
+            f.cluster_dims = self.cluster_dims(d)
+        return f
+
+    def cluster_dims(self, d):
+        """内核的 __cluster_dims__(x[, y[, z]])（序言把它写成 annotate 属性；可以写在前置声明上）：(x, y, z) 或 None。"""
+        cands = [d]
+        usr = d.get_usr()
+        if usr and d.canonical != d:       # 有前置声明：属性可能写在那里（顶层的声明）
+            cands += [c for c in self.tu.cursor.get_children()
+                      if c.kind == K.FUNCTION_DECL and c != d and c.get_usr() == usr]
+        for cur in cands:
+            for a in cur.get_children():
+                if a.kind != K.ANNOTATE_ATTR or a.spelling != "__simt_cluster_dims":
+                    continue
+                vals = [evaluate(e) for e in a.get_children()]
+                if not 1 <= len(vals) <= 3 or any(not isinstance(v, int) for v in vals):
+                    raise self.unsupported("__cluster_dims__ 的参数（需要 1 到 3 个整数常量）", a)
+                if any(v < 1 for v in vals):
+                    raise self.rejected(f"__cluster_dims__{tuple(vals)} 的每一维都必须是正整数（nvcc 报错）",
+                                        f"__cluster_dims__{tuple(vals)}: every dimension must be positive (nvcc rejects it)",
+                                        a)
+                return tuple(vals) + (1,) * (3 - len(vals))
+        return None
 
     # ------------------------------------------------------------ 语句
     def stmt(self, c):
@@ -996,7 +1028,12 @@ class Lowering:
     def local_var(self, c):
         co = self.co(c)
         t = c.type
-        if self.group_of(t, c):
+        g = self.group_of(t, c)
+        if g == ("token", None):
+            # auto token = cluster.barrier_arrive();：令牌本身没有值，保留初始化里的 barrier_arrive() 调用
+            arrive = next((n for n in c.walk_preorder() if n.kind == K.CALL_EXPR and n.spelling == "barrier_arrive"), None)
+            return self.expr(arrive) if arrive is not None else None
+        if g:
             return None        # 组对象：大小在类型里，成员调用直接降低
         attrs = {ch.kind for ch in c.get_children()}
         shared = K.CUDASHARED_ATTR in attrs
@@ -1264,7 +1301,13 @@ class Lowering:
                 obj = _exprs(callee)
                 g = self.group_of(obj[0].type, c) if obj else None
                 if g is not None:
-                    return self.group_method(g, callee.spelling, [self.expr(a) for a in args], c, co)
+                    return self.group_method(g, callee.spelling, self.group_args(g, callee.spelling, args), c, co)
+            par = r.semantic_parent
+            if par is not None and par.kind in (K.STRUCT_DECL, K.CLASS_DECL) and \
+                    not self.where.is_user(r.location.file) and self.group_of(par.type, c) == ("cluster", None):
+                # 静态成员函数 cg::cluster_group::sync() 等：不经对象调用
+                return self.group_method(("cluster", None), r.spelling, self.group_args(("cluster", None), r.spelling, args),
+                                         c, co)
             d = r.get_definition()
             if d is not None and self.where.is_user(d.location.file):
                 return self.method_call(r, d, callee, args, c, co)
@@ -1386,6 +1429,22 @@ class Lowering:
     # ------------------------------------------------------------ cooperative groups
     def group_method(self, g, m, args, c, co):
         kind, w = g
+        if kind == "cluster":
+            if m in _CLUSTER_CALLS:
+                return _call(_CLUSTER_CALLS[m], [], co)      # barrier_wait(token)：令牌不必求值
+            rank = _call("__simt_cluster_block_rank", [], co)
+            if m == "thread_rank":
+                return c_ast.BinaryOp("+", c_ast.BinaryOp("*", rank, _nthreads(co), co), _tid(co), co)
+            if m in ("num_threads", "size"):
+                return c_ast.BinaryOp("*", _call("__simt_cluster_num_blocks", [], co), _nthreads(co), co)
+            if m == "map_shared_rank":
+                if len(args) != 2:
+                    raise self.unsupported("cluster_group::map_shared_rank 的参数个数", c)
+                return _call("__simt_map_shared_rank", args, co)
+            raise self.unsupported(f"cluster_group::{m}（模拟器支持 sync、barrier_arrive、barrier_wait、block_rank、"
+                                   "num_blocks、thread_rank、num_threads、size、dim_blocks、block_index、map_shared_rank）", c)
+        if kind == "token":
+            raise self.unsupported(f"cluster_group::arrival_token::{m}", c)
         if kind == "block":
             if m == "sync":
                 return _call("__syncthreads", [], co)
@@ -1411,6 +1470,12 @@ class Lowering:
                 raise self.unsupported(f"thread_block_tile::{m} 的参数个数", c)
             return _call(f"__{m}_sync", [mask, args[0], args[1], _const("int", str(w), co)], co)
         raise self.unsupported(f"thread_block_tile::{m}", c)
+
+    def group_args(self, g, m, args):
+        """组的成员函数的实参：barrier_wait(令牌) 的令牌不降低（它没有值）。"""
+        if g[0] == "cluster" and m == "barrier_wait":
+            return []
+        return [self.expr(a) for a in args]
 
     def group_function(self, name, c, co):
         args = list(c.get_arguments())

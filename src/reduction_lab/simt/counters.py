@@ -1,4 +1,4 @@
-"""计数器：全局内存合并、共享内存存储体冲突、屏障、分支发散（文档：docs/cuda/simulator.md）。
+"""计数器：全局内存合并、共享内存存储体冲突、分布式共享内存、屏障、分支发散（文档：docs/cuda/simulator.md）。
 
 Counters of one simulated launch. Counting is exact and deterministic and is
 vectorised per warp: a *request* is one warp executing one memory instruction
@@ -44,6 +44,18 @@ class Report:
     barriers: int = 0
     warp_syncs: int = 0
     divergent_branches: int = 0
+    #: 线程块簇的形状（__cluster_dims__；没有时是一个块的簇 (1, 1, 1)）
+    cluster: tuple = (1, 1, 1)
+    #: 簇屏障：每个线程块每经过一次 cluster.sync() 或 barrier_wait() 计 1（与 barriers 对 __syncthreads() 的计法相同）
+    cluster_barriers: int = 0
+    #: 分布式共享内存（经 cluster.map_shared_rank 访问簇里另一个块的共享内存）：请求数（有活跃线程的线程束）、
+    #: 元素数（每个线程的一次访问计 1）与字节数；访问本块的不计在这里，计在 shared_* 里
+    dsmem_load_requests: int = 0
+    dsmem_store_requests: int = 0
+    dsmem_load_elements: int = 0
+    dsmem_store_elements: int = 0
+    dsmem_load_bytes: int = 0
+    dsmem_store_bytes: int = 0
     elapsed_s: float = field(default=0.0, compare=False)
 
     @property
@@ -76,7 +88,29 @@ class Report:
             f"  共享内存写：{self.shared_store_requests} 次请求，{self.shared_store_wavefronts} 个波前，存储体冲突 {self.shared_store_bank_conflicts}",
             f"  原子操作 {self.atomic_ops}，__syncthreads {self.barriers}，__syncwarp {self.warp_syncs}，发散分支 {self.divergent_branches}",
         ]
+        if tuple(self.cluster) != (1, 1, 1) or self.cluster_barriers or self.dsmem_load_requests or self.dsmem_store_requests:
+            c = "x".join(map(str, self.cluster))
+            rows += [
+                f"  线程块簇 {c}，簇屏障 {self.cluster_barriers}",
+                f"  分布式共享内存读：{self.dsmem_load_elements} 个元素，{self.dsmem_load_bytes} 字节，{self.dsmem_load_requests} 次请求",
+                f"  分布式共享内存写：{self.dsmem_store_elements} 个元素，{self.dsmem_store_bytes} 字节，{self.dsmem_store_requests} 次请求",
+            ]
         return "\n".join(rows)
+
+
+def dsmem_access(rep, store, gw, nbytes):
+    """记录一条分布式共享内存指令（只算访问别的块的线程）：请求数、元素数与字节数。"""
+    n = gw.size
+    if n == 0:
+        return
+    if store:
+        rep.dsmem_store_requests += warps_in(gw)
+        rep.dsmem_store_elements += n
+        rep.dsmem_store_bytes += n * nbytes
+    else:
+        rep.dsmem_load_requests += warps_in(gw)
+        rep.dsmem_load_elements += n
+        rep.dsmem_load_bytes += n * nbytes
 
 
 def _count_distinct_sorted_groups(keys):

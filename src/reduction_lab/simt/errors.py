@@ -33,7 +33,8 @@ class BarrierDivergenceError(SimtError):
 
 
 class SharedMemoryRaceError(SimtError):
-    """两个屏障之间的共享内存数据竞争（RAW/WAR/WAW）/ shared-memory race."""
+    """两个屏障之间的共享内存数据竞争（RAW/WAR/WAW），包括簇内不同线程块经分布式共享内存的两次访问之间没有
+    簇屏障（cluster.sync() 或 barrier_arrive/barrier_wait）/ shared-memory race (also across the blocks of a cluster)."""
 
 
 class GlobalMemoryRaceError(SimtError):
@@ -50,6 +51,21 @@ class GlobalMemoryRaceError(SimtError):
     other_block = None
     other_thread = None
     other_line = None
+
+
+class DsmemExitedBlockError(SimtError):
+    """通过分布式共享内存（cluster.map_shared_rank）访问了簇里另一个线程块的共享内存，而那个块在这次访问之后
+    没有再参加任何一次簇屏障就结束了：GPU 上它可能已经退出，共享内存已被回收 / DSMEM access to a block that may
+    have exited.
+
+    规则：块 A 在它完成第 k 次簇屏障到达（cluster.sync() 或 barrier_arrive()）之后访问块 B 的共享内存，只有当
+    B 结束前完成的簇屏障等待（cluster.sync() 或 barrier_wait()）多于 k 次时才合法。另有属性 ``target_block``、
+    ``target_rank``（被访问的块与它的簇内编号）与 ``array``（共享数组名）。
+    """
+
+    target_block = None
+    target_rank = None
+    array = None
 
 
 class WarpSyncError(SimtError):

@@ -84,6 +84,7 @@ class Function:
         self.line = line
         self.callees = callees
         self.error = error
+        self.cluster_dims = None      # 内核的 __cluster_dims__(x, y, z)；没有时为 None（一个块的簇）
 
 
 class Program:

@@ -49,14 +49,14 @@ from pycparser import c_ast
 from . import counters as C
 from . import ctype as T
 from .errors import (
-    BarrierDivergenceError, CompileError, DeviceAssertError, GlobalMemoryRaceError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
+    BarrierDivergenceError, CompileError, DeviceAssertError, DsmemExitedBlockError, GlobalMemoryRaceError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
     UninitializedReadError, UnsupportedError, WarpSyncError,
 )
 from .frontend import BUILTIN_FUNCS, parse_constant
-from .memory import Buffer
+from .memory import Buffer, rank_span, remote_view
 from .sanitizers import (
-    ATOMIC_BASE, GLOBAL_BLOCK_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, GlobalTracker, SharedTracker,
-    global_race_message, race_message,
+    ATOMIC_BASE, GLOBAL_BLOCK_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, ClusterTracker, GlobalTracker, SharedTracker,
+    cluster_race_message, global_race_message, race_message,
 )
 
 
@@ -154,6 +154,8 @@ BUILTIN_FUNCS.update(
         "atomicAnd", "atomicOr", "atomicXor", "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
         "__ffsll", "__brev", "__saturatef", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
+        "__simt_cluster_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
+        "__simt_cluster_num_blocks", "__simt_cluster_dim_blocks", "__simt_cluster_block_index", "__simt_map_shared_rank",
     } | {"make_" + v for v in T.VECS}
 )
 
@@ -211,7 +213,7 @@ class Machine:
 
     def __init__(self, prog, kernel, grid, block, shared_bytes, report, racecheck, max_iter,
                  max_lane_steps=None, initcheck=True, shared_limit=232448, global_racecheck=False,
-                 benign_same_value=False, symbols=None):
+                 benign_same_value=False, symbols=None, cluster=(1, 1, 1)):
         self.prog = prog
         self.kernel = kernel
         self.grid = grid
@@ -251,6 +253,26 @@ class Machine:
         self.bar = np.zeros(self.nblocks, np.int32)        # 每个线程块执行过的 __syncthreads() 次数
         self.fence = np.zeros(L if global_racecheck else 0, np.int32)   # 每个线程最近一次 __threadfence() 的时钟
         self.clock = 0                                     # 全局内存访问的时钟
+        # 线程块簇（__cluster_dims__）：每块的簇编号与簇内编号（x 最快），每个簇按编号排列的块
+        self.cluster = tuple(cluster)
+        cx, cy, cz = self.cluster
+        self.csize = cx * cy * cz
+        gx, gy, _ = grid
+        bl = np.arange(self.nblocks, dtype=np.int64)
+        bx, by, bz = bl % gx, (bl // gx) % gy, bl // (gx * gy)
+        ngx, ngy = gx // cx, gy // cy
+        self.cid = (bx // cx) + (by // cy) * ngx + (bz // cz) * ngx * ngy
+        self.crank = (bx % cx) + (by % cy) * cx + (bz % cz) * cx * cy
+        self.members = np.empty((self.nblocks // self.csize, self.csize), np.int64)
+        self.members[self.cid, self.crank] = bl
+        self.carr = np.zeros(self.nblocks, np.int32)       # 每块完成的簇屏障到达数（cluster.sync() 或 barrier_arrive()）
+        self.cwait = np.zeros(self.nblocks, np.int32)      # 每块完成的簇屏障等待数（cluster.sync() 或 barrier_wait()）
+        # 对每个块最近一次经分布式共享内存的访问：访问者那时的到达数（-1：没有）、访问者、行（语法树节点的编号）
+        self.dx_a = np.full(self.nblocks, -1, np.int32)
+        self.dx_lane = np.zeros(self.nblocks, np.int64)
+        self.dx_node = np.zeros(self.nblocks, np.int32)
+        self.dx_store = np.zeros(self.nblocks, bool)
+        self.dx_nodes = []                                 # (语法树节点, 数组名)
         self.depth = 0
         self.consts = prog.consts
         self.handles = []       # 存进内存的指针指向的数组（句柄 = 编号 + 1）
@@ -436,6 +458,31 @@ class Machine:
             else:
                 fr.scopes[0][name] = Var(t, a.v, a.buf)
         self.ex(func.node.body, lanes, fr)
+        self.exited_check()
+
+    def exited_check(self):
+        """内核结束时：经分布式共享内存访问过的块，在那次访问之后必须还完成过一次簇屏障等待，
+        否则访问时它可能已经退出（见 DsmemExitedBlockError）。"""
+        bad = np.flatnonzero((self.dx_a >= 0) & (self.dx_a >= self.cwait))
+        if not bad.size:
+            return
+        b = int(bad[0])
+        node, name = self.dx_nodes[int(self.dx_node[b])]
+        lane = int(self.dx_lane[b])
+        tb, _ = self.where(b * self.tpb)
+        rank = int(self.crank[b])
+        rw, rw_en = ("写", "wrote") if self.dx_store[b] else ("读", "read")
+        err = self.fail(
+            DsmemExitedBlockError,
+            f"经分布式共享内存{rw}了线程块 {tb}（簇内编号 {rank}）的共享数组 {name}，而线程块 {tb} 在这次访问之后没有再等"
+            f"任何一次簇屏障就结束了（它完成的最后一次簇屏障在这次访问之前）：GPU 上它可能已经退出、共享内存已被回收，"
+            f"读到的是无效的值或访问出错。请在内核末尾（每个 return 之前）加 cluster.sync()，让每一块都等簇里的访问全部完成再退出",
+            f"{rw_en} shared array {name} of block {tb} (cluster rank {rank}) through distributed shared memory, but block "
+            f"{tb} finished without waiting on any cluster barrier after this access: on a GPU it may already have exited "
+            f"and its shared memory be gone. Call cluster.sync() at the end of the kernel (before every return) so that no "
+            f"block exits while others may still access its shared memory", node, lane=lane)
+        err.target_block, err.target_rank, err.array = tb, rank, name
+        raise err
 
     def ex(self, node, lanes, fr):
         self.cur = node      # 正在执行的语句（模拟器内部出错时报告它的行）
@@ -614,6 +661,8 @@ class Machine:
                         "请减少线程块数，或传 racecheck=False 关闭竞争检查",
                         "shared array too large for race tracking over this many blocks; pass racecheck=False", node)
                 buf.tracker = SharedTracker(self.nblocks, buf.per)
+                if self.csize > 1:
+                    buf.ctracker = ClusterTracker(self.nblocks * buf.per)
             buf.scalar = not t.is_array
             buf.t = t
             self.shared[key] = buf
@@ -1352,10 +1401,25 @@ class Machine:
                 return var.t
         return self.ev(e, lanes, fr).t
 
+    def remote_target(self, buf, off, lanes):
+        """远程视图的偏移 -> (目标块, 块内偏移, 簇内编号)；目标块按访问线程所在的簇解释簇内编号。"""
+        span = rank_span(buf)
+        off = np.asarray(off, np.int64)
+        rank = (off + span // 2) // span
+        local = off - rank * span
+        own = self.g(self.blk, lanes)
+        if self.csize == 1:
+            return own, local, rank
+        rk = np.clip(rank, 0, self.csize - 1)      # 簇内编号已在 map_shared_rank 检查过；越界的偏移由边界检查报告
+        return self.members[self.cid[own], rk], local, rank
+
     def _flat(self, buf, off, lanes):
         if buf.kind == "global":
             return off
         if buf.kind == "shared":
+            if buf.remote:
+                tgt, local, _ = self.remote_target(buf, off, lanes)
+                return tgt * buf.per + local
             return self.g(self.blk, lanes) * buf.per + off
         return self.g(self.arange, lanes) * buf.per + off
 
@@ -1365,6 +1429,9 @@ class Machine:
             raise self.fail(OutOfBoundsError, "通过空指针访问内存", "access through a null pointer", node,
                             lane=self.ids(lanes)[0])
         off = p.v
+        rank = None
+        if buf.remote:
+            _, off, rank = self.remote_target(buf, off, lanes)
         bad = (off < 0) | (off >= buf.per)
         if np.any(bad):
             badv = np.broadcast_to(bad, (lanes.n,))
@@ -1378,6 +1445,10 @@ class Machine:
             hint = ""
             if buf.kind == "shared" and buf.per == 0:
                 hint = "（动态共享内存大小为 0：启动时请传 shared_bytes）"
+            if rank is not None:
+                r = int(np.broadcast_to(rank, (lanes.n,))[i])
+                space = f"簇内编号 {r} 的线程块（经 cluster.map_shared_rank）的共享"
+                hint += f" / through cluster.map_shared_rank into the block of cluster rank {r}"
             raise self.fail(
                 OutOfBoundsError,
                 f"{what}{space}数组 {buf.name}[{o}] 越界：数组只有 {buf.per} 个 {buf.elem.name}，{far}；"
@@ -1390,6 +1461,8 @@ class Machine:
         buf = p.buf
         if buf.kind == "local" or buf.constant:
             return None
+        if buf.remote:
+            return self._account_remote(p, lanes, node, store, size)
         n = lanes.n
         off = np.broadcast_to(p.v, (n,)) if np.ndim(p.v) == 0 else p.v
         gw = self.g(self.gw, lanes)
@@ -1409,6 +1482,37 @@ class Machine:
             base = buf.base if buf.base >= 0 else 0
             C.shared_access(self.rep, store, gw, base + off * size, size, self.g(self.lw, lanes))
         return off
+
+    def _account_remote(self, p, lanes, node, store, size=None):
+        """经 cluster.map_shared_rank 的访问：指向别的块的线程计入分布式共享内存，并记下对目标块的访问
+        （退出检查用）；指向本块的线程按普通的共享内存计（存储体冲突）。"""
+        buf = p.buf
+        esize = buf.elem.size
+        size = esize if size is None else size
+        tgt, local, _ = self.remote_target(buf, p.v, lanes)
+        n = lanes.n
+        tgt = np.broadcast_to(tgt, (n,))
+        local = np.broadcast_to(local, (n,))
+        own = self.g(self.blk, lanes)
+        own = np.broadcast_to(own, (n,))
+        rem = tgt != own
+        gw = self.g(self.gw, lanes)
+        if rem.all():
+            C.dsmem_access(self.rep, store, gw, size)
+        else:
+            C.dsmem_access(self.rep, store, gw[rem], size)
+            base = buf.base if buf.base >= 0 else 0
+            loc = ~rem
+            C.shared_access(self.rep, store, gw[loc], base + local[loc] * esize, size, self.g(self.lw, lanes)[loc])
+        if rem.any():
+            ids = self.ids(lanes)[rem]
+            t = tgt[rem]
+            self.dx_nodes.append((node, (buf.local or buf).name if not buf.scalar else buf.name))
+            self.dx_a[t] = self.carr[own[rem]]
+            self.dx_lane[t] = ids
+            self.dx_node[t] = len(self.dx_nodes) - 1
+            self.dx_store[t] = store
+        return local
 
     def vec_access(self, p, lanes, node, what, store):
         """向量类型的一次访问（16 字节的 float4 ...）：检查两端的边界与对齐，计作每个线程一次宽访问；
@@ -1707,8 +1811,13 @@ class Machine:
         fl = int(np.broadcast_to(flat, (lanes.n,))[i])
         lane = self.ids(lanes)[i]
         if buf.kind == "shared":
-            word = fl - int(self.blk[lane]) * buf.per
+            ow = fl // buf.per if buf.per else int(self.blk[lane])
+            word = fl - ow * buf.per
             space, space_en, who = "共享", "shared", "这个线程块里没有任何线程写过它"
+            if ow != int(self.blk[lane]):
+                tb, _ = self.where(ow * self.tpb)
+                space, space_en = f"线程块 {tb}（簇内编号 {int(self.crank[ow])}）的共享", f"block {tb}'s shared"
+                who = "那个线程块里没有任何线程写过它"
         else:
             word = fl - int(lane) * buf.per
             space, space_en, who = "局部", "local", "这个线程没有写过它"
@@ -1722,8 +1831,48 @@ class Machine:
             f"({nbad} thread(s) read uninitialized values); on a GPU this is garbage, not 0",
             node, lane=lane)
 
+    def cluster_race(self, buf, flat, lanes, node, write):
+        """簇内的竞争检查（ClusterTracker）；返回只访问本块的线程（它们再由 SharedTracker 检查）与它们的 flat。"""
+        n = lanes.n
+        flat = np.broadcast_to(flat, (n,)) if np.ndim(flat) == 0 else flat
+        blk = self.g(self.blk, lanes)
+        blk = np.broadcast_to(blk, (n,))
+        owner = flat // buf.per if buf.per else blk
+        remote = owner != blk
+        line = self.line(node)
+        line = line if isinstance(line, int) else 0
+        ids = self.ids(lanes)
+        hit = buf.ctracker.access(flat, ids.astype(np.int32), blk.astype(np.int32), self.carr[blk], self.cwait[blk],
+                                  self.bar[blk], remote, line, bool(write), self.blk)
+        if hit is not None:
+            kind, i, other, other_line = hit
+            lane = int(ids[i])
+            b, t = self.where(lane)
+            ow = int(owner[i])
+            ob, _ = self.where(ow * self.tpb)
+            word = int(flat[i]) - ow * buf.per
+            if other >= 0:
+                xb, xt = self.where(other)
+            else:
+                xb = xt = None
+            msg, cls = cluster_race_message(kind, self.kernel, line, buf.name, word, ob, int(self.crank[ow]), b, t,
+                                            xb, xt, other_line or "?")
+            err = cls(msg)
+            err.kernel, err.line, err.block, err.thread = self.kernel, line or None, b, t
+            raise err
+        if not remote.any():
+            return lanes, flat, None
+        keep = ~remote
+        return self.sub(lanes, keep), flat[keep], keep
+
     def race(self, buf, flat, lanes, node, vol, write, val=None):
         flat = np.broadcast_to(flat, (lanes.n,)) if np.ndim(flat) == 0 else flat
+        if buf.ctracker is not None:
+            lanes, flat, keep = self.cluster_race(buf, flat, lanes, node, write)
+            if keep is not None and val is not None and np.ndim(val):
+                val = np.broadcast_to(val, keep.shape)[keep]
+            if lanes.n == 0:
+                return
         tid = self.g(self.tlin, lanes).astype(np.int32)
         ep = self.epoch[self.g(self.gw, lanes)]
         line = self.line(node)
@@ -2013,6 +2162,144 @@ class Machine:
                 buf.tracker.reset_blocks(blocks, blocks is None)
         return Val(T.VOID, np.int32(0))
     # --8<-- [end:syncthreads]
+
+    # -- 线程块簇（cooperative_groups::cluster_group，前端改写而来）
+    def _cluster_blocks(self, node, lanes, what):
+        """簇屏障：有线程到达的每个簇，它的全部线程块的全部线程都必须到达这同一处（与 __syncthreads() 的规则相同，
+        范围是整个簇）。返回到达的线程块（有序）。"""
+        tpb, cs = self.tpb, self.csize
+        if lanes.idx is None:
+            return np.arange(self.nblocks)
+        b = self.blk[lanes.idx]
+        starts = np.concatenate(([True], b[1:] != b[:-1]))
+        blocks = b[starts]
+        cnt = np.diff(np.concatenate((np.flatnonzero(starts), [b.size])))
+        cl = self.cid[blocks]
+        tot = np.zeros(self.members.shape[0], np.int64)
+        np.add.at(tot, cl, cnt)
+        pres = np.unique(cl)
+        bad = pres[tot[pres] != tpb * cs]
+        if bad.size:
+            k = int(bad[0])
+            mem = self.members[k]
+            arrived = lanes.idx[np.isin(b, mem)]
+            every = (mem[:, None] * tpb + np.arange(tpb)).ravel()
+            missing = every[~np.isin(every, arrived)]
+            ab, at = self.where(arrived[0])
+            mb, mt = self.where(missing[0])
+            first, _ = self.where(int(mem[0]) * tpb)
+            last, _ = self.where(int(mem[-1]) * tpb)
+            raise self.fail(
+                BarrierDivergenceError,
+                f"簇（线程块 {first} 到 {last}，共 {cs} 块）中只有 {arrived.size} 个线程（例如线程块 {ab} 的线程 {at}）到达这个 "
+                f"{what}，另外 {every.size - arrived.size} 个线程（例如线程块 {mb} 的线程 {mt}）没有到达（它们走了另一条分支、"
+                f"停在另一个屏障或已经 return）。簇屏障要等簇里每一块的每一个线程；真实 GPU 上这是未定义行为，常见后果是死锁。"
+                f"请把 {what} 移到簇里所有线程都会执行的位置",
+                f"only {arrived.size} threads of the cluster of blocks {first}..{last} ({cs} blocks; e.g. thread {at} of "
+                f"block {ab}) reach this {what}; {every.size - arrived.size} others (e.g. thread {mt} of block {mb}) do not "
+                f"(other branch, other barrier or returned): a cluster barrier waits for every thread of every block of "
+                f"the cluster; undefined behaviour on a GPU (deadlock)", node)
+        return blocks
+
+    def _cluster_done(self, blocks):
+        """一次簇屏障等待完成：同时是这些块的块内屏障（重置共享内存的竞争记录），计数。"""
+        self.cwait[blocks] += 1
+        self.bar[blocks] += 1
+        self.rep.cluster_barriers += int(blocks.size)
+        allb = blocks.size == self.nblocks
+        for buf in self.shared.values():
+            if buf.tracker is not None:
+                buf.tracker.reset_blocks(None if allb else blocks, allb)
+            if buf.ctracker is not None and buf.per:
+                buf.ctracker.barrier(blocks, self.cwait[blocks], buf.per)
+
+    def b___simt_cluster_sync(self, node, args, lanes, fr):
+        if lanes.n == 0:
+            return Val(T.VOID, np.int32(0))
+        blocks = self._cluster_blocks(node, lanes, "cluster.sync()")
+        pend = blocks[self.carr[blocks] != self.cwait[blocks]]
+        if pend.size:
+            b, _ = self.where(int(pend[0]) * self.tpb)
+            raise self.fail(SimtRuntimeError, f"线程块 {b} 调用了 barrier_arrive() 还没有 barrier_wait()，就调用 cluster.sync()"
+                            "（未定义行为）", f"block {b} calls cluster.sync() between barrier_arrive() and barrier_wait() "
+                            "(undefined behaviour)", node)
+        self.carr[blocks] += 1
+        self._cluster_done(blocks)
+        return Val(T.VOID, np.int32(0))
+
+    def b___simt_cluster_arrive(self, node, args, lanes, fr):
+        if lanes.n == 0:
+            return Val(T.VOID, np.int32(0))
+        blocks = self._cluster_blocks(node, lanes, "cluster.barrier_arrive()")
+        pend = blocks[self.carr[blocks] != self.cwait[blocks]]
+        if pend.size:
+            b, _ = self.where(int(pend[0]) * self.tpb)
+            raise self.fail(SimtRuntimeError, f"线程块 {b} 连续两次 barrier_arrive()，中间没有 barrier_wait()（未定义行为）",
+                            f"block {b} calls barrier_arrive() twice without barrier_wait() in between "
+                            "(undefined behaviour)", node)
+        self.carr[blocks] += 1
+        return Val(T.VOID, np.int32(0))
+
+    def b___simt_cluster_wait(self, node, args, lanes, fr):
+        if lanes.n == 0:
+            return Val(T.VOID, np.int32(0))
+        blocks = self._cluster_blocks(node, lanes, "cluster.barrier_wait()")
+        pend = blocks[self.carr[blocks] == self.cwait[blocks]]
+        if pend.size:
+            b, _ = self.where(int(pend[0]) * self.tpb)
+            raise self.fail(SimtRuntimeError, f"线程块 {b} 调用 barrier_wait() 之前没有 barrier_arrive()（未定义行为）",
+                            f"block {b} calls barrier_wait() without a preceding barrier_arrive() (undefined behaviour)",
+                            node)
+        self._cluster_done(blocks)
+        return Val(T.VOID, np.int32(0))
+
+    def b___simt_cluster_block_rank(self, node, args, lanes, fr):
+        if self.csize == 1:
+            return Val(T.UINT, np.uint32(0))
+        return Val(T.UINT, self.crank[self.g(self.blk, lanes)].astype(np.uint32))
+
+    def b___simt_cluster_num_blocks(self, node, args, lanes, fr):
+        return Val(T.UINT, np.uint32(self.csize))
+
+    def b___simt_cluster_dim_blocks(self, node, args, lanes, fr):
+        return Val(T.VECS["dim3"], tuple(np.uint32(c) for c in self.cluster))
+
+    def b___simt_cluster_block_index(self, node, args, lanes, fr):
+        cx, cy, _ = self.cluster
+        r = self.crank[self.g(self.blk, lanes)]
+        return Val(T.VECS["dim3"], tuple(v.astype(np.uint32) for v in (r % cx, (r // cx) % cy, r // (cx * cy))))
+
+    def b___simt_map_shared_rank(self, node, args, lanes, fr):
+        p, r = self._args(args, 2, node, lanes, fr, "cluster.map_shared_rank")
+        if not p.t.is_ptr:
+            raise self.unsupported("cluster.map_shared_rank 的第一个参数不是指针（只支持指针的写法）", node)
+        if lanes.n == 0:
+            return p
+        if p.buf is None:
+            raise self.fail(OutOfBoundsError, "cluster.map_shared_rank 的指针为空", "cluster.map_shared_rank of a null pointer",
+                            node, lane=self.ids(lanes)[0])
+        if p.buf.kind != "shared":
+            space = {"global": "全局", "local": "局部"}.get(p.buf.kind, p.buf.kind)
+            raise self.fail(SimtRuntimeError, f"cluster.map_shared_rank 的指针必须指向共享内存，这里指向{space}数组 {p.buf.name}"
+                            "（GPU 上是未定义行为）", f"cluster.map_shared_rank needs a pointer into shared memory, got "
+                            f"{p.buf.kind} array {p.buf.name} (undefined behaviour on a GPU)", node, lane=self.ids(lanes)[0])
+        rv = np.asarray(T.cast(r.v, T.LLONG)).astype(np.int64)
+        bad = (rv < 0) | (rv >= self.csize)
+        if np.any(bad):
+            i = int(np.flatnonzero(np.broadcast_to(bad, (lanes.n,)))[0])
+            rr = int(np.broadcast_to(rv, (lanes.n,))[i])
+            c = "x".join(map(str, self.cluster))
+            raise self.fail(OutOfBoundsError, f"cluster.map_shared_rank 的簇内编号 {rr} 越界：簇的形状是 {c}，共 {self.csize} 块，"
+                            f"编号只能是 0 到 {self.csize - 1}", f"cluster.map_shared_rank: rank {rr} is out of range for a "
+                            f"cluster of {self.csize} blocks ({c}): valid ranks are 0..{self.csize - 1}", node,
+                            lane=self.ids(lanes)[i])
+        buf, off = p.buf, p.v
+        if buf.remote:                  # 已经映射过的指针：换一个目标块
+            _, off, _ = self.remote_target(buf, off, lanes)
+            buf = buf.local
+        rb = remote_view(buf)
+        v = rv * rank_span(rb) + np.asarray(off, np.int64)
+        return Val(p.t, v[()] if np.ndim(v) == 0 else v, rb)
 
     def b___syncwarp(self, node, args, lanes, fr):
         w = self.g(self.gw, lanes)
@@ -2542,6 +2829,8 @@ class Machine:
         el = p.t.base
         if op not in ("Add", "Sub", "Exch") and el.is_float:
             raise self.unsupported(f"atomic{op} 用于浮点数（CUDA 只提供整数版本）", node)
+        if p.buf is not None and p.buf.remote:
+            raise self.unsupported("经 cluster.map_shared_rank 的指针做原子操作（分布式共享内存上的原子操作）", node)
         self.check_bounds(p, lanes, node, "原子")
         buf = p.buf
         if p.t.const or buf.constant:

@@ -34,6 +34,10 @@ class Buffer:
         self.init_w = 1           # 每个元素占 init 里的几个单元（动态共享内存按字节记录）
         self.parent = None        # 按字节的视图：原来那块内存（竞争与初始化记录都在它那里）
         self._bytes = None
+        self.ctracker = None      # 簇内跨线程块（分布式共享内存）的竞争记录（ClusterTracker）
+        self.remote = False       # cluster.map_shared_rank 得到的视图：偏移里编码了目标块的簇内编号
+        self.local = None         # 远程视图对应的本地 Buffer
+        self._remote = None
 
     @property
     def raw(self):
@@ -44,6 +48,8 @@ class Buffer:
         """这块内存的按字节视图（unsigned char 为单元，共用数据、竞争与初始化记录）：指针转换成元素更小的类型时用。"""
         if self.elem.size == 1:
             return self
+        if self.remote:
+            return self.local.byte_view().remote_view()
         b = self._bytes
         if b is None:
             u = self.elem.size
@@ -52,6 +58,35 @@ class Buffer:
             b.constant, b.scalar, b.t = self.constant, self.scalar, self.t
             self._bytes = b
         return b
+
+
+#: 远程（分布式共享内存）指针的偏移 = 簇内编号 x 跨度 + 块内偏移；跨度按字节是 2**28（远大于每块 227 KiB 的
+#: 共享内存，越界的偏移不会落进另一块），按存储单元是 RANK_SPAN_BYTES // 单元大小
+RANK_SPAN_BYTES = 1 << 28
+
+
+def remote_view(buf):
+    """共享数组 buf 的远程视图（cluster.map_shared_rank 的结果指向它）：数据、竞争与初始化记录都与 buf 共用，
+    只是偏移里编码了目标块的簇内编号（见 :data:`RANK_SPAN_BYTES`）。"""
+    r = buf._remote
+    if r is None:
+        r = Buffer(buf.kind, buf.name, buf.data, buf.elem, buf.per, buf.vol, buf.base)
+        r.tracker, r.gtracker, r.ctracker = buf.tracker, buf.gtracker, buf.ctracker
+        r.constant, r.scalar, r.t, r.init, r.init_w = buf.constant, buf.scalar, buf.t, buf.init, buf.init_w
+        r.remote, r.local, r._remote = True, buf, r
+        buf._remote = r
+        if buf.parent is not None:              # 按字节的视图：转回元素类型时回到远程的元素视图
+            r.parent = remote_view(buf.parent)
+            r.parent._bytes = r
+    return r
+
+
+Buffer.remote_view = remote_view
+
+
+def rank_span(buf):
+    """远程视图的偏移里一个簇内编号占的存储单元数。"""
+    return RANK_SPAN_BYTES // buf.elem.size
 
 
 def array_arg(a, pname, t):

@@ -432,3 +432,145 @@ def global_race_message(kind, kernel, line, bufname, word, block, thread, oblock
         f"block {block}, thread {thread} {verb} {bufname}[{word}], which block {oblock}, thread {othread} "
         f"{prev_en} at line {other_line}, with nothing ordering the two accesses. {en_note}"
     )
+
+
+# ---------------------------------------------------------------- 分布式共享内存（线程块簇）
+CLUSTER_NOTE = (
+    "两个线程属于簇里不同的线程块（或者有一方经 cluster.map_shared_rank 访问别的块的共享内存）：__syncthreads() "
+    "只排定同一线程块的线程，簇内不同的块之间要用 cluster.sync()（或 barrier_arrive() 之后的 barrier_wait()）。",
+    "The accesses come from different blocks of the cluster (or one goes through cluster.map_shared_rank to another "
+    "block's shared memory): __syncthreads() orders only the threads of one block; blocks of a cluster are ordered "
+    "by cluster.sync() (or barrier_arrive() followed by barrier_wait()).",
+)
+
+
+class ClusterTracker:
+    """一个共享数组（所有线程块）的簇内竞争记录：两次访问来自不同的线程块、或至少一次经分布式共享内存访问
+    别的块时，由它检查（同一线程块内的本地访问仍由 :class:`SharedTracker` 检查）。
+
+    Per shared word of every block: the last writer and the reader(s) as grid
+    lanes, the block's cluster-barrier *arrive* count and ``__syncthreads()`` count
+    at the access, the line, and whether the access was remote (made by a block
+    other than the owner). Two accesses by different threads, at least one a
+    write and at least one remote, are ordered when the later thread's block has
+    completed more cluster-barrier *waits* than the earlier block had *arrives* at
+    its access (``cluster.sync()`` is an arrive plus a wait), or when both threads
+    are in one block and a ``__syncthreads()`` of that block lies between them.
+    Records older than a completed cluster barrier are dropped at the barrier.
+    """
+
+    def __init__(self, n):
+        self.wlane = np.full(n, -1, np.int32)
+        self.wa = np.zeros(n, np.int32)
+        self.wbar = np.zeros(n, np.int32)
+        self.wline = np.zeros(n, np.int32)
+        self.wrem = np.zeros(n, bool)
+        self.rlane = np.full(n, -1, np.int32)     # -2：多个线程读过
+        self.rblk = np.full(n, -1, np.int32)      # 读者所在的线程块，-2：多个块
+        self.ra = np.zeros(n, np.int32)
+        self.rbar = np.zeros(n, np.int32)
+        self.rline = np.zeros(n, np.int32)
+        self.rrem = np.zeros(n, bool)
+
+    def access(self, flat, lane, blk, a, w, bar, remote, line, write, blk_of):
+        """记录一次访问（flat：每个线程访问的字；lane、blk：线程与它的块；a、w、bar：它的块到达与等待过的簇屏障数、
+        __syncthreads() 数；remote：是否访问别的块）。发现竞争时返回 (种类, 下标, 另一个线程, 另一次访问的行)，
+        另一个线程为 -2 表示多个；否则返回 None。"""
+        wl = self.wlane[flat]
+        haz = (wl >= 0) & (wl != lane) & (remote | self.wrem[flat]) & (w <= self.wa[flat])
+        if haz.any():
+            same = blk_of[np.maximum(wl, 0)] == blk
+            haz &= ~(same & (self.wbar[flat] < bar))
+            if haz.any():
+                i = int(np.flatnonzero(haz)[0])
+                return ("WAW" if write else "RAW", i, int(wl[i]), int(self.wline[flat[i]]))
+        if write:
+            rl = self.rlane[flat]
+            haz = (rl != -1) & (rl != lane) & (remote | self.rrem[flat]) & (w <= self.ra[flat])
+            haz &= ~((self.rblk[flat] == blk) & (self.rbar[flat] < bar))
+            if haz.any():
+                i = int(np.flatnonzero(haz)[0])
+                return ("WAR", i, int(rl[i]), int(self.rline[flat[i]]))
+        dup = None
+        if flat.size > 1:
+            order = np.argsort(flat, kind="stable")
+            fs = flat[order]
+            d = fs[1:] == fs[:-1]
+            if d.any():
+                dup = (order, fs, d)
+        if write:
+            if dup is not None:         # 同一条语句里几个线程写同一个字：有一方是远程访问时算竞争
+                order, fs, d = dup
+                rs = np.broadcast_to(remote, flat.shape)[order]
+                bad = d & (rs[1:] | rs[:-1])
+                if bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    return ("WAW", int(order[k + 1]), int(np.broadcast_to(lane, flat.shape)[order[k]]), line)
+            self.wlane[flat] = lane
+            self.wa[flat] = a
+            self.wbar[flat] = bar
+            self.wline[flat] = line
+            self.wrem[flat] = remote
+            return None
+        rl = self.rlane[flat]
+        fresh = rl == -1
+        newr = np.where(fresh | (rl == lane), lane, -2)
+        rb = self.rblk[flat]
+        newb = np.where(fresh | (rb == blk), blk, -2)
+        if dup is not None:             # 同一个字的几个读者：记成“多个”
+            order, fs, d = dup
+            multi = np.zeros(flat.size, bool)
+            m = np.concatenate(([False], d)) | np.concatenate((d, [False]))
+            multi[order] = m
+            newr = np.where(multi, -2, newr)
+            bs = np.broadcast_to(blk, flat.shape)[order]
+            nb = np.zeros(flat.size, bool)
+            e = d & (bs[1:] != bs[:-1])
+            nb[order] = np.concatenate(([False], e)) | np.concatenate((e, [False]))
+            newb = np.where(nb, -2, newb)
+        self.rrem[flat] = np.where(fresh, remote, self.rrem[flat] | remote)
+        self.rbar[flat] = np.where(fresh, bar, np.maximum(self.rbar[flat], bar))
+        self.ra[flat] = np.maximum(self.ra[flat], a)
+        self.rlane[flat] = newr
+        self.rblk[flat] = newb
+        self.rline[flat] = line
+        return None
+
+    def barrier(self, blocks, waits, per):
+        """簇屏障的等待完成：这些块的共享内存里，到达数小于新的等待数的记录（屏障之前的访问）不再需要。"""
+        wl = self.wlane.reshape(-1, per)
+        rl = self.rlane.reshape(-1, per)
+        wv = waits[:, None]
+        oldw = self.wa.reshape(-1, per)[blocks] < wv
+        oldr = self.ra.reshape(-1, per)[blocks] < wv
+        sub = wl[blocks]
+        sub[oldw] = -1
+        wl[blocks] = sub
+        sub = rl[blocks]
+        sub[oldr] = -1
+        rl[blocks] = sub
+        rr = self.rrem.reshape(-1, per)
+        sub = rr[blocks]
+        sub[oldr] = False
+        rr[blocks] = sub
+
+
+def cluster_race_message(kind, kernel, line, bufname, word, owner, owner_rank, block, thread, other_block,
+                         other_thread, other_line):
+    """簇内竞争的双语说明：owner 是这个字所在的线程块，block/thread 与 other_block/other_thread 是两次访问的线程。"""
+    what = {"RAW": "读取", "WAR": "写入", "WAW": "写入"}[kind]
+    prev = {"RAW": "写过", "WAR": "读过", "WAW": "写过"}[kind]
+    verb = {"RAW": "reads", "WAR": "writes", "WAW": "writes"}[kind]
+    prev_en = {"RAW": "wrote", "WAR": "read", "WAW": "wrote"}[kind]
+    if other_thread is None:
+        oz, oe = "另外的线程（多个）", "other threads (several)"
+    else:
+        oz, oe = f"线程块 {other_block} 的线程 {other_thread}", f"thread {other_thread} of block {other_block}"
+    zh_note, en_note = CLUSTER_NOTE
+    return (
+        f"共享内存数据竞争（{HAZARD_NAMES[kind]}，簇内跨线程块）：内核 {kernel} 第 {line} 行，线程块 {block} 的线程 {thread} "
+        f"{what}线程块 {owner}（簇内编号 {owner_rank}）的 {bufname}[{word}]，而{oz}在上一个簇屏障之后于第 {other_line} 行"
+        f"{prev}这个字。{zh_note} / shared-memory race ({kind}) across the blocks of a cluster in kernel {kernel}, "
+        f"line {line}: thread {thread} of block {block} {verb} {bufname}[{word}] of block {owner} (cluster rank "
+        f"{owner_rank}), which {oe} {prev_en} at line {other_line} since the last cluster barrier. {en_note}"
+    ), SharedMemoryRaceError

@@ -12,6 +12,8 @@
 #define __inline__ inline
 #define __restrict__ __restrict
 #define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+// 线程块簇的形状：前端从这个 annotate 属性读出 1 到 3 个整数常量（可以写在前置声明上）
+#define __cluster_dims__(...) __attribute__((annotate("__simt_cluster_dims", __VA_ARGS__)))
 #define __align__(n) __attribute__((aligned(n)))
 #define __CUDACC__ 1
 #define INFINITY __builtin_inff()
@@ -235,6 +237,28 @@ template <class _Tp> struct plus { __device__ _Tp operator()(_Tp, _Tp) const; };
 template <class _Tp> struct greater { __device__ _Tp operator()(_Tp, _Tp) const; };
 template <class _Tp> struct less { __device__ _Tp operator()(_Tp, _Tp) const; };
 template <class _Gp, class _Tp, class _Op> __device__ _Tp reduce(const _Gp&, _Tp, _Op);
+// 线程块簇（sm_90）：成员函数与 CUDA 一样是静态的；map_shared_rank 把指向本块共享内存的指针换成簇里第 rank 块
+// 同一位置的指针（分布式共享内存）
+struct cluster_group {
+    struct arrival_token { };
+    static __device__ void sync();
+    static __device__ arrival_token barrier_arrive();
+    static __device__ void barrier_wait();
+    static __device__ void barrier_wait(arrival_token&&);
+    static __device__ unsigned int block_rank();
+    static __device__ unsigned int num_blocks();
+    static __device__ unsigned int thread_rank();
+    static __device__ unsigned int num_threads();
+    static __device__ unsigned int size();
+    static __device__ dim3 dim_blocks();
+    static __device__ dim3 block_index();
+    static __device__ dim3 thread_index();
+    static __device__ dim3 dim_threads();
+    static __device__ unsigned int query_shared_rank(const void*);
+    template <class _Tp> static __device__ _Tp* map_shared_rank(_Tp*, int);
+};
+__device__ cluster_group this_cluster();
+__device__ void sync(const cluster_group&);
 // 模拟器不支持、但 nvcc 接受的组：声明在这里，用到时报告不支持（而不是编译错误）
 struct thread_group { __device__ void sync() const; __device__ unsigned int thread_rank() const;
     __device__ unsigned int size() const; __device__ unsigned int num_threads() const; };
@@ -243,8 +267,6 @@ struct grid_group { __device__ void sync() const; __device__ unsigned long long 
     __device__ bool is_valid() const; __device__ dim3 group_dim() const; };
 struct multi_grid_group { __device__ void sync() const; __device__ unsigned long long thread_rank() const;
     __device__ unsigned long long size() const; };
-struct cluster_group { __device__ void sync() const; __device__ unsigned int block_rank() const;
-    __device__ unsigned int num_blocks() const; __device__ unsigned int thread_rank() const; };
 struct coalesced_group { __device__ void sync() const; __device__ unsigned int thread_rank() const;
     __device__ unsigned int size() const; __device__ unsigned int num_threads() const;
     __device__ unsigned int meta_group_rank() const; __device__ unsigned int meta_group_size() const;
@@ -254,7 +276,6 @@ struct coalesced_group { __device__ void sync() const; __device__ unsigned int t
     __device__ unsigned int ballot(int) const; __device__ int any(int) const; __device__ int all(int) const; };
 __device__ grid_group this_grid();
 __device__ multi_grid_group this_multi_grid();
-__device__ cluster_group this_cluster();
 __device__ coalesced_group coalesced_threads();
 __device__ thread_group tiled_partition(const thread_group&, unsigned int);
 __device__ thread_group tiled_partition(const thread_block&, unsigned int);

@@ -28,6 +28,8 @@ namespace cg = cooperative_groups;
 #if (BLOCK & (BLOCK - 1)) != 0 || BLOCK < 1 || BLOCK > 1024
 #error "BLOCK must be a power of two between 1 and 1024"
 #endif
+// 簇的形状写在内核的前置声明上（定义处保持 extern "C" __global__ void 名字 的写法，启动器按它找内核）
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER_SIZE, 1, 1)
 
 // 每块求自己那一段（第 rank 段，共 CLUSTER_SIZE 段）的和，留在 sdata[0]
 __device__ __forceinline__ void block_slice_sum(const float *__restrict__ row, int n, int rank, float *sdata)
@@ -49,8 +51,8 @@ __device__ __forceinline__ void block_slice_sum(const float *__restrict__ row, i
 }
 
 // --8<-- [start:cluster_row_sum]
-extern "C" __global__ void __cluster_dims__(CLUSTER_SIZE, 1, 1)
-cluster_row_sum(const float *__restrict__ x, float *__restrict__ out, int n)
+extern "C" __global__ void CLUSTER_DIMS cluster_row_sum(const float *__restrict__ x, float *__restrict__ out, int n);
+extern "C" __global__ void cluster_row_sum(const float *__restrict__ x, float *__restrict__ out, int n)
 {
     __shared__ float sdata[BLOCK];
     cg::cluster_group cluster = cg::this_cluster();
@@ -70,8 +72,8 @@ cluster_row_sum(const float *__restrict__ x, float *__restrict__ out, int n)
 
 // --8<-- [start:no_final_sync]
 // 故意留下的错误：少了最后的 cluster.sync()
-extern "C" __global__ void __cluster_dims__(CLUSTER_SIZE, 1, 1)
-cluster_row_sum_no_final_sync(const float *__restrict__ x, float *__restrict__ out, int n)
+extern "C" __global__ void CLUSTER_DIMS cluster_row_sum_no_final_sync(const float *__restrict__ x, float *__restrict__ out, int n);
+extern "C" __global__ void cluster_row_sum_no_final_sync(const float *__restrict__ x, float *__restrict__ out, int n)
 {
     __shared__ float sdata[BLOCK];
     cg::cluster_group cluster = cg::this_cluster();
@@ -89,8 +91,8 @@ cluster_row_sum_no_final_sync(const float *__restrict__ x, float *__restrict__ o
 // --8<-- [end:no_final_sync]
 
 // 故意留下的错误：少了第一个 cluster.sync()（__syncthreads() 只排定本块的线程）
-extern "C" __global__ void __cluster_dims__(CLUSTER_SIZE, 1, 1)
-cluster_row_sum_no_first_sync(const float *__restrict__ x, float *__restrict__ out, int n)
+extern "C" __global__ void CLUSTER_DIMS cluster_row_sum_no_first_sync(const float *__restrict__ x, float *__restrict__ out, int n);
+extern "C" __global__ void cluster_row_sum_no_first_sync(const float *__restrict__ x, float *__restrict__ out, int n)
 {
     __shared__ float sdata[BLOCK];
     cg::cluster_group cluster = cg::this_cluster();

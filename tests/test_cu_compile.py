@@ -30,6 +30,7 @@ CONFIGS = {
     "primitives_cub.cu": [{"BLOCK_SIZE": 32}, {"BLOCK_SIZE": 256}, {"BLOCK_SIZE": 1024}],
     "softmax_cluster.cu": [{"CLUSTER_SIZE": 1, "USE_BF16": 0}, {"CLUSTER_SIZE": 16, "USE_BF16": 0},
                            {"CLUSTER_SIZE": 2, "USE_BF16": 1}, {"CLUSTER_SIZE": 16, "USE_BF16": 1}],
+    "cluster_demo.cu": [{}, {"CLUSTER_SIZE": 2, "BLOCK": 32}, {"CLUSTER_SIZE": 8, "BLOCK": 1024}],
 }
 
 CASES = [(f, d) for f, ds in CONFIGS.items() for d in ds]

@@ -52,6 +52,18 @@ def warp_reduce_cases(mode: str) -> list[Case]:
     ))
 
 
+
+def cluster_reduce_cases(mode: str) -> list[Case]:
+    """cluster-reduce-cuda：行和的用例（学习者文件里的 BLOCK_SIZE 与 CLUSTER_SIZE），另加一行要走好几轮的长行
+    （N 不是 簇 x 线程块 的倍数），一个 warp 的线程块，以及 2 块和 8 块（可移植的上限）的簇：
+    步长里把簇大小写死成 4 的内核，在别的簇大小上漏掉或重复一些列。"""
+    return row_sum_cases(mode, (
+        Case("好几轮（N 不是 簇 x 线程块 的倍数）", (2, 5000)),
+        Case("一个 warp（block = 32）", (3, 700), block=32),
+        Case("2 块的簇、3 个 warp（block = 96）", (4, 1000), block=96, cluster=2),
+        Case("8 块的簇", (2, 3000), cluster=8),
+    ))
+
 def softmax_cases(mode: str) -> list[Case]:
     cases = [Case("课程用例", s) for s in SEED_SHAPES]
     cases += [

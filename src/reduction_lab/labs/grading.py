@@ -34,6 +34,8 @@ class Case:
     expect: type | tuple = ()
     #: 这个用例的线程块大小（None：实验的默认值）
     block: int | None = None
+    #: 这个用例的簇大小（每簇的线程块数；None：实验的默认值，只有簇的实验用它）
+    cluster: int | None = None
 
     @property
     def label(self) -> str:

@@ -22,6 +22,10 @@ _SIMT_HINTS = {
         "global-race", "全局内存数据竞争：几个线程（常常是不同线程块的）不用原子操作写同一个 out[row]，或读了别的线程块正在写的结果",
         "每个输出元素只让一个线程写（例如 if (tid == 0) out[row] = sdata[0];）；几个线程块合写一个元素时两边都用 atomicAdd，"
         "并在启动前把输出清零。\n一次启动之内，不同线程块之间没有任何顺序：要用别的线程块的结果，就放到下一次启动。"),
+    "DsmemExitedBlockError": (
+        "dsmem-exited", "经分布式共享内存访问了一个可能已经退出的线程块",
+        "内核末尾（每个 return 之前）再 cluster.sync() 一次：簇里每一块都等别的块对它共享内存的访问全部完成再退出。\n"
+        "真实 GPU 上块退出之后共享内存就被回收，读到的是无效的值，也可能让整个内核出错。"),
     "OutOfBoundsError": (
         "out-of-bounds", "越界访问",
         "检查循环的边界（j < cols，不是 j <= cols）、行偏移 row * cols 和写出的下标 out[row]。"),

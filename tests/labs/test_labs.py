@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import reduction_lab as rl
 from reduction_lab import labs
@@ -41,8 +42,8 @@ def _copy_solution(name, tmp_path) -> Path:
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "warp-reduce-cuda", "bank-conflicts",
-                     "reduce-sum-tilelang"]
+    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "warp-reduce-cuda", "cluster-reduce-cuda",
+                     "bank-conflicts", "reduce-sum-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
         for f in lab.files:
@@ -131,6 +132,46 @@ MISTAKES = [
     ("warp-reduce-cuda", "no-write", "            out[row] = v;", "            ;", "not-written", None),
     ("warp-reduce-cuda", "endless-loop", "offset > 0; offset >>= 1)\n        acc", "offset > 0; offset >>= 0)\n        acc",
      "endless-loop", "offset >>= 0"),
+    # cluster-reduce-cuda：簇屏障与分布式共享内存
+    ("cluster-reduce-cuda", "no-first-cluster-sync", "    cluster.sync();\n    if (rank == 0 && tid == 0) {",
+     "    if (rank == 0 && tid == 0) {", "cluster-race", "map_shared_rank(&partial, r)"),
+    # __syncthreads() 只排定本块的线程：别的块写 partial 与 0 号块读它之间仍然没有顺序
+    ("cluster-reduce-cuda", "syncthreads-for-cluster-sync", "    cluster.sync();\n    if (rank == 0 && tid == 0) {",
+     "    __syncthreads();\n    if (rank == 0 && tid == 0) {", "cluster-race", "map_shared_rank(&partial, r)"),
+    ("cluster-reduce-cuda", "no-final-cluster-sync", "    // 5. 0 号块读完之前谁也不退出\n    cluster.sync();\n", "",
+     "dsmem-exited", "map_shared_rank(&partial, r)"),
+    ("cluster-reduce-cuda", "cluster-sync-in-rank0-branch", "    cluster.sync();\n    if (rank == 0 && tid == 0) {",
+     "    if (rank == 0 && tid == 0) {\n        cluster.sync();", "barrier-divergence", "cluster.sync();"),
+    ("cluster-reduce-cuda", "final-sync-only-in-rank0", "    // 5. 0 号块读完之前谁也不退出\n    cluster.sync();",
+     "    if (rank == 0)\n        cluster.sync();", "barrier-divergence", "cluster.sync();"),
+    ("cluster-reduce-cuda", "rank-past-the-cluster", "r < CLUSTER_SIZE; ++r", "r <= CLUSTER_SIZE; ++r", "dsmem-rank",
+     "map_shared_rank(&partial, r)"),
+    ("cluster-reduce-cuda", "block-index-as-rank", "map_shared_rank(&partial, r)", "map_shared_rank(&partial, blockIdx.x + r)",
+     "dsmem-rank", "map_shared_rank(&partial, blockIdx.x + r)"),
+    ("cluster-reduce-cuda", "stride-without-cluster", "j += (int64_t)CLUSTER_SIZE * blockDim.x", "j += blockDim.x",
+     "slice-overlap", "for (int64_t j"),
+    ("cluster-reduce-cuda", "start-without-rank", "j = (int64_t)rank * blockDim.x + tid;", "j = tid;", "slice-overlap",
+     "for (int64_t j = tid"),
+    # 步长里把簇大小写死成 4：默认的 4 块通过，2 块的簇漏掉一半的列
+    ("cluster-reduce-cuda", "cluster-size-hard-coded", "j += (int64_t)CLUSTER_SIZE * blockDim.x", "j += (int64_t)4 * blockDim.x",
+     "slice-gap", "(int64_t)4 * blockDim.x"),
+    ("cluster-reduce-cuda", "contiguous-floor",
+     "    for (int64_t j = (int64_t)rank * blockDim.x + tid; j < cols; j += (int64_t)CLUSTER_SIZE * blockDim.x)\n",
+     "    int64_t per = cols / CLUSTER_SIZE;\n    for (int64_t j = rank * per + tid; j < rank * per + per; j += blockDim.x)\n",
+     "slice-gap", "j < rank * per + per"),
+    ("cluster-reduce-cuda", "rank0-only", "for (int r = 0; r < CLUSTER_SIZE; ++r)", "for (int r = 0; r < 1; ++r)",
+     "rank0-only", "map_shared_rank(&partial, r)"),
+    ("cluster-reduce-cuda", "skips-own-partial", "for (int r = 0; r < CLUSTER_SIZE; ++r)", "for (int r = 1; r < CLUSTER_SIZE; ++r)",
+     "missing-partials", "for (int r = 1;"),
+    ("cluster-reduce-cuda", "own-partial-every-time", "total += *cluster.map_shared_rank(&partial, r);", "total += partial;",
+     "no-dsmem", "total += partial;"),
+    ("cluster-reduce-cuda", "row-is-block-index", "int64_t row = blockIdx.x / CLUSTER_SIZE;", "int64_t row = blockIdx.x;",
+     "out-of-bounds", "acc += row_in[j]"),
+    ("cluster-reduce-cuda", "cluster-too-large", "#define CLUSTER_SIZE 4", "#define CLUSTER_SIZE 16", "cluster-size",
+     "#define CLUSTER_SIZE 16"),
+    ("cluster-reduce-cuda", "block-not-multiple-of-32", "#define BLOCK_SIZE 256", "#define BLOCK_SIZE 100", "block-size",
+     "#define BLOCK_SIZE 100"),
+    ("cluster-reduce-cuda", "no-write", "        out[row] = total;", "        ;", "not-written", None),
     ("softmax-triton", "other-zero", 'other=-float("inf")', "other=0.0", "mask-other", "other=0.0"),
     ("softmax-triton", "unmasked-load", 'cols, mask=mask, other=-float("inf"))', "cols)", "out-of-bounds", "tl.load"),
     ("softmax-triton", "no-max", "tl.exp(x - tl.max(x, axis=0))", "tl.exp(x)", "no-max-subtraction", "tl.exp"),
@@ -199,7 +240,7 @@ FIX_TEXT = {
     ("bank-conflicts", "read-bound"): "c < cols",
 }
 #: 这些错误让评分在运行用例之前结束（死循环在检查用的小用例上几秒内报出，不在每个用例上跑满预算）
-NOT_RUN = {"endless-loop", "endless-stride", "block-not-multiple-of-32"}
+NOT_RUN = {"endless-loop", "endless-stride", "block-not-multiple-of-32", "cluster-too-large"}
 
 # 看起来像错误、其实是对的写法：评分必须让它们通过
 # offset 从 1 开始每步翻倍：lane 0 照样得到 32 个数的和（每一步读的都是上一步已经合好的一段），只是加法的顺序不同；
@@ -210,6 +251,16 @@ CORRECT_VARIANTS = [
     ("warp-reduce-cuda", "xor-butterfly", [("__shfl_down_sync", "__shfl_xor_sync")] * 2),
     ("warp-reduce-cuda", "block-512", [("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 512")]),
     ("reduce-sum-cuda", "double-accumulator", [("float acc = 0.0f;", "double acc = 0.0;")]),
+    # 连续分段（每段向上取整、end 取 min）也是对的分法；total 从本块的 partial 开始、r 从 1 起；2 块或 8 块的簇
+    ("cluster-reduce-cuda", "contiguous-slices",
+     [("    for (int64_t j = (int64_t)rank * blockDim.x + tid; j < cols; j += (int64_t)CLUSTER_SIZE * blockDim.x)\n",
+       "    int64_t per = (cols + CLUSTER_SIZE - 1) / CLUSTER_SIZE;\n    int64_t end = min(rank * per + per, cols);\n"
+       "    for (int64_t j = rank * per + tid; j < end; j += blockDim.x)\n")]),
+    ("cluster-reduce-cuda", "start-from-own-partial",
+     [("float total = 0.0f;", "float total = partial;"), ("for (int r = 0;", "for (int r = 1;")]),
+    ("cluster-reduce-cuda", "cluster-2", [("#define CLUSTER_SIZE 4", "#define CLUSTER_SIZE 2")]),
+    ("cluster-reduce-cuda", "cluster-8-block-128", [("#define CLUSTER_SIZE 4", "#define CLUSTER_SIZE 8"),
+                                                    ("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 128")]),
 ]
 
 
@@ -240,7 +291,9 @@ def test_planted_mistake_fix_texts_are_lab_specific(tmp_path):
 GPU_HIDDEN = [("warp-reduce-cuda", m) for m in ("mask-excludes-source", "half-mask", "missing-barrier", "barrier-in-branch",
                                                 "lanes-beyond-n-warps", "n-warps-hard-coded", "lanes-beyond-row-end",
                                                 "endless-loop")] + \
-             [("reduce-sum-cuda", m) for m in ("barrier-in-branch", "missing-barrier", "off-by-one", "endless-loop")]
+             [("reduce-sum-cuda", m) for m in ("barrier-in-branch", "missing-barrier", "off-by-one", "endless-loop")] + \
+             [("cluster-reduce-cuda", m) for m in ("no-first-cluster-sync", "no-final-cluster-sync",
+                                                   "cluster-sync-in-rank0-branch", "rank-past-the-cluster")]
 
 
 @pytest.mark.parametrize("name,mistake", GPU_HIDDEN, ids=[f"{n}-{m}" for n, m in GPU_HIDDEN])
@@ -266,11 +319,56 @@ def test_gpu_mode_precheck_finds_what_the_gpu_hides(name, mistake, tmp_path):
 def test_gpu_mode_precheck_passes_the_solutions(tmp_path):
     from reduction_lab.labs import core
 
-    for name in ("reduce-sum-cuda", "warp-reduce-cuda", "bank-conflicts"):
+    for name in ("reduce-sum-cuda", "warp-reduce-cuda", "cluster-reduce-cuda", "bank-conflicts"):
         lab = labs.get(name)
         paths = core._learner_paths(lab, _copy_solution(name, tmp_path))
         lines, hints = lab.extra_checks(lab.load(paths, "gpu"), "gpu", paths)
         assert hints == [] and "没有发现" in lines[0], lines
+
+
+def test_cluster_lab_on_a_gpu_without_clusters_runs_the_cases_in_the_simulator(tmp_path, monkeypatch):
+    """gpu 模式、计算能力低于 9.0 的 GPU（这里在 CPU 上模拟）：报告说明原因，用例改在模拟器里运行，不计时。"""
+    from reduction_lab import runtime
+    from reduction_lab.labs import cluster_reduce_cuda
+
+    monkeypatch.setattr(cluster_reduce_cuda, "gpu_capability", lambda: (8, 0))
+    monkeypatch.setattr(runtime, "MODE", "gpu")
+    result = labs.check("cluster-reduce-cuda", _copy_solution("cluster-reduce-cuda", tmp_path))
+    assert result.passed, result.report()
+    assert not result.bench and not any(r.case.gpu_only for r in result.results)
+    assert "计算能力是 8.0" in result.report() and "模拟器里运行" in result.report()
+
+
+def test_cluster_lab_does_not_run_on_the_gpu_what_can_break_the_context(tmp_path):
+    """gpu 模式的模拟器检查发现读已退出的块：用例不在 GPU 上运行（GPU 上这可能让内核出错、CUDA 上下文失效）。"""
+    from reduction_lab.labs import core
+
+    m = next(m for m in MISTAKES if m[:2] == ("cluster-reduce-cuda", "no-final-cluster-sync"))
+    dest = _copy_solution("cluster-reduce-cuda", tmp_path)
+    lab = labs.get("cluster-reduce-cuda")
+    f = dest / lab.files[0]
+    f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
+    paths = core._learner_paths(lab, dest)
+    impl = lab.load(paths, "gpu")
+    _, hints = lab.extra_checks(impl, "gpu", paths)
+    assert [h.key for h in hints] == ["dsmem-exited"]
+    ok, _, note, _ = lab.run_case(impl, lab.cases("gpu")[0], "gpu")
+    assert not ok and note.startswith("未运行")
+
+
+def test_cluster_lab_model_matches_the_kernel():
+    """诊断用的模型：本实验的分法与连续分段（向上取整）每列正好一次；几种错误的分法有重叠或空隙。"""
+    from reduction_lab.labs.cluster_reduce_cuda import counts, model
+
+    for n, b, c in ((37, 256, 4), (1000, 256, 4), (5000, 96, 2), (3000, 256, 8), (1, 32, 8)):
+        assert (counts(n, b, c).sum(0) == 1).all()
+        assert (counts(n, b, c, contiguous="ceil").sum(0) == 1).all()
+    assert counts(1000, 256, 4, step=256).sum(0).max() == 4                     # 步长少了簇大小：行尾的列 4 块都读
+    assert counts(1000, 96, 2, step=4 * 96).sum(0).min() == 0                  # 簇大小写死成 4：空隙
+    assert counts(37, 32, 4, contiguous="floor").sum(0)[36] == 0               # 向下取整：行尾漏掉
+    x = torch.randn(3, 1000, dtype=torch.float64)
+    assert torch.allclose(model(x, 256, 4), x.sum(1))
+    assert torch.allclose(model(x, 256, 4, ranks=[0]), x[:, :256].sum(1))
 
 
 def test_cli_list_start_check(tmp_path, capsys):

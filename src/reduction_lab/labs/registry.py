@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .bank_conflicts import BankConflicts
+from .cluster_reduce_cuda import ClusterReduceCuda
 from .core import Lab
 from .online_softmax import OnlineSoftmax
 from .reduce_sum_cuda import ReduceSumCuda
@@ -16,6 +17,7 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in (
     OnlineSoftmax(),
     ReduceSumCuda(),
     WarpReduceCuda(),
+    ClusterReduceCuda(),
     BankConflicts(),
     ReduceSumTileLang(),
 )}

@@ -24,7 +24,7 @@ import torch
 from ..checks import check_out
 from . import cases as C
 from .core import cuda_precheck, time_against
-from .grading import Case, Hint, find_line, rows_text
+from .grading import Case, Hint, error_line, find_line, rows_text, zh_part
 from .reduce_sum_cuda import SIGNATURE, RowSumCudaLab
 
 FILE = "cluster_reduce.cu"
@@ -293,8 +293,6 @@ class ClusterReduceCuda(RowSumCudaLab):
     def on_error(self, case, exc, paths):
         text = paths[FILE].read_text(encoding="utf-8")
         name, msg = type(exc).__name__, str(exc)
-        from .grading import error_line, zh_part
-
         line = error_line(exc)
         if name == "SharedMemoryRaceError" and "簇内跨线程块" in msg:
             return Hint("cluster-race", "簇内跨线程块的数据竞争：读别的块的 partial 时，那一块可能还没写完（模拟器："

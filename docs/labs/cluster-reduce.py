@@ -47,7 +47,8 @@ print("模式：", rl.MODE, "；打开", lab_dir / "cluster_reduce.cu")
 # ## 概念：一个簇一行
 #
 # 一行有$N$个数。网格有$M \times C$个线程块，每$C$个相邻的块组成一个簇（$C$ = `CLUSTER_SIZE`），
-# 第$\lfloor \text{blockIdx.x} / C \rfloor$个簇负责第这么多行。一个线程块有$B$个线程（$B$ = `BLOCK_SIZE`）。
+# 线程块`blockIdx.x`属于第$\lfloor \text{blockIdx.x} / C \rfloor$个簇，第$r$个簇负责第$r$行。
+# 一个线程块有$B$个线程（$B$ = `BLOCK_SIZE`）。
 #
 # 1. **分列（按块号交错）**：把一行切成$B$列一段，第$k$段归簇里编号$k \bmod C$的块。
 #    编号为`rank`的块的第`tid`个线程从第`rank * B + tid`列起，步长$C \cdot B$。

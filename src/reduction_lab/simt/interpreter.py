@@ -141,9 +141,11 @@ _FAST = {"__exp10f": "exp10", "__expf": "exp", "__logf": "log", "__fsqrt_rn": "s
 
 #: 带缓存提示的加载（.ca / .cg / .cs / .lu / .cv）：提示只影响缓存，模拟器按 __ldg（普通的加载）执行与计数
 _HINT_LOADS = ("__ldca", "__ldcg", "__ldcs", "__ldlu", "__ldcv")
+#: 带缓存提示的写（.wb / .cg / .cs / .wt）：同样按普通的写执行与计数
+_HINT_STORES = ("__stwb", "__stcg", "__stcs", "__stwt")
 
 BUILTIN_FUNCS.update(
-    set(_HINT_LOADS) | set(_MATH1) | {n + "f" for n in _MATH1} | set(_MATH2) | {n + "f" for n in _MATH2}
+    set(_HINT_LOADS) | set(_HINT_STORES) | set(_MATH1) | {n + "f" for n in _MATH1} | set(_MATH2) | {n + "f" for n in _MATH2}
     | set(_FAST) | {
         "max", "min", "abs", "fma", "fmaf", "__fdividef", "__builtin_inff", "__builtin_nanf",
         "__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block",
@@ -152,7 +154,7 @@ BUILTIN_FUNCS.update(
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicInc", "atomicDec", "atomicCAS",
         "atomicAnd", "atomicOr", "atomicXor", "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
-        "__ffsll", "__brev", "__saturatef", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
+        "__ffsll", "__brev", "__saturatef", "__int_as_float", "__float_as_int", "__uint_as_float", "__float_as_uint", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
         "__simt_cluster_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
         "__simt_cluster_num_blocks", "__simt_cluster_dim_blocks", "__simt_cluster_block_index", "__simt_map_shared_rank",
@@ -2045,6 +2047,12 @@ class Machine:
     def bind_ref(self, arg, pt, const, lanes, fr, node):
         """引用参数 T& 绑定到实参：寄存器变量直接共用，内存里的元素（s[i]、*p）变成按线程偏移的内存变量；
         const T& 的实参不是左值时绑定到一个临时值（按值传递）。"""
+        if pt.is_ptr:         # 数组的引用 T (&a)[N]：前端记成指针参数，实参（数组或多维数组的一行）退化成指针传入
+            p = self.ev(arg, lanes, fr)
+            if not p.t.is_ptr or T.scalar_of(p.t.base).dtype != T.scalar_of(pt.base).dtype \
+                    or p.t.base.is_vec != pt.base.is_vec:
+                raise self.unsupported(f"数组引用参数的实参不是同样元素类型的数组（{p.t!r}）", node)
+            return p
         lv = isinstance(arg, (c_ast.ID, c_ast.ArrayRef, c_ast.StructRef)) or \
             (isinstance(arg, c_ast.UnaryOp) and arg.op == "*")
         if not lv:
@@ -2705,6 +2713,26 @@ class Machine:
         r = np.where(np.isnan(x), np.float32(0), np.clip(x, np.float32(0), np.float32(1))).astype(np.float32)
         return Val(T.FLOAT, r[()] if r.ndim == 0 else r)
 
+    def _bitcast(self, name, src, dst, node, args, lanes, fr):
+        """__int_as_float、__float_as_uint ...：同样的 32 位按另一种类型解释（不做数值转换）。"""
+        (v,) = self._args(args, 1, node, lanes, fr, name)
+        if v.t.is_ptr or v.t.is_vec:
+            raise self.unsupported(f"{name} 的参数必须是标量", node)
+        r = np.asarray(T.cast(v.v, src)).view(dst.dtype)
+        return Val(dst, r[()] if r.ndim == 0 else r)
+
+    def b___int_as_float(self, node, args, lanes, fr):
+        return self._bitcast("__int_as_float", T.INT, T.FLOAT, node, args, lanes, fr)
+
+    def b___uint_as_float(self, node, args, lanes, fr):
+        return self._bitcast("__uint_as_float", T.UINT, T.FLOAT, node, args, lanes, fr)
+
+    def b___float_as_int(self, node, args, lanes, fr):
+        return self._bitcast("__float_as_int", T.FLOAT, T.INT, node, args, lanes, fr)
+
+    def b___float_as_uint(self, node, args, lanes, fr):
+        return self._bitcast("__float_as_uint", T.FLOAT, T.UINT, node, args, lanes, fr)
+
     def _rn(self, name, op, args, node, lanes, fr):
         """__fadd_rn、__fmul_rn ...：按 IEEE 就近舍入的 float 运算（不会被合成 FMA）。"""
         a, b = self._args(args, 2, node, lanes, fr, name)
@@ -2818,6 +2846,19 @@ class Machine:
             raise self.unsupported(f"{name} 的参数不是指针", node)
         return self.load(p, lanes, node)
 
+    def _hint_store(self, name, node, args, lanes, fr):
+        """__stcs(p, v) 等：*p = v（v 先转换成 *p 的类型，向量类型要与 *p 相同）。"""
+        p, v = self._args(args, 2, node, lanes, fr, name)
+        if not p.t.is_ptr:
+            raise self.unsupported(f"{name} 的第一个参数不是指针", node)
+        el = p.t.base
+        if el.is_scalar and v.t.is_scalar:
+            v = Val(el, T.cast(v.v, el))
+        elif el != v.t:
+            raise self.unsupported(f"{name} 的值类型 {v.t!r} 与指针指向的类型 {el!r} 不同", node)
+        self.store(p, v, lanes, node)
+        return Val(T.VOID, np.int32(0))
+
     def _atomic(self, op, node, args, lanes, fr):
         cmp_v = None
         if op == "CAS":
@@ -2930,3 +2971,13 @@ def _hint_load(name):
 
 for _name in _HINT_LOADS:
     setattr(Machine, "b_" + _name, _hint_load(_name))
+
+
+def _hint_store_method(name):
+    def store(self, node, args, lanes, fr):
+        return self._hint_store(name, node, args, lanes, fr)
+    return store
+
+
+for _name in _HINT_STORES:
+    setattr(Machine, "b_" + _name, _hint_store_method(_name))

@@ -1,0 +1,113 @@
+"""按位重解释（__int_as_float、__float_as_uint ……）、带缓存提示的写（__stcs、__stcg、__stwb、__stwt）与
+数组的引用参数 ``float (&f)[N]``：softmax_cluster.cu 的第一版用到它们（文档：docs/cuda/simulator.md）。"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reduction_lab import simt
+
+BITS = r"""
+extern "C" __global__ void bits(const float *x, unsigned int *u, int *i, float *back, float *ninf, int n)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) {
+        u[t] = __float_as_uint(x[t]);
+        i[t] = __float_as_int(x[t]);
+        back[t] = __uint_as_float(u[t]) * __int_as_float(0x3f800000);   // 0x3f800000 是 1.0f
+        ninf[t] = __int_as_float(0xff800000);
+    }
+}
+"""
+
+
+def test_bit_casts_reinterpret_the_same_32_bits():
+    x = np.array([1.0, -2.5, 0.0, -0.0, np.inf, 3.4e38, 1e-45], np.float32)
+    n = x.size
+    u = np.zeros(n, np.uint32)
+    i = np.zeros(n, np.int32)
+    back = np.zeros(n, np.float32)
+    ninf = np.zeros(n, np.float32)
+    simt.launch(BITS, "bits", 1, 32, (x, u, i, back, ninf, n))
+    assert u.tobytes() == x.tobytes() and i.tobytes() == x.tobytes()
+    assert back.tobytes() == x.tobytes()
+    assert np.all(np.isneginf(ninf))
+
+
+@pytest.mark.parametrize("hint", ["__stcs", "__stcg", "__stwb", "__stwt"])
+def test_store_hints_store_and_count_like_plain_stores(hint):
+    src = rf"""
+    extern "C" __global__ void k(const float *x, float *y, float4 *v, int n)
+    {{
+        int t = blockIdx.x * blockDim.x + threadIdx.x;
+        if (t < n) {{
+            {hint}(y + t, 2 * x[t]);                       // 值先转换成 float
+            {hint}(&v[t], make_float4(x[t], 1.0f, 2.0f, 3.0f));
+        }}
+    }}
+    """
+    n = 40
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    v = np.zeros((n, 4), np.float32)
+    rep = simt.launch(src, "k", 2, 32, (x, y, v, n))
+    assert np.array_equal(y, 2 * x)
+    assert np.array_equal(v[:, 0], x) and np.array_equal(v[:, 1:], np.tile([1, 2, 3], (n, 1)))
+    assert rep.global_store_bytes == 4 * n + 16 * n
+
+
+def test_store_hint_out_of_bounds_is_reported_with_its_line():
+    src = r"""
+extern "C" __global__ void k(float *y, int n)
+{
+    __stcs(y + threadIdx.x, 1.0f);
+}
+"""
+    y = np.zeros(8, np.float32)
+    with pytest.raises(simt.OutOfBoundsError, match="第 4 行"):
+        simt.launch(src, "k", 1, 32, (y, 8))
+
+
+ARRAY_REF = r"""
+__device__ void fill(float (&f)[4], float v)
+{
+    for (int e = 0; e < 4; e++)
+        f[e] = v + e;
+}
+
+__device__ float total(const float (&f)[4])
+{
+    return f[0] + f[1] + f[2] + f[3];
+}
+
+extern "C" __global__ void k(float *out)
+{
+    float a[4];
+    float b[3][4];
+    fill(a, threadIdx.x);
+    fill(b[1], 10.0f);                          // 二维数组的一行也能绑定到数组引用
+    out[threadIdx.x] = total(a) + total(b[1]);
+}
+"""
+
+
+def test_array_reference_parameters_share_the_callers_array():
+    out = np.zeros(32, np.float32)
+    simt.launch(ARRAY_REF, "k", 1, 32, (out,))
+    t = np.arange(32, dtype=np.float32)
+    assert np.array_equal(out, 4 * t + 6 + 46)
+
+
+def test_array_reference_parameter_with_a_different_element_type_is_refused():
+    src = r"""
+__device__ void fill(float (&f)[4]) { f[0] = 1.0f; }
+extern "C" __global__ void k(float *out)
+{
+    int a[4];
+    fill(a);
+    out[0] = a[0];
+}
+"""
+    with pytest.raises((simt.CompileError, simt.UnsupportedError)):
+        simt.launch(src, "k", 1, 1, (np.zeros(1, np.float32),))

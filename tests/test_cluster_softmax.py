@@ -1,7 +1,8 @@
 """线程块簇上的长行 softmax（cuda_kernels/softmax_cluster.cu 与 cuda_kernels/cluster.py）。
 
 * 任何模式：启动配置（``cluster_plan``）、参数检查、nvcc 编译出的簇属性与寄存器用量；
-* sim 模式：``softmax_cluster`` 明确报错（模拟器不模拟线程块簇与分布式共享内存）；
+* sim 模式：第一版 ``softmax_cluster``（float32）在 CPU 模拟器里运行：与 float64 比对、全局内存与分布式共享内存
+  的计数；bfloat16 与寄存器版、常驻版（内联 PTX）明确报错；
 * gpu 模式（计算能力 9.0 以上）：与 float64 的 ``torch.softmax`` 比对 —— float32、bfloat16、
   奇数 N、行首不在 16 字节边界上、指定每一种簇大小、调用者提供的输出；常驻的 softmax_cluster_pipe
   还比对每种段数、两种装法（cp.async 与 TMA）、簇数少于行数（一个簇处理许多行）。
@@ -86,28 +87,57 @@ def test_plan_bad_arguments():
 
 # ---------------------------------------------------------------- sim 模式
 
-@needs_sim
-def test_sim_mode_refuses_clearly():
+@pytest.mark.parametrize("M, N, kw", [(3, 1001, dict(cluster_size=4)), (2, 5000, dict(cluster_size=2, block_size=64)),
+                                      (2, 100003, {}), (1, 7, dict(cluster_size=16))])
+def test_sim_runs_the_first_version(M, N, kw):
+    """float32 在模拟器里：与 float64 比对；全局内存每个元素读一次、写一次（4MN 字节）；每个 warp 里
+    lane r 读第 r 块的 (m, s)，读本块的不算分布式共享内存：每个 warp 读 C - 1 个 float2。"""
+    torch.manual_seed(N)
+    x = 3 * torch.randn(M, N)
+    x[:, -1] += 20                                  # 最大值在最后一块的行尾
+    y, rep = softmax_cluster(x, mode="sim", return_report=True, **kw)
+    ref = torch.softmax(x.double(), dim=-1)
+    assert torch.allclose(y.double(), ref, rtol=1e-4, atol=1e-7)
+    plan = cluster_plan(N, torch.float32, kw.get("cluster_size"), kw.get("block_size"))
+    C, warps = plan.cluster_size, plan.block_size // 32
+    assert rep.cluster == (C, 1, 1)
+    assert rep.global_load_bytes == rep.global_store_bytes == 4 * M * N
+    assert rep.dsmem_load_elements == M * C * warps * (C - 1)
+    assert rep.dsmem_load_bytes == 8 * rep.dsmem_load_elements
+    assert rep.dsmem_store_elements == 0
+    assert rep.cluster_barriers == (2 * M * C if C > 1 else 0)
+
+
+def test_sim_first_version_unaligned_rows_and_out():
+    base = torch.randn(3, 1010)
+    x = base[:, 1:1002]                             # 行首不在 16 字节边界上
+    out = torch.full((3, 1001), float("nan"))
+    y = softmax_cluster(x, cluster_size=4, out=out, mode="sim")
+    assert y is out
+    assert torch.allclose(out.double(), torch.softmax(x.double(), -1), rtol=1e-4, atol=1e-7)
+
+
+def test_sim_mode_refuses_what_it_cannot_run():
     x = torch.randn(2, 4096)
-    with pytest.raises(runtime.ModeError, match="不模拟线程块簇") as e:
-        softmax_cluster(x)
-    assert "distributed shared memory" in str(e.value)
+    with pytest.raises(runtime.ModeError, match="__nv_bfloat162"):
+        softmax_cluster(x.bfloat16(), mode="sim")
+    with pytest.raises(ValueError, match="mode"):
+        softmax_cluster(x, mode="cpu")
+    with pytest.raises(TypeError, match="return_report"):
+        softmax_cluster(x, mode="sim", return_report=1)
 
 
 @needs_sim
-def test_sim_mode_refuses_regs_kernel_clearly():
+def test_sim_mode_refuses_gpu_only_paths_clearly():
     x = torch.randn(2, 4096)
-    with pytest.raises(runtime.ModeError, match="softmax_cluster_regs"):
-        softmax_cluster_regs(x)
-    with pytest.raises(runtime.ModeError, match="线程块簇"):
+    with pytest.raises(runtime.ModeError, match="gpu 模式"):
+        softmax_cluster(x, mode="gpu")
+    for fn in (softmax_cluster_regs, softmax_cluster_pipe):
+        with pytest.raises(runtime.ModeError, match="内联 PTX") as e:
+            fn(x)
+        assert "inline PTX" in str(e.value)
+    with pytest.raises(runtime.ModeError, match="内联 PTX"):
         cuda_softmax(x, kernel="cluster")
-
-
-def test_simulator_cannot_parse_the_source():
-    """sim 模式报错的依据：模拟器的 C 子集不含这份源码的写法（它会说出第一处）。"""
-    with pytest.raises(simt.UnsupportedError):
-        simt.kernel_signature(read_source("softmax_cluster.cu"), "softmax_cluster_rows",
-                              defines={"CLUSTER_SIZE": 8, "USE_BF16": 0})
 
 
 # ---------------------------------------------------------------- nvcc：簇属性、寄存器、#error

@@ -553,7 +553,8 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
 
         if not clusters and not auto:
             raise runtime.ModeError(
-                "kernel='pipe' 需要 gpu 模式与计算能力 9.0 以上的 GPU（线程块簇）；模拟器不模拟线程块簇 "
+                "kernel='pipe' 需要 gpu 模式与计算能力 9.0 以上的 GPU（线程块簇）；模拟器不执行它的内联 PTX "
+                "（mbarrier、st.async、cp.async） "
                 "(kernel='pipe' needs gpu mode and a GPU with thread block clusters, compute capability 9.0+)")
         try:
             if not aligned:
@@ -574,7 +575,8 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
 
         if not clusters and not auto:
             raise runtime.ModeError(
-                "kernel='cluster' 需要 gpu 模式与计算能力 9.0 以上的 GPU（线程块簇）；模拟器不模拟线程块簇 "
+                "kernel='cluster' 需要 gpu 模式与计算能力 9.0 以上的 GPU（线程块簇）；模拟器不执行它的内联 PTX "
+                "（mbarrier、st.async、cp.async） "
                 "(kernel='cluster' needs gpu mode and a GPU with thread block clusters, compute capability 9.0+)")
         try:
             rp = regs_plan(N, dtype, None, B, packs, aligned, smem_packs)

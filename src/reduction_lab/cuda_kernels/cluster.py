@@ -11,9 +11,11 @@
 读一次、写一次。整行必须放得进一个簇的共享内存：至多 16 块 x 每块 227 KiB（H100/H200），
 所以 float32 每行至多约 93 万个元素，bfloat16 约 186 万个。
 
-只有 gpu 模式，而且要计算能力 9.0 以上（Hopper 起才有线程块簇）。CPU 模拟器
-（:mod:`reduction_lab.simt`）不模拟线程块簇和分布式共享内存，也不接受这份源码用到的
-C++ 写法（数组引用、``reinterpret_cast``、``__nv_bfloat16``），所以 sim 模式下明确报错。
+gpu 模式要计算能力 9.0 以上（Hopper 起才有线程块簇）。sim 模式（或 ``mode="sim"``，张量在 CPU 上）
+把同一份 ``softmax_cluster_rows`` 交给 CPU 模拟器（:mod:`reduction_lab.simt`）：它模拟簇屏障与分布式共享内存，
+检查越界与块之间的竞争，``return_report=True`` 时返回计数（全局内存的读写、分布式共享内存的读）。
+模拟器只跑 float32：bfloat16 的变体用到的成对转换（``__nv_bfloat162``）它没有实现，明确报错。
+寄存器版与常驻版（内联 PTX：mbarrier、st.async、cp.async）只能在 GPU 上运行。
 
 另外两个内核把每块那一段放在寄存器里：``softmax_cluster_regs``（一簇一行，``backend="cuda"`` 的长行默认）与
 ``softmax_cluster_pipe``（簇常驻、依次处理多行，后面的行先异步地预取进共享内存；要求每行从 16 字节边界开始、
@@ -155,12 +157,12 @@ def cluster_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = No
 
 # ---------------------------------------------------------------- GPU
 
+#: 寄存器版与常驻版在 sim 模式下的报错（名字按内核替换）
 SIM_MESSAGE = (
-    "softmax_cluster 只能在 gpu 模式下运行：CPU 模拟器（reduction_lab.simt）不模拟线程块簇"
-    "（__cluster_dims__、cluster.sync()）和分布式共享内存（cluster.map_shared_rank），"
-    "也不接受这份源码的 C++ 写法与 __nv_bfloat16；sim 模式下请用 reduction_lab.softmax(x, backend='triton') "
-    "(softmax_cluster needs gpu mode: the CPU simulator models neither thread block clusters nor "
-    "distributed shared memory)")
+    "softmax_cluster 只能在 gpu 模式下运行：它用内联 PTX（mbarrier、st.async、cp.async），CPU 模拟器"
+    "（reduction_lab.simt）不执行内联汇编；sim 模式下请用第一版 reduction_lab.cuda_kernels.cluster.softmax_cluster"
+    "（float32 在模拟器里运行）或 reduction_lab.softmax(x, backend='triton') "
+    "(softmax_cluster needs gpu mode: it uses inline PTX, which the CPU simulator does not execute)")
 
 
 @functools.lru_cache(maxsize=None)
@@ -206,6 +208,8 @@ def _device_info(index: int) -> tuple[int, int, int]:
 def _check_gpu_input(x: torch.Tensor, dtypes, name: str) -> int:
     """两个簇内核共用的检查：gpu 模式、x 是 dtypes 之一的 CUDA 矩阵、GPU 有线程块簇。返回设备号。"""
     if runtime.MODE != "gpu":
+        if name == "softmax_cluster":       # 第一版在 sim 模式下交给模拟器；这里是显式要了 mode="gpu"
+            raise runtime.ModeError(f"在 GPU 上运行 {name} 需要 gpu 模式（当前为 sim）(running {name} on a GPU needs gpu mode)")
         raise runtime.ModeError(SIM_MESSAGE.replace("softmax_cluster ", f"{name} ", 1))
     check_matrix(x, "x", dtypes=dtypes, device="cuda")
     index = x.device.index if x.device.index is not None else torch.cuda.current_device()
@@ -228,13 +232,41 @@ def _grid_and_out(x: torch.Tensor, out, cluster_size: int) -> torch.Tensor:
     return out
 
 
+def _softmax_cluster_sim(x: torch.Tensor, cluster_size, block_size, out, return_report):
+    """sim 模式：同一份 softmax_cluster_rows 在 CPU 模拟器里运行（float32，张量在 CPU 上）。"""
+    from .launcher import KERNEL_DIR, launch
+
+    check_matrix(x, "x", dtypes=DTYPES, device="cpu")
+    if x.dtype != torch.float32:
+        raise runtime.ModeError(
+            "softmax_cluster 的 bfloat16 变体只能在 gpu 模式下运行：它用 __nv_bfloat162 成对转换，CPU 模拟器没有实现；"
+            "模拟器里请用 float32 (the bfloat16 variant needs gpu mode: the simulator lacks __nv_bfloat162)")
+    M, N = x.shape
+    plan = cluster_plan(N, x.dtype, cluster_size, block_size)
+    out = _grid_and_out(x, out, plan.cluster_size)
+    big = plan.shared_bytes > 48 * 1024
+    rep = launch(KERNEL_DIR / KERNEL_SOURCE, KERNEL_NAME, M * plan.cluster_size, plan.block_size,
+                 (x, out, x.stride(0), out.stride(0), N, plan.vecs_per_cta), shared_bytes=plan.shared_bytes,
+                 defines={"CLUSTER_SIZE": plan.cluster_size, "USE_BF16": 0}, mode="sim",
+                 max_dynamic_shared_bytes=plan.shared_bytes if big else None)
+    return (out, rep) if return_report else out
+
+
 def softmax_cluster(x: torch.Tensor, *, cluster_size: int | None = None, block_size: int | None = None,
-                    out: torch.Tensor | None = None) -> torch.Tensor:
+                    out: torch.Tensor | None = None, mode: str | None = None, return_report: bool = False):
     """按行 softmax：(M, N) float32 / bfloat16 -> 同 dtype 的 (M, N)，一个线程块簇处理一行。
 
     ``cluster_size``（1、2、4、8、16）与 ``block_size``（32 的倍数，至多 1024）默认由
     :func:`cluster_plan` 选择；``out``：调用者提供的 (M, N) 连续输出，dtype 与 x 相同、与 x 不重叠。
+    ``mode``：None（当前模式）、"gpu" 或 "sim"；sim 模式在 CPU 模拟器里运行同一个内核（只有 float32，张量在
+    CPU 上），``return_report=True`` 时返回 ``(y, 模拟器的报告)``（gpu 模式下报告为 ``None``）。
     """
+    if mode not in (None, "sim", "gpu"):
+        raise ValueError(f"mode 只能是 None、'sim' 或 'gpu'，得到 {mode!r} (mode must be None, 'sim' or 'gpu')")
+    if not isinstance(return_report, bool):
+        raise TypeError(f"return_report 必须是 bool，得到 {return_report!r} (return_report must be a bool)")
+    if (runtime.MODE if mode is None else mode) == "sim":
+        return _softmax_cluster_sim(x, cluster_size, block_size, out, return_report)
     index = _check_gpu_input(x, DTYPES, "softmax_cluster")
     M, N = x.shape
     plan = cluster_plan(N, x.dtype, cluster_size, block_size, shared_limit=_device_info(index)[1])
@@ -255,7 +287,7 @@ def softmax_cluster(x: torch.Tensor, *, cluster_size: int | None = None, block_s
             raise RuntimeError(f"{KERNEL_NAME} 启动失败（簇 {plan.cluster_size} 块、每块 {plan.block_size} 个线程、"
                                f"{plan.shared_bytes} 字节共享内存）：{e} "
                                f"(launch of {KERNEL_NAME} failed for {plan.to_dict()})") from e
-    return out
+    return (out, None) if return_report else out
 
 
 # ---------------------------------------------------------------- 段放在寄存器里：softmax_cluster_regs

@@ -111,3 +111,30 @@ extern "C" __global__ void k(float *out)
 """
     with pytest.raises((simt.CompileError, simt.UnsupportedError)):
         simt.launch(src, "k", 1, 1, (np.zeros(1, np.float32),))
+
+
+@pytest.mark.parametrize("tname", ["__nv_bfloat162", "__half2"])
+def test_cuda_pair_types_are_unsupported_not_compile_errors(tname):
+    """nvcc 接受 __nv_bfloat162 / __half2，模拟器没有实现：报 UnsupportedError（不说 nvcc 会拒绝），指出行号。"""
+    src = f"""
+extern "C" __global__ void k(float *out)
+{{
+    {tname} p;
+    out[0] = 0.0f;
+}}
+"""
+    with pytest.raises(simt.UnsupportedError, match=f"第 4 行.*{tname}.*nvcc 接受") as e:
+        simt.launch(src, "k", 1, 1, (np.zeros(1, np.float32),))
+    assert not isinstance(e.value, simt.CompileError)
+
+
+def test_unknown_user_type_is_still_a_compile_error():
+    src = r"""
+extern "C" __global__ void k(float *out)
+{
+    Vec3 p;
+    out[0] = 0.0f;
+}
+"""
+    with pytest.raises(simt.CompileError, match="第 4 行"):
+        simt.launch(src, "k", 1, 1, (np.zeros(1, np.float32),))

@@ -21,10 +21,10 @@ import re
 
 import torch
 
-from ..checks import check_out
 from . import cases as C
 from .core import cuda_precheck, time_against
 from .grading import Case, Hint, error_line, find_line, rows_text, zh_part
+from . import reduce_sum_cuda
 from .reduce_sum_cuda import SIGNATURE, RowSumCudaLab
 
 FILE = "cluster_reduce.cu"
@@ -129,22 +129,7 @@ def _loop_line(text: str) -> int | None:
 def make_op(path, mode: str, block: int = DEFAULT_BLOCK, cluster: int = DEFAULT_CLUSTER, kernel: str = KERNEL):
     """课程的算子接口：``reduce_sum(x, dim=1, out=None)``，检查输入后启动学习者的内核
     （grid = 行数 x ``cluster``，block = ``block``，以 ``-DBLOCK_SIZE=block -DCLUSTER_SIZE=cluster`` 编译）。"""
-    from ..cuda_kernels import launch
-
-    device = "cuda" if mode == "gpu" else "cpu"
-
-    def reduce_sum(x, dim=1, out=None):
-        C.check_rows_input(x, dim, device)
-        M, N = x.shape
-        if out is None:
-            out = torch.empty(M, dtype=torch.float32, device=x.device)
-        else:
-            check_out(out, (M,), x.dtype, x.device)
-        launch(path, kernel, grid=M * cluster, block=block, args=(out, x, M, N),
-               defines={"BLOCK_SIZE": block, "CLUSTER_SIZE": cluster}, mode=mode)
-        return out
-
-    return reduce_sum
+    return reduce_sum_cuda.make_op(path, mode, block, kernel, cluster=cluster)
 
 
 def gpu_capability() -> tuple[int, int] | None:

@@ -24,12 +24,15 @@ FILE = "reduce_sum.cu"
 SIGNATURE = ["float *", "const float *", "int64_t", "int64_t"]
 
 
-def make_op(path: Path, mode: str, block: int = BLOCK, kernel: str = KERNEL):
+def make_op(path: Path, mode: str, block: int = BLOCK, kernel: str = KERNEL, cluster: int | None = None):
     """课程的算子接口：``reduce_sum(x, dim=1, out=None)``，检查输入后启动学习者的内核
-    （grid = 行数，block = ``block``，并以 ``-DBLOCK_SIZE=block`` 编译）。"""
+    （grid = 行数，block = ``block``，并以 ``-DBLOCK_SIZE=block`` 编译）。``cluster``：一行交给一个线程块簇时
+    每簇的块数（grid = 行数 x ``cluster``，另以 ``-DCLUSTER_SIZE=cluster`` 编译）。"""
     from ..cuda_kernels import launch
 
     device = "cuda" if mode == "gpu" else "cpu"
+    per_row = 1 if cluster is None else cluster
+    defines = {"BLOCK_SIZE": block} if cluster is None else {"BLOCK_SIZE": block, "CLUSTER_SIZE": cluster}
 
     def reduce_sum(x, dim=1, out=None):
         C.check_rows_input(x, dim, device)
@@ -38,7 +41,7 @@ def make_op(path: Path, mode: str, block: int = BLOCK, kernel: str = KERNEL):
             out = torch.empty(M, dtype=torch.float32, device=x.device)
         else:
             check_out(out, (M,), x.dtype, x.device)
-        launch(path, kernel, grid=M, block=block, args=(out, x, M, N), defines={"BLOCK_SIZE": block}, mode=mode)
+        launch(path, kernel, grid=M * per_row, block=block, args=(out, x, M, N), defines=defines, mode=mode)
         return out
 
     return reduce_sum

@@ -2846,7 +2846,7 @@ class Machine:
             raise self.unsupported(f"{name} 的参数不是指针", node)
         return self.load(p, lanes, node)
 
-    def _hint_store(self, name, node, args, lanes, fr):
+    def _hint_store(self, node, args, lanes, fr, name):
         """__stcs(p, v) 等：*p = v（v 先转换成 *p 的类型，向量类型要与 *p 相同）。"""
         p, v = self._args(args, 2, node, lanes, fr, name)
         if not p.t.is_ptr:
@@ -2963,21 +2963,14 @@ class Machine:
         return self._atomic("Xor", node, args, lanes, fr)
 
 
-def _hint_load(name):
-    def load(self, node, args, lanes, fr):
-        return self.b___ldg(node, args, lanes, fr, name)
-    return load
+def _hint_method(name, impl):
+    """带缓存提示的读写（__ldcs、__stcs ……）：按名字交给普通的读（b___ldg）或写（_hint_store）。"""
+    def method(self, node, args, lanes, fr):
+        return impl(self, node, args, lanes, fr, name)
+    return method
 
 
 for _name in _HINT_LOADS:
-    setattr(Machine, "b_" + _name, _hint_load(_name))
-
-
-def _hint_store_method(name):
-    def store(self, node, args, lanes, fr):
-        return self._hint_store(name, node, args, lanes, fr)
-    return store
-
-
+    setattr(Machine, "b_" + _name, _hint_method(_name, Machine.b___ldg))
 for _name in _HINT_STORES:
-    setattr(Machine, "b_" + _name, _hint_store_method(_name))
+    setattr(Machine, "b_" + _name, _hint_method(_name, Machine._hint_store))

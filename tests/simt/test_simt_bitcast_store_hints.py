@@ -113,9 +113,9 @@ extern "C" __global__ void k(float *out)
         simt.launch(src, "k", 1, 1, (np.zeros(1, np.float32),))
 
 
-@pytest.mark.parametrize("tname", ["__nv_bfloat162", "__half2"])
+@pytest.mark.parametrize("tname", ["__nv_fp8_e4m3", "__half2_raw"])
 def test_cuda_pair_types_are_unsupported_not_compile_errors(tname):
-    """nvcc 接受 __nv_bfloat162 / __half2，模拟器没有实现：报 UnsupportedError（不说 nvcc 会拒绝），指出行号。"""
+    """模拟器的序言里没有的 CUDA 类型（__nv_fp8_e4m3 ……）：报 UnsupportedError（不说 nvcc 会拒绝），指出行号。"""
     src = f"""
 extern "C" __global__ void k(float *out)
 {{
@@ -128,13 +128,68 @@ extern "C" __global__ void k(float *out)
     assert not isinstance(e.value, simt.CompileError)
 
 
-def test_unknown_user_type_is_still_a_compile_error():
-    src = r"""
+@pytest.mark.parametrize("tname", ["Vec3", "__half4"])
+def test_unknown_type_that_nvcc_also_rejects_is_a_compile_error(tname):
+    src = f"""
 extern "C" __global__ void k(float *out)
-{
-    Vec3 p;
+{{
+    {tname} p;
     out[0] = 0.0f;
-}
+}}
 """
     with pytest.raises(simt.CompileError, match="第 4 行"):
+        simt.launch(src, "k", 1, 1, (np.zeros(1, np.float32),))
+
+
+PAIRS = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void pairs(const float *x, unsigned int *hw, unsigned int *bw, float *back, int n)
+{
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) {
+        const __half2 h = __floats2half2_rn(x[2 * t], x[2 * t + 1]);
+        const __nv_bfloat162 b = __floats2bfloat162_rn(x[2 * t], x[2 * t + 1]);
+        hw[t] = *reinterpret_cast<const unsigned int *>(&h);          // .x 在低 16 位
+        bw[t] = *reinterpret_cast<const unsigned int *>(&b);
+        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&hw[t]));
+        back[4 * t] = f.x;
+        back[4 * t + 1] = f.y;
+        back[4 * t + 2] = __low2float(b) + __high2float(__float2bfloat162_rn(0.0f));
+        back[4 * t + 3] = __bfloat1622float2(b).y;
+    }
+}
+"""
+
+
+def test_half_and_bfloat16_pairs_round_and_pack_like_cuda():
+    torch = pytest.importorskip("torch")
+    n = 33
+    x = (np.random.default_rng(0).standard_normal(2 * n) * 100).astype(np.float32)
+    hw = np.zeros(n, np.uint32)
+    bw = np.zeros(n, np.uint32)
+    back = np.zeros(4 * n, np.float32)
+    simt.launch(PAIRS, "pairs", 2, 32, (x, hw, bw, back, n))
+    xt = torch.from_numpy(x)
+    want_h = xt.half().view(torch.int16).numpy().astype(np.uint16).view(np.uint16).reshape(n, 2)
+    want_b = xt.bfloat16().view(torch.int16).numpy().astype(np.uint16).view(np.uint16).reshape(n, 2)
+    assert np.array_equal(hw & 0xFFFF, want_h[:, 0]) and np.array_equal(hw >> 16, want_h[:, 1])
+    assert np.array_equal(bw & 0xFFFF, want_b[:, 0]) and np.array_equal(bw >> 16, want_b[:, 1])
+    b = back.reshape(n, 4)
+    assert np.array_equal(b[:, 0], xt.half().float().numpy()[0::2])
+    assert np.array_equal(b[:, 1], xt.half().float().numpy()[1::2])
+    assert np.array_equal(b[:, 2], xt.bfloat16().float().numpy()[0::2])
+    assert np.array_equal(b[:, 3], xt.bfloat16().float().numpy()[1::2])
+
+
+def test_pair_conversion_of_a_wrong_type_is_a_compile_error():
+    src = r"""
+#include <cuda_fp16.h>
+extern "C" __global__ void k(float *out)
+{
+    float2 f = __half22float2(make_float2(1.0f, 2.0f));
+    out[0] = f.x;
+}
+"""
+    with pytest.raises(simt.CompileError):
         simt.launch(src, "k", 1, 1, (np.zeros(1, np.float32),))

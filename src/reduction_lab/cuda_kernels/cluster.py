@@ -14,7 +14,6 @@
 gpu 模式要计算能力 9.0 以上（Hopper 起才有线程块簇）。sim 模式（或 ``mode="sim"``，张量在 CPU 上）
 把同一份 ``softmax_cluster_rows`` 交给 CPU 模拟器（:mod:`reduction_lab.simt`）：它模拟簇屏障与分布式共享内存，
 检查越界与块之间的竞争，``return_report=True`` 时返回计数（全局内存的读写、分布式共享内存的读）。
-模拟器只跑 float32：bfloat16 的变体用到的成对转换（``__nv_bfloat162``）它没有实现，明确报错。
 寄存器版与常驻版（内联 PTX：mbarrier、st.async、cp.async）只能在 GPU 上运行。
 
 另外两个内核把每块那一段放在寄存器里：``softmax_cluster_regs``（一簇一行，``backend="cuda"`` 的长行默认）与
@@ -161,7 +160,7 @@ def cluster_plan(n_cols: int, dtype=torch.float32, cluster_size: int | None = No
 SIM_MESSAGE = (
     "softmax_cluster 只能在 gpu 模式下运行：它用内联 PTX（mbarrier、st.async、cp.async），CPU 模拟器"
     "（reduction_lab.simt）不执行内联汇编；sim 模式下请用第一版 reduction_lab.cuda_kernels.cluster.softmax_cluster"
-    "（float32 在模拟器里运行）或 reduction_lab.softmax(x, backend='triton') "
+    "（在模拟器里运行）或 reduction_lab.softmax(x, backend='triton') "
     "(softmax_cluster needs gpu mode: it uses inline PTX, which the CPU simulator does not execute)")
 
 
@@ -233,21 +232,17 @@ def _grid_and_out(x: torch.Tensor, out, cluster_size: int) -> torch.Tensor:
 
 
 def _softmax_cluster_sim(x: torch.Tensor, cluster_size, block_size, out, return_report):
-    """sim 模式：同一份 softmax_cluster_rows 在 CPU 模拟器里运行（float32，张量在 CPU 上）。"""
+    """sim 模式：同一份 softmax_cluster_rows 在 CPU 模拟器里运行（张量在 CPU 上）。"""
     from .launcher import KERNEL_DIR, launch
 
     check_matrix(x, "x", dtypes=DTYPES, device="cpu")
-    if x.dtype != torch.float32:
-        raise runtime.ModeError(
-            "softmax_cluster 的 bfloat16 变体只能在 gpu 模式下运行：它用 __nv_bfloat162 成对转换，CPU 模拟器没有实现；"
-            "模拟器里请用 float32 (the bfloat16 variant needs gpu mode: the simulator lacks __nv_bfloat162)")
     M, N = x.shape
     plan = cluster_plan(N, x.dtype, cluster_size, block_size)
     out = _grid_and_out(x, out, plan.cluster_size)
     big = plan.shared_bytes > 48 * 1024
     rep = launch(KERNEL_DIR / KERNEL_SOURCE, KERNEL_NAME, M * plan.cluster_size, plan.block_size,
                  (x, out, x.stride(0), out.stride(0), N, plan.vecs_per_cta), shared_bytes=plan.shared_bytes,
-                 defines={"CLUSTER_SIZE": plan.cluster_size, "USE_BF16": 0}, mode="sim",
+                 defines={"CLUSTER_SIZE": plan.cluster_size, "USE_BF16": int(x.dtype == torch.bfloat16)}, mode="sim",
                  max_dynamic_shared_bytes=plan.shared_bytes if big else None)
     return (out, rep) if return_report else out
 
@@ -258,8 +253,8 @@ def softmax_cluster(x: torch.Tensor, *, cluster_size: int | None = None, block_s
 
     ``cluster_size``（1、2、4、8、16）与 ``block_size``（32 的倍数，至多 1024）默认由
     :func:`cluster_plan` 选择；``out``：调用者提供的 (M, N) 连续输出，dtype 与 x 相同、与 x 不重叠。
-    ``mode``：None（当前模式）、"gpu" 或 "sim"；sim 模式在 CPU 模拟器里运行同一个内核（只有 float32，张量在
-    CPU 上），``return_report=True`` 时返回 ``(y, 模拟器的报告)``（gpu 模式下报告为 ``None``）。
+    ``mode``：None（当前模式）、"gpu" 或 "sim"；sim 模式在 CPU 模拟器里运行同一个内核（张量在 CPU 上），
+    ``return_report=True`` 时返回 ``(y, 模拟器的报告)``（gpu 模式下报告为 ``None``）。
     """
     if mode not in (None, "sim", "gpu"):
         raise ValueError(f"mode 只能是 None、'sim' 或 'gpu'，得到 {mode!r} (mode must be None, 'sim' or 'gpu')")

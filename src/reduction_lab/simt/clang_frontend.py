@@ -312,8 +312,8 @@ def translate_diagnostic(d, text_of):
                               f"请改用 {m.group(1)}_sync(mask, ...)",
                 f'identifier "{m.group(1)}" is undefined (nvcc for sm_70+ removed the warp functions without _sync); '
                 f"use {m.group(1)}_sync(mask, ...)")
-    m = re.match(r"unknown type name '(__\w+|half2|nv_bfloat162)'", msg)
-    if m:                # CUDA 头文件里的类型（__half2、__nv_bfloat162 ……）：nvcc 接受，模拟器的序言里没有
+    m = re.match(r"unknown type name '(__nv_\w+|__half2?_raw|nv_bfloat162|half2)'", msg)
+    if m:                # CUDA 头文件里的类型（__nv_fp8_e4m3、__half_raw ……）：nvcc 接受，模拟器的序言里没有
         return (UnsupportedError, f"不支持 类型 {m.group(1)}（模拟器没有实现这个 CUDA 类型，nvcc 接受它）",
                 f"unsupported: type {m.group(1)} (a CUDA type the simulator does not implement; nvcc accepts it)")
     m = re.match(r"use of undeclared identifier '(__\w+)'", msg)

@@ -296,6 +296,10 @@ VECS["dim3"] = Vec("dim3", _SPEC[("int", "unsigned")], 3, wide=False)      # blo
 
 #: 半精度类型名（只认带双下划线的名字：half 这样的短名常被用作变量名）
 HALF_NAMES = {"__half": HALF, **({"__nv_bfloat16": BF16} if BF16 is not None else {})}
+# 成对的半精度（cuda_fp16.h 的 __half2、cuda_bf16.h 的 __nv_bfloat162）：两个分量 .x .y，4 字节对齐，一次宽访问
+VECS["__half2"] = Vec("__half2", HALF, 2)
+if BF16 is not None:
+    VECS["__nv_bfloat162"] = Vec("__nv_bfloat162", BF16, 2)
 
 # 预置的 typedef（LP64，与 nvcc 在 Linux x86-64 上一致）
 TYPEDEFS = {

@@ -162,7 +162,10 @@ BUILTIN_FUNCS.update(
 )
 
 BUILTIN_FUNCS.update({"__float2half", "__float2half_rn", "__half2float",
-                      "__float2bfloat16", "__float2bfloat16_rn", "__bfloat162float"})
+                      "__float2bfloat16", "__float2bfloat16_rn", "__bfloat162float",
+                      "__floats2half2_rn", "__float2half2_rn", "__half22float2",
+                      "__floats2bfloat162_rn", "__float2bfloat162_rn", "__bfloat1622float2",
+                      "__low2float", "__high2float"})
 
 _BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 
@@ -2839,6 +2842,52 @@ class Machine:
         if T.BF16 is None:
             raise self.unsupported(T.BF16_MISSING, node)
         return self._half_conv(node, args, lanes, fr, "__bfloat162float", T.BF16, T.FLOAT)
+
+    # -- 成对的半精度（__half2、__nv_bfloat162）：.x 是低 16 位
+    def _pair_type(self, name, node, bf16):
+        if bf16 and T.BF16 is None:
+            raise self.unsupported(T.BF16_MISSING, node)
+        return T.VECS["__nv_bfloat162" if bf16 else "__half2"]
+
+    def _floats2pair(self, node, args, lanes, fr, name, bf16, n):
+        vt = self._pair_type(name, node, bf16)
+        vals = self._args(args, n, node, lanes, fr, name)
+        xs = [T.cast(self.conv(v, T.FLOAT, node).v, vt.elem) for v in vals]
+        return Val(vt, (xs[0], xs[-1]))           # 一个参数时两个分量相同
+
+    def _pair2floats(self, node, args, lanes, fr, name, want):
+        (v,) = self._args(args, 1, node, lanes, fr, name)
+        if not v.t.is_vec or v.t.name not in ("__half2", "__nv_bfloat162"):
+            raise self.fail(CompileError, f"{name} 的参数应为 __half2 或 __nv_bfloat162，得到 {v.t!r}（nvcc 报错）",
+                            f"{name} expects a __half2 or __nv_bfloat162, got {v.t!r} (nvcc rejects it)", node)
+        fs = [T.cast(np.asarray(x), T.FLOAT) for x in v.v]
+        if want == "pair":
+            return Val(T.VECS["float2"], tuple(fs))
+        return Val(T.FLOAT, fs[0] if want == "low" else fs[1])
+
+    def b___floats2half2_rn(self, node, args, lanes, fr):
+        return self._floats2pair(node, args, lanes, fr, "__floats2half2_rn", False, 2)
+
+    def b___float2half2_rn(self, node, args, lanes, fr):
+        return self._floats2pair(node, args, lanes, fr, "__float2half2_rn", False, 1)
+
+    def b___floats2bfloat162_rn(self, node, args, lanes, fr):
+        return self._floats2pair(node, args, lanes, fr, "__floats2bfloat162_rn", True, 2)
+
+    def b___float2bfloat162_rn(self, node, args, lanes, fr):
+        return self._floats2pair(node, args, lanes, fr, "__float2bfloat162_rn", True, 1)
+
+    def b___half22float2(self, node, args, lanes, fr):
+        return self._pair2floats(node, args, lanes, fr, "__half22float2", "pair")
+
+    def b___bfloat1622float2(self, node, args, lanes, fr):
+        return self._pair2floats(node, args, lanes, fr, "__bfloat1622float2", "pair")
+
+    def b___low2float(self, node, args, lanes, fr):
+        return self._pair2floats(node, args, lanes, fr, "__low2float", "low")
+
+    def b___high2float(self, node, args, lanes, fr):
+        return self._pair2floats(node, args, lanes, fr, "__high2float", "high")
 
     def b___ldg(self, node, args, lanes, fr, name="__ldg"):
         (p,) = self._args(args, 1, node, lanes, fr, name)

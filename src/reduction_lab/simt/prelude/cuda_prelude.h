@@ -188,6 +188,19 @@ __device__ __nv_bfloat16 __float2bfloat16(float);
 __device__ float __bfloat162float(__nv_bfloat16);
 __device__ __half __float2half_rn(float);
 __device__ __nv_bfloat16 __float2bfloat16_rn(float);
+// 成对的半精度：两个分量 .x（低 16 位）与 .y
+struct __align__(4) __half2 { __half x, y; };
+struct __align__(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
+__device__ __half2 __floats2half2_rn(float, float);
+__device__ __half2 __float2half2_rn(float);
+__device__ float2 __half22float2(__half2);
+__device__ float __low2float(__half2);
+__device__ float __high2float(__half2);
+__device__ __nv_bfloat162 __floats2bfloat162_rn(float, float);
+__device__ __nv_bfloat162 __float2bfloat162_rn(float);
+__device__ float2 __bfloat1622float2(__nv_bfloat162);
+__device__ float __low2float(__nv_bfloat162);
+__device__ float __high2float(__nv_bfloat162);
 
 // 模拟器不支持、但要能解析的写法：用到时报告不支持和所在的行
 extern "C" __device__ int printf(const char*, ...);

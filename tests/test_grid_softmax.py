@@ -1,7 +1,7 @@
 """常驻网格的长行 softmax（cuda_kernels/softmax_cluster.cu 的 softmax_grid_pipe 与 cuda_kernels/grid.py）。
 
 * 任何模式：配置（``grid_plan``）与参数检查、nvcc 编译出的寄存器用量与 PTX 里的指令；
-* sim 模式：明确报错（模拟器逐块执行，块之间互相等待会死锁）；
+* sim 模式：明确报错（模拟器不执行内联 PTX）；
 * gpu 模式（计算能力 9.0 以上）：与 float64 的 ``torch.softmax`` 比对——三种 dtype、每一种 (ahead, delay)、
   一块处理很多段（网格远小于总段数）、最后一段不满、网格恰好等于一行的段数、行距大于 N、极端值、调用者给的输出；
   不对齐的行、段数多于网格、网格超过同时驻留的上限都报错；默认 backend 在 16 位 N = 2^20 上走这个内核。

@@ -525,7 +525,7 @@ def softmax_plan(M: int, N: int, dtype=torch.float32, kernel: str = "auto", bloc
 
         if not clusters and not auto:
             raise runtime.ModeError(
-                "kernel='grid' 只在 gpu 模式下、计算能力 9.0 以上的 GPU 上可用：模拟器逐块执行，块之间互相等待会死锁 "
+                "kernel='grid' 只在 gpu 模式下、计算能力 9.0 以上的 GPU 上可用：模拟器不执行它的内联 PTX "
                 "(kernel='grid' needs gpu mode on a GPU of compute capability 9.0+)")
         try:
             if not aligned:

@@ -13,8 +13,8 @@ cp.async 预取进共享内存；每段算出自己的 (m, s) 写进全局内存
 HBM 不闲着。全局内存：每个元素读一次、写一次，另有每段一个 8 字节的 (m, s) 槽位。
 
 P 个块必须同时驻留、一行的段数不超过 P（见 softmax_cluster.cu 里这个内核前的说明），否则互相等待会死锁：
-包装函数按驱动给出的每个 SM 驻留块数定 P，段数超过 P 时报错。只有 gpu 模式：CPU 模拟器逐块执行，
-一块等另一块就会死锁，它也不接受这份源码里的内联 PTX，所以 sim 模式下明确报错。cp.async 要计算能力 8.0 以上。
+包装函数按驱动给出的每个 SM 驻留块数定 P，段数超过 P 时报错。只有 gpu 模式：CPU 模拟器不执行这份源码里的
+内联 PTX（cp.async、ld.relaxed / st.relaxed），所以 sim 模式下明确报错。cp.async 要计算能力 8.0 以上。
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ MAX_THREAD_ELEMS = 64
 #: 静态共享内存：每 warp 的 (m, s)（至多 32 个 warp）与整行的 (M, S)
 STATIC_BYTES = 32 * 8 + 8
 
-SIM_MESSAGE = (f"{GRID_KERNEL} 只能在 gpu 模式下运行：CPU 模拟器逐块执行，块之间互相等待会死锁，"
-               f"它也不接受内联 PTX（cp.async、ld.acquire）。请在有 NVIDIA GPU 的机器上设 REDUCTION_LAB_MODE=gpu "
-               f"({GRID_KERNEL} runs in gpu mode only: the simulator runs blocks one at a time)")
+SIM_MESSAGE = (f"{GRID_KERNEL} 只能在 gpu 模式下运行：它用内联 PTX（cp.async、ld.relaxed / st.relaxed），"
+               f"CPU 模拟器不执行内联汇编。请在有 NVIDIA GPU 的机器上设 REDUCTION_LAB_MODE=gpu "
+               f"({GRID_KERNEL} runs in gpu mode only: it uses inline PTX, which the simulator does not execute)")
 
 
 def _cdiv(a: int, b: int) -> int:

@@ -277,7 +277,8 @@ class Machine:
         self.dx_lane = np.zeros(self.nblocks, np.int64)
         self.dx_node = np.zeros(self.nblocks, np.int32)
         self.dx_store = np.zeros(self.nblocks, bool)
-        self.dx_nodes = []                                 # (语法树节点, 数组名)
+        self.dx_nodes = []                                 # (语法树节点, 数组名)：每处访问一项
+        self.dx_index = {}                                 # (id(节点), 数组名) -> dx_nodes 里的下标
         self.depth = 0
         self.consts = prog.consts
         self.handles = []       # 存进内存的指针指向的数组（句柄 = 编号 + 1）
@@ -1512,10 +1513,14 @@ class Machine:
         if rem.any():
             ids = self.ids(lanes)[rem]
             t = tgt[rem]
-            self.dx_nodes.append((node, (buf.local or buf).name if not buf.scalar else buf.name))
+            name = (buf.local or buf).name if not buf.scalar else buf.name
+            k = self.dx_index.get((id(node), name))
+            if k is None:
+                k = self.dx_index[(id(node), name)] = len(self.dx_nodes)
+                self.dx_nodes.append((node, name))
             self.dx_a[t] = self.carr[own[rem]]
             self.dx_lane[t] = ids
-            self.dx_node[t] = len(self.dx_nodes) - 1
+            self.dx_node[t] = k
             self.dx_store[t] = store
         return local
 
@@ -2130,6 +2135,12 @@ class Machine:
 
     # -- 同步
     # --8<-- [start:syncthreads]
+    def _arrivals(self, lanes):
+        """到达一个屏障的线程（lanes.idx 按线程编号有序）：每个线程的块号、到达的块（有序）与每块到达的线程数。"""
+        b = self.blk[lanes.idx]
+        starts = np.concatenate(([True], b[1:] != b[:-1]))
+        return b, b[starts], np.diff(np.concatenate((np.flatnonzero(starts), [b.size])))
+
     def b___syncthreads(self, node, args, lanes, fr):
         if args:
             raise self.unsupported("__syncthreads 带参数", node)
@@ -2138,10 +2149,7 @@ class Machine:
             blocks = None
             nb = self.nblocks
         else:
-            b = self.blk[lanes.idx]
-            starts = np.concatenate(([True], b[1:] != b[:-1]))
-            blocks = b[starts]
-            cnt = np.diff(np.concatenate((np.flatnonzero(starts), [b.size])))
+            b, blocks, cnt = self._arrivals(lanes)
             badb = np.flatnonzero(cnt != tpb)
             if badb.size:
                 k = int(badb[0])
@@ -2181,10 +2189,7 @@ class Machine:
         tpb, cs = self.tpb, self.csize
         if lanes.idx is None:
             return np.arange(self.nblocks)
-        b = self.blk[lanes.idx]
-        starts = np.concatenate(([True], b[1:] != b[:-1]))
-        blocks = b[starts]
-        cnt = np.diff(np.concatenate((np.flatnonzero(starts), [b.size])))
+        b, blocks, cnt = self._arrivals(lanes)
         cl = self.cid[blocks]
         tot = np.zeros(self.members.shape[0], np.int64)
         np.add.at(tot, cl, cnt)

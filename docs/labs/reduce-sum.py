@@ -106,6 +106,10 @@ except simt.BarrierDivergenceError as e:
 
 # %% [markdown]
 # 你的内核里犯了同样的错误，评分程序会给出同样的诊断，并指向你的文件里的那一行。
+#
+# 在GPU上评分时，评分程序先用模拟器跑一个小用例（2行 x 300列），因为GPU不报告屏障发散、竞争和越界。
+# 发现屏障发散、死循环或越界访问时，用例不在GPU上运行：挂起的内核要重启才能结束；越界的读写可能变成一次非法访存，
+# 之后这个Python进程（notebook的内核）里的每个CUDA调用都会报同一个错，直到重启。
 
 # %% [markdown]
 # ## 验证：CUDA C（`--backend cuda`）

@@ -339,21 +339,30 @@ def test_cluster_lab_on_a_gpu_without_clusters_runs_the_cases_in_the_simulator(t
     assert "计算能力是 8.0" in result.report() and "模拟器里运行" in result.report()
 
 
-def test_cluster_lab_does_not_run_on_the_gpu_what_can_break_the_context(tmp_path):
-    """gpu 模式的模拟器检查发现读已退出的块：用例不在 GPU 上运行（GPU 上这可能让内核出错、CUDA 上下文失效）。"""
+#: gpu 模式下模拟器检查先发现、GPU 上可能非法访存的错误（越界、读已退出的块、越界的簇内编号）
+GPU_UNSAFE_MISTAKES = [("reduce-sum-cuda", "off-by-one"), ("warp-reduce-cuda", "lanes-beyond-row-end"),
+                       ("cluster-reduce-cuda", "row-is-block-index"), ("cluster-reduce-cuda", "no-final-cluster-sync"),
+                       ("cluster-reduce-cuda", "rank-past-the-cluster")]
+
+
+@pytest.mark.parametrize("name,mistake", GPU_UNSAFE_MISTAKES, ids=[f"{n}-{m}" for n, m in GPU_UNSAFE_MISTAKES])
+def test_gpu_mode_does_not_launch_what_can_break_the_context(name, mistake, tmp_path, monkeypatch):
+    """gpu 模式（这里在 CPU 上把 MODE 设成 gpu）：模拟器检查发现的越界之类的错误让评分不在 GPU 上运行用例。
+    一次非法访存之后，同一进程里之后的 CUDA 调用都会失败（notebook 里直到重启内核）。这台机器没有 GPU：
+    哪个用例真的启动了，就会以别的错误失败，而不是「未运行」。"""
+    from reduction_lab import runtime
     from reduction_lab.labs import core
 
-    m = next(m for m in MISTAKES if m[:2] == ("cluster-reduce-cuda", "no-final-cluster-sync"))
-    dest = _copy_solution("cluster-reduce-cuda", tmp_path)
-    lab = labs.get("cluster-reduce-cuda")
-    f = dest / lab.files[0]
+    m = next(m for m in MISTAKES if m[:2] == (name, mistake))
+    dest = _copy_solution(name, tmp_path)
+    f = dest / labs.get(name).files[0]
     f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
-    paths = core._learner_paths(lab, dest)
-    impl = lab.load(paths, "gpu")
-    _, hints = lab.extra_checks(impl, "gpu", paths)
-    assert [h.key for h in hints] == ["dsmem-exited"]
-    ok, _, note, _ = lab.run_case(impl, lab.cases("gpu")[0], "gpu")
-    assert not ok and note.startswith("未运行")
+    monkeypatch.setattr(runtime, "MODE", "gpu")
+    result = labs.check(name, dest, bench=False)
+    assert not result.passed
+    assert result.hint_keys()[0] == m[4] and m[4] in core.GPU_UNSAFE, result.report()
+    assert all(r.note.startswith("未运行：模拟器检查") for r in result.results), result.report()
+    assert "用例没有在 GPU 上运行" in result.report()
 
 
 def test_cluster_lab_model_matches_the_kernel():

@@ -33,10 +33,6 @@ DEFAULT_BLOCK = 256
 DEFAULT_CLUSTER = 4
 #: 可移植的簇大小上限（16 要打开非可移植的簇大小，评分程序不这样启动）
 MAX_CLUSTER = 8
-#: 模拟器在 gpu 模式的检查里发现这些错误时不在 GPU 上运行用例：读已退出的块、越界的簇内编号在 GPU 上
-#: 可能让内核出错，CUDA 上下文随之失效，同一进程里之后的内核都不能再启动
-GPU_UNSAFE = {"dsmem-exited", "dsmem-rank"}
-
 FIXES = {
     "cluster-race": "0 号块经 cluster.map_shared_rank 读别的块的 partial 之前，整个簇要 cluster.sync() 一次：\n"
                     "__syncthreads() 只排定同一线程块的线程，簇里不同的块之间只有簇屏障能保证「先写完、再读」。",
@@ -218,14 +214,12 @@ class ClusterReduceCuda(RowSumCudaLab):
                             f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
         return {"op": make_op(path, run, block, cluster, self.kernel), "path": path, "mode": run, "block": block,
                 "cluster": cluster, "text": text, "static": self.check_source(path, text),
-                "fallback": self._fallback_note(mode), "unsafe": None}
+                "fallback": self._fallback_note(mode)}
 
     def run_case(self, impl, case: Case, mode):
         mode = impl["mode"]
         if impl["static"] is not None:          # 簇大小不合法：用例按别的簇大小运行没有意义
             return False, None, "未运行：" + impl["static"].cause, None
-        if impl["unsafe"] is not None and mode == "gpu":
-            return False, None, "未运行：" + impl["unsafe"].cause, None
         block = case.block or impl["block"]
         cluster = case.cluster or impl["cluster"]
         op = impl["op"] if (block, cluster) == (impl["block"], impl["cluster"]) else \
@@ -239,7 +233,8 @@ class ClusterReduceCuda(RowSumCudaLab):
 
     def extra_checks(self, impl, mode, paths):
         """模拟器检查：学习者的 BLOCK_SIZE 与 CLUSTER_SIZE，另用 96 个线程、2 块的簇。gpu 模式下 GPU 不报告簇内的
-        竞争，读已退出的块、越界的簇内编号可能让内核出错：模拟器先指出是哪一行。"""
+        竞争，读已退出的块、越界的簇内编号可能让内核非法访存：模拟器先指出是哪一行（core.GPU_UNSAFE：这时用例
+        不在 GPU 上运行）。"""
         note = [impl["fallback"], ""] if impl["fallback"] else []
         if impl["static"] is not None:
             return note, [impl["static"]]
@@ -257,10 +252,6 @@ class ClusterReduceCuda(RowSumCudaLab):
 
         label = f"{M}x{N}，" + "、".join(f"block = {b} 簇 = {c}" for b, c in configs)
         lines, hints = cuda_precheck(self, impl["mode"], paths, run, label)
-        for h in hints:
-            if h.key in GPU_UNSAFE:
-                impl["unsafe"] = h
-                h.detail = (h.detail + "\n" if h.detail else "") + "（这个错误可能让 GPU 上的内核出错：用例没有在 GPU 上运行。）"
         return note + lines, hints
 
     def bench(self, impl):

@@ -8,6 +8,8 @@ runner 只在 gpu 模式下建立；sim 模式下检查它不会被建立（CI �
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -15,6 +17,10 @@ import reduction_lab as rl
 from reduction_lab import fastcall
 
 GPU = rl.MODE == "gpu"
+#: 快速路径测的实现；tilelang 没有安装时跳过它并说明原因
+IMPLS = ["auto", "triton", "cuda",
+         pytest.param("tilelang", id="tilelang", marks=pytest.mark.skipif(
+             importlib.util.find_spec("tilelang") is None, reason="tilelang backend 需要 tilelang，当前环境没有安装"))]
 gpu_only = pytest.mark.skipif(not GPU, reason="快速路径只在 gpu 模式下存在（sim 模式下见 test_sim_mode_builds_no_runner）")
 
 OPS = {"softmax": (rl.softmax, lambda x: torch.softmax(x.double(), -1)),
@@ -38,7 +44,7 @@ def test_sim_mode_builds_no_runner():
 
 @gpu_only
 @pytest.mark.parametrize("op", sorted(OPS))
-@pytest.mark.parametrize("impl", ["auto", "triton", "cuda", "tilelang"])
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_runner_matches_the_full_path(op, impl, dtype):
     """第一次走完整的路径并建 runner；之后每次走 runner，结果与第一次逐位相同、与 float64 参考一致。"""
@@ -72,7 +78,7 @@ def test_short_rows_use_a_bound_launch(op, impl):
 
 
 @gpu_only
-@pytest.mark.parametrize("impl", ["auto", "triton", "cuda", "tilelang"])
+@pytest.mark.parametrize("impl", IMPLS)
 def test_inputs_the_runner_refuses_take_the_full_path(impl):
     """runner 建好之后，同一形状但不连续、首地址不对齐、需要求导、给了 out= 的输入都走完整的路径，结果仍然正确；
     带取负标记的输入得到与完整路径相同的错误。"""

@@ -88,6 +88,7 @@ def main() -> int:
     patch_source(cl)
     index = torch.cuda.current_device()
     out = {"meta": {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                    "sm_count": torch.cuda.get_device_properties(index).multi_processor_count,
                     "date": time.strftime("%Y-%m-%d"), "total_elems": TOTAL,
                     "command": "REDUCTION_LAB_MODE=gpu python scripts/tune_cluster_stagger.py "
                                + " ".join(sys.argv[1:]),

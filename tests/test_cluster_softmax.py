@@ -736,3 +736,39 @@ def test_pipe_bad_input_on_gpu():
         softmax_cluster_pipe(x[:, :4096], n_clusters=0)
     with pytest.raises(ValueError, match="16 字节"):
         cuda_softmax(x[:, 1:4097], kernel="pipe")
+
+
+@needs_nvcc
+def test_stagger_script_patches_the_regs_kernel(tmp_path):
+    """scripts/tune_cluster_stagger.py 在 softmax_cluster_regs 里插入等待（只插一处、在读之前），插入后的源码能编译，
+    PTX 里读了 %globaltimer；不定义 STAGGER_NS 时与课程的内核相同（页面上的错开实验由它量出）。"""
+    import importlib.util
+    from pathlib import Path
+
+    from reduction_lab.cuda_kernels import cluster as cl
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "tune_cluster_stagger.py"
+    spec = importlib.util.spec_from_file_location("tune_cluster_stagger", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    class Fake:
+        KERNEL_SOURCE = cl.KERNEL_SOURCE
+        read_source = staticmethod(read_source)
+
+    script.patch_source(Fake)
+    text = Fake.read_source(cl.KERNEL_SOURCE)
+    assert text.count("%%globaltimer") == 2 and text.count("#ifdef STAGGER_NS") == 1
+    regs = text[text.index("// --8<-- [start:regs]"):text.index("// --8<-- [end:regs]")]
+    assert "#ifdef STAGGER_NS" in regs and regs.index("#ifdef STAGGER_NS") < regs.index("copy_async16")
+    src = tmp_path / "softmax_cluster_stagger.cu"
+    src.write_text(text, encoding="utf-8")
+    defines = {"CLUSTER_SIZE": 16, "BLOCK_SIZE": 512, "PACKS": 8, "SMEM_PACKS": 8, "USE_BF16": 1, "MIN_BLOCKS": 2,
+               "STAGGER_NS": 4000, "STAGGER_WAYS": 2, "FIRST_WAVE": 14}
+    out = tmp_path / "k.ptx"
+    r = subprocess.run([NVCC, "-ptx", "-arch=sm_90", *[f"-D{k}={v}" for k, v in defines.items()], str(src),
+                        "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ptx = out.read_text()
+    assert "globaltimer" in ptx and "nanosleep" in ptx
+    assert Fake.read_source("softmax.cu") == read_source("softmax.cu")

@@ -378,3 +378,66 @@ __global__ void __cluster_dims__(2) k(unsigned* out) {
 }"""
     with pytest.raises(simt.UnsupportedError, match="第 6 行.*query_shared_rank"):
         simt.launch(src, "k", 2, 32, (np.zeros(1, np.uint32),))
+
+
+# ---------------------------------------------------------------- 簇屏障与全局内存
+GLOBAL_SRC = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// 簇里 0 号块写 buf，1 号块读（mode 2：1 号块先读、簇屏障之后 0 号块再写）；peer = 1 时 1 号块读另一个簇写的那一段
+__global__ void __cluster_dims__(2, 1, 1) k(float* buf, float* out, int mode, int peer) {
+    cg::cluster_group cluster = cg::this_cluster();
+    unsigned int r = cluster.block_rank();
+    unsigned int base = (blockIdx.x / 2) * 32;                          // 本簇写的那一段
+    unsigned int from = ((blockIdx.x / 2 + peer) % (gridDim.x / 2)) * 32; // 1 号块读的那一段
+    if (mode == 4) {                                    // 拆开的屏障：写在到达之前
+        if (r == 0) buf[base + threadIdx.x] = threadIdx.x + 1.0f;
+        cluster.barrier_arrive();
+        cluster.barrier_wait();
+    } else if (mode == 5) {                             // 写在到达与等待之间：不排在对方的读之前
+        cluster.barrier_arrive();
+        if (r == 0) buf[base + threadIdx.x] = threadIdx.x + 1.0f;
+        cluster.barrier_wait();
+    } else if (mode == 2) {                             // 先读（1 号块）后写（0 号块）
+        if (r == 1) out[base + threadIdx.x] = buf[from + 31 - threadIdx.x];
+        cluster.sync();
+        if (r == 0) buf[base + threadIdx.x] = -1.0f;
+        return;
+    } else {
+        if (r == 0) buf[base + threadIdx.x] = threadIdx.x + 1.0f;
+        if (mode == 0) cluster.sync();
+        else __syncthreads();
+    }
+    if (r == 1) out[base + threadIdx.x] = buf[from + 31 - threadIdx.x];
+}"""
+
+
+@pytest.mark.parametrize("mode", [0, 4])
+def test_cluster_barrier_orders_global_memory_across_blocks_of_one_cluster(mode):
+    """簇屏障（arrive 释放、wait 获取）也排定同一个簇里各块对全局内存的访问：0 号块写、簇屏障、1 号块读不是竞争。"""
+    buf, out = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    simt.launch(GLOBAL_SRC, "k", 4, 32, (buf, out, mode, 0))
+    assert out.tolist() == [32.0 - i for i in range(32)] * 2
+
+
+def test_cluster_barrier_orders_a_read_before_a_later_write():
+    buf, out = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    simt.launch(GLOBAL_SRC, "k", 4, 32, (buf, out, 2, 0))
+    assert out[:32].tolist() == [31.0 - i for i in range(32)] and (buf == -1).all()
+
+
+@pytest.mark.parametrize("mode,what", [(1, "写后读"), (5, "写后读")])
+def test_global_race_across_blocks_of_one_cluster_names_the_cluster_barrier(mode, what):
+    """__syncthreads() 不排定簇里的两块；拆开的屏障里，到达之后才写的不排在对方等待之后的读前面。"""
+    buf, out = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    with pytest.raises(simt.GlobalMemoryRaceError, match=what) as e:
+        simt.launch(GLOBAL_SRC, "k", 4, 32, (buf, out, mode, 0))
+    assert "同一个线程块簇的不同线程块" in str(e.value) and e.value.line is not None
+
+
+def test_cluster_barrier_does_not_order_blocks_of_different_clusters():
+    """peer = 1：1 号块读的是另一个簇的 0 号块写的那一段，簇屏障管不到。"""
+    buf, out = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    with pytest.raises(simt.GlobalMemoryRaceError, match="不同的线程块") as e:
+        simt.launch(GLOBAL_SRC, "k", 4, 32, (buf, out, 0, 1))
+    assert "线程块簇" not in str(e.value).split(" / ")[0]

@@ -136,7 +136,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
     最多 3 维的元组；args：与内核参数一一对应；shared_bytes：动态共享内存字节数；
     defines：{宏名: 值}，相当于 ``#define 宏名 值``。racecheck=False 关闭共享内存竞争检查，
     initcheck=False 关闭未初始化读取的检查（:class:`UninitializedReadError`），global_racecheck=False
-    关闭全局内存竞争检查（:class:`GlobalMemoryRaceError`，省下每个可写全局数组每个元素 52 字节的记录与相应的时间）。
+    关闭全局内存竞争检查（:class:`GlobalMemoryRaceError`，省下每个可写全局数组每个元素 68 字节的记录与相应的时间）。
     symbols：{变量名: 数值或数组}，在启动前写入文件作用域的 ``__constant__`` 与 ``__device__`` 变量
     （相当于 cudaMemcpyToSymbol）；``__device__`` 变量对应的数组在启动后写回（cudaMemcpyFromSymbol）。
     benign_same_value=True 时，几个线程把同一个值写进同一个字不算竞争（共享与全局内存；默认报告，

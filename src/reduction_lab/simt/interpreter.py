@@ -55,8 +55,8 @@ from .errors import (
 from .frontend import BUILTIN_FUNCS, parse_constant
 from .memory import Buffer, rank_span, remote_view
 from .sanitizers import (
-    ATOMIC_BASE, GLOBAL_BLOCK_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, ClusterTracker, GlobalTracker, SharedTracker,
-    cluster_race_message, global_race_message, race_message,
+    ATOMIC_BASE, GLOBAL_BLOCK_NOTE, GLOBAL_CLUSTER_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, ClusterTracker,
+    GlobalTracker, SharedTracker, cluster_race_message, global_race_message, race_message,
 )
 
 
@@ -1952,7 +1952,8 @@ class Machine:
             vals = np.broadcast_to(val, (n,))
             same = buf.data[flat] == vals
         hit = buf.gtracker.access(flat, ids.astype(np.int32), blk, ep, wep, gw, self.gw.__getitem__, self.fence,
-                                  self.clock, line, kind, same, vals)
+                                  self.clock, line, kind, same, vals, self.cid[blk].astype(np.int32), self.carr[blk],
+                                  self.cwait[blk])
         if hit is None:
             return
         i, hz, other, other_line, other_atomic = hit
@@ -1960,7 +1961,10 @@ class Machine:
         b, t = self.where(lane)
         if other >= 0:
             ob, ot = self.where(other)
-            if self.blk[other] != self.blk[lane]:
+            if self.blk[other] != self.blk[lane] and self.csize > 1 and \
+                    self.cid[self.blk[other]] == self.cid[self.blk[lane]]:
+                note = GLOBAL_CLUSTER_NOTE
+            elif self.blk[other] != self.blk[lane]:
                 note = GLOBAL_BLOCK_NOTE
             elif self.gw[other] == self.gw[lane]:
                 note = VOLTA_NOTE

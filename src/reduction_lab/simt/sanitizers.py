@@ -259,8 +259,10 @@ def race_message(kind, kernel, line, bufname, word, block, thread, other, other_
 
 # ---------------------------------------------------------------- 全局内存
 # 全局内存的竞争记录：每个字一行，列如下（-1：没有；-2：多个）
-_WL, _WB, _WE, _WW, _WC, _WA, _WLN, _R1, _R2, _RB, _RE, _RW, _RLN = range(13)
-_NCOL = 13
+# 写者一组、读者一组；读者的列排在最后（写入时 _R1: 一并清掉）。_WQ/_RQ：访问者的簇编号（多个簇为 SEVERAL），
+# _WK/_RK：访问时访问者所在块完成的簇屏障到达数（多个访问取最大）
+_WL, _WB, _WE, _WW, _WC, _WA, _WLN, _WQ, _WK, _R1, _R2, _RB, _RE, _RW, _RLN, _RQ, _RK = range(17)
+_NCOL = 17
 NONE, SEVERAL = -1, -2
 
 
@@ -272,35 +274,44 @@ class GlobalTracker:
     line, whether it was an atomic) and up to two readers since that write. Two
     accesses by different threads are ordered only when both are in one block and a
     ``__syncthreads()`` of that block lies between them, or both are in one warp and
-    a ``__syncwarp()`` lies between them, or the earlier one is a write that its
-    thread followed with ``__threadfence()`` (the publish-then-flag pattern).
-    Nothing orders two blocks of one launch. Atomics on both sides never race.
+    a ``__syncwarp()`` lies between them, or both are in one thread block cluster and
+    a cluster barrier lies between them (the earlier access before its block's k-th
+    arrival, the later one after its block's k-th wait: arrive releases, wait
+    acquires), or the earlier one is a write that its thread followed with
+    ``__threadfence()`` (the publish-then-flag pattern). Nothing else orders two blocks
+    of one launch. Atomics on both sides never race.
     """
 
     def __init__(self, nelem):
         self.s = np.full((nelem, _NCOL), NONE, np.int32)
 
     @staticmethod
-    def _unordered(lane, blk, ep, wep, olane, oblk, oep, owep, ogw, gw):
-        """另一个访问（o*）与本次访问之间没有顺序。olane=-2 表示多个线程（只看线程块）。"""
+    def _unordered(lane, blk, ep, wep, olane, oblk, oep, owep, ogw, gw, ocl, oca, cl, cw):
+        """另一个访问（o*）与本次访问之间没有顺序。olane=-2 表示多个线程（只看线程块）。
+        簇：另一个访问在它所在块的第 oca + 1 次簇屏障到达之前，本块已经等完 cw 次簇屏障，oca < cw 时有顺序。"""
         same_block_later = (oblk == blk) & (oep < ep)
         same_warp_synced = (olane >= 0) & (ogw == gw) & (owep != wep)
-        return (olane != NONE) & (olane != lane) & ~same_block_later & ~same_warp_synced
+        same_cluster_synced = (ocl == cl) & (oca < cw)
+        return (olane != NONE) & (olane != lane) & ~same_block_later & ~same_warp_synced & ~same_cluster_synced
 
-    def access(self, flat, lane, blk, ep, wep, gw, gw_of, fence, clock, line, kind, same_value=None, vals=None):
-        """记录一次访问（kind：'read'、'write'、'atomic'），所有参数都是每个活跃线程一项的数组。返回 None，或
+    def access(self, flat, lane, blk, ep, wep, gw, gw_of, fence, clock, line, kind, same_value=None, vals=None,
+               cl=None, ca=None, cw=None):
+        """记录一次访问（kind：'read'、'write'、'atomic'），所有参数都是每个活跃线程一项的数组。``cl``、``ca``、``cw``：
+        访问者所在块的簇编号、完成的簇屏障到达数与等待数（缺省：每块自成一簇、没有簇屏障）。返回 None，或
         (i, hazard, other_lane, other_line, other_atomic)：第 i 个活跃线程与另一个线程冲突。gw_of(lanes) 给出
         线程所在的全局线程束编号，fence 是每个线程最近一次 __threadfence() 的时钟。把同值写入当作良性时，
         same_value 标出与这个字现有的值相同的写，vals 是写入的值（同一条语句里几个线程写同一个字且值相同不报）。"""
         s = self.s[flat]
         n = flat.shape[0]
+        if cl is None:
+            cl, ca, cw = blk, np.zeros_like(blk), np.zeros_like(blk)
         wl = s[:, _WL]
         # -- 与上一个写者
         if (wl != NONE).any():
             wa = s[:, _WA]
             wgw = gw_of(np.maximum(wl, 0))
             haz = self._unordered(lane, blk, ep, wep, np.where(wa == 2, SEVERAL, wl), s[:, _WB], s[:, _WE],
-                                  s[:, _WW], wgw, gw)
+                                  s[:, _WW], wgw, gw, s[:, _WQ], s[:, _WK], cl, cw)
             plain = wa < 1
             if kind == "atomic":
                 haz &= plain
@@ -322,7 +333,8 @@ class GlobalTracker:
                 several = r2 != NONE
                 olane = np.where(several, SEVERAL, r1)
                 rgw = gw_of(np.maximum(r1, 0))
-                haz = self._unordered(lane, blk, ep, wep, olane, rb, s[:, _RE], s[:, _RW], rgw, gw)
+                haz = self._unordered(lane, blk, ep, wep, olane, rb, s[:, _RE], s[:, _RW], rgw, gw, s[:, _RQ],
+                                      s[:, _RK], cl, cw)
                 if haz.any():
                     i = int(np.flatnonzero(haz)[0])
                     other = int(r1[i]) if int(r1[i]) != int(lane[i]) else int(r2[i])
@@ -351,16 +363,18 @@ class GlobalTracker:
             new[:, _WC] = clock
             new[:, _WA] = 0
             new[:, _WLN] = line
+            new[:, _WQ] = cl
+            new[:, _WK] = ca
             new[:, _R1:] = NONE
         else:
             if kind == "atomic":
-                cols = (_WL, None, _WB, _WE, _WW, _WLN)
+                cols = (_WL, None, _WB, _WE, _WW, _WLN, _WQ, _WK)
                 prev_kept = (wl != NONE) & (s[:, _WA] >= 1)
             else:
-                cols = (_R1, _R2, _RB, _RE, _RW, _RLN)
+                cols = (_R1, _R2, _RB, _RE, _RW, _RLN, _RQ, _RK)
                 prev_kept = s[:, _R1] != NONE
-            c1, c2, cb, ce, cw, cln = cols
-            ob, oe, o1 = s[:, cb], s[:, ce], s[:, c1]
+            c1, c2, cb, ce, cwc, cln, cq, ck = cols
+            ob, oe, o1, oq, ok = s[:, cb], s[:, ce], s[:, c1], s[:, cq], s[:, ck]
             # 同一线程块、隔着 __syncthreads() 的旧记录已经排在本线程块以后的一切访问之前：换掉
             keep = prev_kept & ~((ob == blkv) & (oe < ep))
             nb = np.where(keep & (ob != blkv), SEVERAL, blkv)
@@ -375,8 +389,10 @@ class GlobalTracker:
                 new[:, c1] = lanev
             new[:, cb] = nb
             new[:, ce] = np.where(keep, np.maximum(oe, ep), ep)
-            new[:, cw] = wep
+            new[:, cwc] = wep
             new[:, cln] = line
+            new[:, cq] = np.where(keep & (oq != cl), SEVERAL, cl)
+            new[:, ck] = np.where(keep, np.maximum(ok, ca), ca)
             if kind == "atomic":
                 new[:, _R1:] = NONE
             if order is not None:
@@ -397,6 +413,10 @@ class GlobalTracker:
                     new[hi, _WC] = np.where(multi, alt, new[hi, _WC])
                     new[hi, _WA] = np.where(multi, 2, new[hi, _WA])
                 new[hi, cb] = np.where(bmin != bmax, SEVERAL, new[hi, cb])
+                qmin = np.minimum.reduceat(cl[order], starts)
+                qmax = np.maximum.reduceat(cl[order], starts)
+                new[hi, cq] = np.where(qmin != qmax, SEVERAL, new[hi, cq])
+                new[hi, ck] = np.maximum(new[hi, ck], np.maximum.reduceat(ca[order], starts))
         self.s[flat] = new
         return None
 
@@ -406,6 +426,13 @@ GLOBAL_BLOCK_NOTE = (
     "请改用原子操作（两边都是），或把依赖别的线程块结果的部分放到下一次启动。",
     "The two threads are in different blocks: nothing orders two blocks within one launch (__syncthreads() "
     "synchronises one block only): use atomics on both sides, or move the dependent part to a second launch.",
+)
+GLOBAL_CLUSTER_NOTE = (
+    "两个线程属于同一个线程块簇的不同线程块，两次访问之间没有簇屏障：__syncthreads() 只同步同一线程块；"
+    "先访问的一方之后要 cluster.sync()（或 barrier_arrive()），后访问的一方在 cluster.sync()（或 barrier_wait()）之后再访问。",
+    "The two threads are in different blocks of one thread block cluster and no cluster barrier lies between the "
+    "accesses (__syncthreads() synchronises one block only): the first side must reach cluster.sync() (or "
+    "barrier_arrive()) after its access, and the second side access only after cluster.sync() (or barrier_wait()).",
 )
 GLOBAL_SAME_BLOCK_NOTE = (
     "两个线程属于同一线程块的不同线程束，两次访问之间没有 __syncthreads()。",

@@ -329,7 +329,7 @@ __global__ void __cluster_dims__(4) k(float* out, int r) {
         simt.launch(src, "k", 4, 32, (out, 1), defines={"GLOBAL": 1})
 
 
-def test_forward_declared_cluster_dims_and_unsupported_remote_atomics():
+def test_forward_declared_cluster_dims_and_remote_atomics():
     src = r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
@@ -346,8 +346,9 @@ extern "C" __global__ void k(int* out) {
     out = np.zeros(4, np.int32)
     rep = simt.launch(src, "k", 4, 32, (out,), defines={"ATOMIC": 0})
     assert out.tolist() == [20, 20, 20, 20] and rep.cluster == (2, 1, 1)
-    with pytest.raises(simt.UnsupportedError, match="第 10 行"):
-        simt.launch(src, "k", 4, 32, (out,), defines={"ATOMIC": 1})
+    # 两块的每个线程都给 0 号块的 c 加 1：0 号块 64，1 号块的 32 个线程经分布式共享内存（每个簇 32 次）
+    rep = simt.launch(src, "k", 4, 32, (out,), defines={"ATOMIC": 1})
+    assert out.tolist() == [84, 20, 84, 20] and rep.dsmem_atomic_ops == 2 * 32 and rep.atomic_ops == 4 * 32
 
 
 def test_spinning_on_a_remote_flag_hits_the_work_budget():
@@ -441,3 +442,80 @@ def test_cluster_barrier_does_not_order_blocks_of_different_clusters():
     with pytest.raises(simt.GlobalMemoryRaceError, match="不同的线程块") as e:
         simt.launch(GLOBAL_SRC, "k", 4, 32, (buf, out, 0, 1))
     assert "线程块簇" not in str(e.value).split(" / ")[0]
+
+
+# ---------------------------------------------------------------- 分布式共享内存上的原子操作
+HIST_SRC = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// 簇里每块管 nbins / 簇大小 个桶：元素按桶号 atomicAdd 到那一块的共享内存里，最后各块把自己的桶加进 bins
+__global__ void __cluster_dims__(2, 1, 1) hist(int* bins, const int* in, int n, int nbins, int final_sync) {
+    extern __shared__ int smem[];
+    cg::cluster_group cluster = cg::this_cluster();
+    int per = nbins / cluster.num_blocks();
+    for (int i = threadIdx.x; i < per; i += blockDim.x) smem[i] = 0;
+    cluster.sync();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        int b = in[i];
+        int* dst = cluster.map_shared_rank(smem, b / per);
+        atomicAdd(dst + b % per, 1);
+    }
+    if (final_sync) cluster.sync();
+    int* mine = bins + cluster.block_rank() * per;
+    for (int i = threadIdx.x; i < per; i += blockDim.x) atomicAdd(&mine[i], smem[i]);
+}"""
+
+
+def test_histogram_with_atomics_in_distributed_shared_memory():
+    """CUDA 编程指南里分布式共享内存的直方图写法：原子操作之间不算竞争，结果与 bincount 相同；对别的块的原子操作
+    计入 dsmem_atomic_ops（处理第 i 个元素的块的簇内编号与桶所在的块不同的那些）。"""
+    x = np.random.default_rng(0).integers(0, 16, 1000).astype(np.int32)
+    bins = np.zeros(16, np.int32)
+    rep = simt.launch(HIST_SRC, "hist", 4, 64, (bins, x, 1000, 16, 1), shared_bytes=8 * 4)
+    assert bins.tolist() == np.bincount(x, minlength=16).tolist()
+    rank = (np.arange(1000) // 64) % 4 % 2                 # 网格步长循环里处理第 i 个元素的块的簇内编号
+    assert rep.dsmem_atomic_ops == int(((x // 8) != rank).sum())
+    assert rep.atomic_ops == 1000 + 4 * 8
+    assert "分布式共享内存上的原子操作" in str(rep)
+
+
+def test_reading_buckets_without_the_final_cluster_sync_is_a_race():
+    """少了最后的 cluster.sync()：本块读自己的桶时，别的块可能还在往里加。"""
+    x = np.random.default_rng(0).integers(0, 16, 1000).astype(np.int32)
+    with pytest.raises(simt.SharedMemoryRaceError, match="簇内跨线程块") as e:
+        simt.launch(HIST_SRC, "hist", 4, 64, (np.zeros(16, np.int32), x, 1000, 16, 0), shared_bytes=8 * 4)
+    assert e.value.line == 18
+
+
+def test_atomic_against_a_plain_write_in_another_block_races():
+    src = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void __cluster_dims__(2, 1, 1) k(int* out) {
+    __shared__ int s;
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) s = 0;
+    cluster.sync();
+    if (cluster.block_rank() == 0) atomicAdd(cluster.map_shared_rank(&s, 1), 1);
+    else if (threadIdx.x == 0) s = 5;
+    cluster.sync();
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
+}"""
+    with pytest.raises(simt.SharedMemoryRaceError, match="簇内跨线程块"):
+        simt.launch(src, "k", 2, 32, (np.zeros(2, np.int32),))
+
+
+def test_atomic_into_a_block_that_may_have_exited_is_reported():
+    src = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void __cluster_dims__(2, 1, 1) k(int* out) {
+    __shared__ int s;
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) s = 0;
+    cluster.sync();
+    if (cluster.block_rank() == 0) atomicAdd(cluster.map_shared_rank(&s, 1), 1);
+}"""
+    with pytest.raises(simt.DsmemExitedBlockError) as e:
+        simt.launch(src, "k", 2, 32, (np.zeros(2, np.int32),))
+    assert e.value.line == 9

@@ -56,6 +56,7 @@ class Report:
     dsmem_store_elements: int = 0
     dsmem_load_bytes: int = 0
     dsmem_store_bytes: int = 0
+    dsmem_atomic_ops: int = 0       # 经 map_shared_rank 对别的块的共享内存做的原子操作（每个线程计 1，也计入 atomic_ops）
     elapsed_s: float = field(default=0.0, compare=False)
 
     @property
@@ -88,10 +89,12 @@ class Report:
             f"  共享内存写：{self.shared_store_requests} 次请求，{self.shared_store_wavefronts} 个波前，存储体冲突 {self.shared_store_bank_conflicts}",
             f"  原子操作 {self.atomic_ops}，__syncthreads {self.barriers}，__syncwarp {self.warp_syncs}，发散分支 {self.divergent_branches}",
         ]
-        if tuple(self.cluster) != (1, 1, 1) or self.cluster_barriers or self.dsmem_load_requests or self.dsmem_store_requests:
+        if (tuple(self.cluster) != (1, 1, 1) or self.cluster_barriers or self.dsmem_load_requests or self.dsmem_store_requests
+                or self.dsmem_atomic_ops):
             c = "x".join(map(str, self.cluster))
             rows += [
-                f"  线程块簇 {c}，簇屏障 {self.cluster_barriers}",
+                f"  线程块簇 {c}，簇屏障 {self.cluster_barriers}"
+                + (f"，分布式共享内存上的原子操作 {self.dsmem_atomic_ops}" if self.dsmem_atomic_ops else ""),
                 f"  分布式共享内存读：{self.dsmem_load_elements} 个元素，{self.dsmem_load_bytes} 字节，{self.dsmem_load_requests} 次请求",
                 f"  分布式共享内存写：{self.dsmem_store_elements} 个元素，{self.dsmem_store_bytes} 字节，{self.dsmem_store_requests} 次请求",
             ]

@@ -1511,18 +1511,21 @@ class Machine:
             loc = ~rem
             C.shared_access(self.rep, store, gw[loc], base + local[loc] * esize, size, self.g(self.lw, lanes)[loc])
         if rem.any():
-            ids = self.ids(lanes)[rem]
-            t = tgt[rem]
-            name = (buf.local or buf).name if not buf.scalar else buf.name
-            k = self.dx_index.get((id(node), name))
-            if k is None:
-                k = self.dx_index[(id(node), name)] = len(self.dx_nodes)
-                self.dx_nodes.append((node, name))
-            self.dx_a[t] = self.carr[own[rem]]
-            self.dx_lane[t] = ids
-            self.dx_node[t] = k
-            self.dx_store[t] = store
+            self._note_remote(buf, tgt[rem], own[rem], self.ids(lanes)[rem], node, store)
         return local
+
+    def _note_remote(self, buf, tgt, own, ids, node, store):
+        """记下对别的块的共享内存的访问（访问者那时的簇屏障到达数、线程、行）：那一块结束前要再等一次簇屏障
+        （:class:`DsmemExitedBlockError` 的检查）。"""
+        name = (buf.local or buf).name if not buf.scalar else buf.name
+        k = self.dx_index.get((id(node), name))
+        if k is None:
+            k = self.dx_index[(id(node), name)] = len(self.dx_nodes)
+            self.dx_nodes.append((node, name))
+        self.dx_a[tgt] = self.carr[own]
+        self.dx_lane[tgt] = ids
+        self.dx_node[tgt] = k
+        self.dx_store[tgt] = store
 
     def vec_access(self, p, lanes, node, what, store):
         """向量类型的一次访问（16 字节的 float4 ...）：检查两端的边界与对齐，计作每个线程一次宽访问；
@@ -1853,7 +1856,7 @@ class Machine:
         line = line if isinstance(line, int) else 0
         ids = self.ids(lanes)
         hit = buf.ctracker.access(flat, ids.astype(np.int32), blk.astype(np.int32), self.carr[blk], self.cwait[blk],
-                                  self.bar[blk], remote, line, bool(write), self.blk)
+                                  self.bar[blk], remote, line, bool(write), self.blk, atomic=write == "atomic")
         if hit is not None:
             kind, i, other, other_line = hit
             lane = int(ids[i])
@@ -2928,10 +2931,16 @@ class Machine:
         el = p.t.base
         if op not in ("Add", "Sub", "Exch") and el.is_float:
             raise self.unsupported(f"atomic{op} 用于浮点数（CUDA 只提供整数版本）", node)
-        if p.buf is not None and p.buf.remote:
-            raise self.unsupported("经 cluster.map_shared_rank 的指针做原子操作（分布式共享内存上的原子操作）", node)
         self.check_bounds(p, lanes, node, "原子")
         buf = p.buf
+        if buf.remote:              # 经 cluster.map_shared_rank：别的块的共享内存（atom.shared::cluster）
+            tgt, _, _ = self.remote_target(buf, p.v, lanes)
+            tgt = np.broadcast_to(tgt, (lanes.n,))
+            own = np.broadcast_to(self.g(self.blk, lanes), (lanes.n,))
+            rem = tgt != own
+            if rem.any():
+                self.rep.dsmem_atomic_ops += int(rem.sum())
+                self._note_remote(buf, tgt[rem], own[rem], self.ids(lanes)[rem], node, True)
         if p.t.const or buf.constant:
             raise self.const_write(buf, node)
         flat = np.broadcast_to(self._flat(buf, p.v, lanes), (lanes.n,))

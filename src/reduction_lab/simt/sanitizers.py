@@ -483,7 +483,9 @@ class ClusterTracker:
     completed more cluster-barrier *waits* than the earlier block had *arrives* at
     its access (``cluster.sync()`` is an arrive plus a wait), or when both threads
     are in one block and a ``__syncthreads()`` of that block lies between them.
-    Records older than a completed cluster barrier are dropped at the barrier.
+    Two atomics (``atomicAdd`` through ``map_shared_rank`` ...) never race; an atomic
+    against a plain read or write does. Records older than a completed cluster
+    barrier are dropped at the barrier.
     """
 
     def __init__(self, n):
@@ -492,6 +494,7 @@ class ClusterTracker:
         self.wbar = np.zeros(n, np.int32)
         self.wline = np.zeros(n, np.int32)
         self.wrem = np.zeros(n, bool)
+        self.watom = np.zeros(n, bool)            # 最后一次写是原子操作
         self.rlane = np.full(n, -1, np.int32)     # -2：多个线程读过
         self.rblk = np.full(n, -1, np.int32)      # 读者所在的线程块，-2：多个块
         self.ra = np.zeros(n, np.int32)
@@ -499,12 +502,14 @@ class ClusterTracker:
         self.rline = np.zeros(n, np.int32)
         self.rrem = np.zeros(n, bool)
 
-    def access(self, flat, lane, blk, a, w, bar, remote, line, write, blk_of):
+    def access(self, flat, lane, blk, a, w, bar, remote, line, write, blk_of, atomic=False):
         """记录一次访问（flat：每个线程访问的字；lane、blk：线程与它的块；a、w、bar：它的块到达与等待过的簇屏障数、
-        __syncthreads() 数；remote：是否访问别的块）。发现竞争时返回 (种类, 下标, 另一个线程, 另一次访问的行)，
-        另一个线程为 -2 表示多个；否则返回 None。"""
+        __syncthreads() 数；remote：是否访问别的块；atomic：原子操作，算作写）。发现竞争时返回
+        (种类, 下标, 另一个线程, 另一次访问的行)，另一个线程为 -2 表示多个；否则返回 None。"""
         wl = self.wlane[flat]
         haz = (wl >= 0) & (wl != lane) & (remote | self.wrem[flat]) & (w <= self.wa[flat])
+        if atomic:
+            haz &= ~self.watom[flat]
         if haz.any():
             same = blk_of[np.maximum(wl, 0)] == blk
             haz &= ~(same & (self.wbar[flat] < bar))
@@ -526,7 +531,7 @@ class ClusterTracker:
             if d.any():
                 dup = (order, fs, d)
         if write:
-            if dup is not None:         # 同一条语句里几个线程写同一个字：有一方是远程访问时算竞争
+            if dup is not None and not atomic:  # 同一条语句里几个线程写同一个字：有一方是远程访问时算竞争
                 order, fs, d = dup
                 rs = np.broadcast_to(remote, flat.shape)[order]
                 bad = d & (rs[1:] | rs[:-1])
@@ -538,6 +543,7 @@ class ClusterTracker:
             self.wbar[flat] = bar
             self.wline[flat] = line
             self.wrem[flat] = remote
+            self.watom[flat] = atomic
             return None
         rl = self.rlane[flat]
         fresh = rl == -1

@@ -258,6 +258,12 @@ CORRECT_VARIANTS = [
        "    for (int64_t j = rank * per + tid; j < end; j += blockDim.x)\n")]),
     ("cluster-reduce-cuda", "start-from-own-partial",
      [("float total = 0.0f;", "float total = partial;"), ("for (int r = 0;", "for (int r = 1;")]),
+    # 各块把 partial 原子地加进 0 号块的 partial（分布式共享内存上的原子操作），再一次簇屏障之后 0 号块写出
+    ("cluster-reduce-cuda", "atomic-into-rank0",
+     [("    if (rank == 0 && tid == 0) {\n        float total = 0.0f;\n        for (int r = 0; r < CLUSTER_SIZE; ++r)\n"
+       "            total += *cluster.map_shared_rank(&partial, r);\n        out[row] = total;\n    }\n",
+       "    if (rank != 0 && tid == 0)\n        atomicAdd(cluster.map_shared_rank(&partial, 0), partial);\n"
+       "    cluster.sync();\n    if (rank == 0 && tid == 0)\n        out[row] = partial;\n")]),
     ("cluster-reduce-cuda", "cluster-2", [("#define CLUSTER_SIZE 4", "#define CLUSTER_SIZE 2")]),
     ("cluster-reduce-cuda", "cluster-8-block-128", [("#define CLUSTER_SIZE 4", "#define CLUSTER_SIZE 8"),
                                                     ("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 128")]),

@@ -109,7 +109,8 @@ except simt.BarrierDivergenceError as e:
 #
 # 在GPU上评分时，评分程序先用模拟器跑一个小用例（2行 x 300列），因为GPU不报告屏障发散、竞争和越界。
 # 发现屏障发散、死循环或越界访问时，用例不在GPU上运行：挂起的内核要重启才能结束；越界的读写可能变成一次非法访存，
-# 之后这个Python进程（notebook的内核）里的每个CUDA调用都会报同一个错，直到重启。
+# 之后这个Python进程（notebook的内核）里的每个CUDA调用都会报同一个错，直到重启。小用例上没有越界、大用例上才越界时，
+# 评分在出错的那个用例之后停下，说明原因；重启之后，用`REDUCTION_LAB_MODE=sim`在模拟器里评分，它会指出越界的那一行。
 
 # %% [markdown]
 # ## 验证：CUDA C（`--backend cuda`）

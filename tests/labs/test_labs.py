@@ -500,3 +500,34 @@ def test_missing_simulator_front_end_is_named_not_called_a_syntax_error(name, tm
     assert result.hint_keys()[0] == "environment", result.report()
     report = result.report()
     assert "libclang" in report and "pip install" in report and "语法错误" not in report, report
+
+
+def test_cases_stop_after_an_error_that_breaks_the_cuda_context():
+    """非法访存之后，这个进程里的 CUDA 调用都报同一个错：评分在那个用例之后停下，说明原因、怎样找出那一行，
+    后面的用例记为未运行；别的异常照常继续运行后面的用例。这里用抛出 CUDA 错误文字的运行函数代替 GPU。"""
+    from reduction_lab.labs.grading import Case, Hint, gpu_context_lost, run_cases
+
+    cases = [Case(f"c{i}", (2, 8)) for i in range(5)]
+    ran = []
+
+    def runner(case, error):
+        ran.append(case.name)
+        if case.name == "c1":
+            raise error
+        return True, 0.0, "", None
+
+    def on_error(case, exc):
+        return Hint("exception", f"运行时抛出 {type(exc).__name__}", "k.cu")
+
+    fatal = RuntimeError("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be ...")
+    res = run_cases(cases, lambda c: runner(c, fatal), on_error)
+    assert ran == ["c0", "c1"] and gpu_context_lost(fatal)
+    assert [r.ok for r in res] == [True, False, False, False, False]
+    assert res[1].hint.key == "gpu-fault" and "用例 2" in res[1].hint.cause and res[1].hint.file == "k.cu"
+    assert "REDUCTION_LAB_MODE=sim" in res[1].hint.fix
+    assert all(r.note == "未运行：用例 2 之后 CUDA 上下文已经失效" for r in res[2:])
+
+    ran.clear()
+    res = run_cases(cases, lambda c: runner(c, ValueError("bad shape")), on_error)
+    assert ran == [f"c{i}" for i in range(5)] and res[1].hint.key == "exception" and res[4].ok
+    assert not gpu_context_lost(ValueError("bad shape"))

@@ -340,14 +340,41 @@ def traceback_line(exc: BaseException, path: Path) -> int | None:
 Runner = Callable[[Case], tuple[bool, float | None, str, Hint | None]]
 
 
+#: 这些 CUDA 错误之后上下文失效（「粘滞」的错误）：同一进程里之后的每个 CUDA 调用都报同一个错
+_CONTEXT_LOST = ("illegal memory access", "misaligned address", "unspecified launch failure", "illegal instruction",
+                 "device-side assert", "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS",
+                 "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION", "CUDA_ERROR_ASSERT")
+
+
+def gpu_context_lost(exc: BaseException) -> bool:
+    """``exc`` 是不是一个让 CUDA 上下文失效的错误（非法访存、未对齐的访问、设备端断言……）。"""
+    text = str(exc)
+    return any(s in text for s in _CONTEXT_LOST)
+
+
+def _context_lost_hint(case: Case, index: int, exc: BaseException, hint: Hint) -> Hint:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return Hint("gpu-fault", f"内核在 GPU 上出错（用例 {index}，{case.label}）：{first}", hint.file, hint.line,
+                "这个错误之后，这个进程里的 CUDA 上下文已经失效，之后的每个 CUDA 调用都报同一个错：后面的用例没有运行。",
+                "最常见的原因是越界的读写（行号、步长或循环边界算错）。改好之后在新的进程里重新评分（notebook 里先重启内核）；"
+                "要找出是哪一行，用模拟器运行同样的用例：设置环境变量 REDUCTION_LAB_MODE=sim 再运行 reduction-lab lab check"
+                "（模拟器检查每一次访问的边界，指出越界的那一行）。")
+
+
 def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseException], Hint]) -> list[CaseResult]:
-    """逐个运行用例；``runner`` 返回 (是否通过, 最大误差, 备注, 诊断)，异常交给 ``on_error`` 诊断。"""
+    """逐个运行用例；``runner`` 返回 (是否通过, 最大误差, 备注, 诊断)，异常交给 ``on_error`` 诊断。
+    让 CUDA 上下文失效的错误（:func:`gpu_context_lost`）之后不再运行后面的用例：它们只会报同一个错。"""
     out = []
     for i, case in enumerate(cases, 1):
         try:
             ok, err, note, hint = runner(case)
         except Exception as exc:  # noqa: BLE001  学习者的代码可能抛出任何异常：都要诊断，不能让评分崩溃
             ok, err, note, hint = False, None, type(exc).__name__, on_error(case, exc)
+            if gpu_context_lost(exc):
+                out.append(CaseResult(i, case, ok, err, note, _context_lost_hint(case, i, exc, hint)))
+                out += [CaseResult(j, c, False, None, f"未运行：用例 {i} 之后 CUDA 上下文已经失效")
+                        for j, c in enumerate(cases[i:], i + 1)]
+                return out
         out.append(CaseResult(i, case, ok, err, note, hint))
     return out
 

@@ -369,16 +369,21 @@ __global__ void __cluster_dims__(2) k(int* out) {
         simt.launch(src, "k", 2, 32, (np.zeros(2, np.int32),), racecheck=False, max_lane_steps=1 << 16)
 
 
-def test_unsupported_cluster_members_are_refused_with_their_line():
+def test_cluster_member_errors_name_their_line():
+    """cluster_group 没有的成员像 nvcc 一样是 CompileError；query_shared_rank 传全局内存的指针是运行时错误。"""
     src = r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 __global__ void __cluster_dims__(2) k(unsigned* out) {
     cg::cluster_group cluster = cg::this_cluster();
-    out[0] = cluster.query_shared_rank(out);
+    out[0] = cluster.is_valid();
 }"""
-    with pytest.raises(simt.UnsupportedError, match="第 6 行.*query_shared_rank"):
+    with pytest.raises(simt.CompileError, match="第 6 行.*is_valid"):
         simt.launch(src, "k", 2, 32, (np.zeros(1, np.uint32),))
+    # query_shared_rank 只对共享内存的地址有意义：全局内存的指针是未定义行为
+    with pytest.raises(simt.SimtRuntimeError, match="第 6 行.*query_shared_rank"):
+        simt.launch(src.replace("cluster.is_valid()", "cluster.query_shared_rank(out)"), "k", 2, 32,
+                    (np.zeros(1, np.uint32),))
 
 
 # ---------------------------------------------------------------- 簇屏障与全局内存
@@ -519,3 +524,33 @@ __global__ void __cluster_dims__(2, 1, 1) k(int* out) {
     with pytest.raises(simt.DsmemExitedBlockError) as e:
         simt.launch(src, "k", 2, 32, (np.zeros(2, np.int32),))
     assert e.value.line == 9
+
+
+def test_cluster_thread_index_dim_threads_and_query_shared_rank():
+    """2x2 块的簇、3x2 个线程的块：thread_index() = block_index() * blockDim + threadIdx，dim_threads() = 簇形状 x
+    blockDim；query_shared_rank 对 map_shared_rank(s, r) 给出 r，对本块的共享内存给出本块的编号。"""
+    src = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void __cluster_dims__(2, 2, 1) k(unsigned int* out) {
+    __shared__ int s[4];
+    cg::cluster_group cluster = cg::this_cluster();
+    dim3 ti = cluster.thread_index();
+    dim3 dt = cluster.dim_threads();
+    unsigned int g = (blockIdx.y * gridDim.x + blockIdx.x) * (blockDim.x * blockDim.y) + threadIdx.y * blockDim.x + threadIdx.x;
+    unsigned int r = (cluster.block_rank() + 1) % cluster.num_blocks();
+    out[5 * g + 0] = ti.x;
+    out[5 * g + 1] = ti.y;
+    out[5 * g + 2] = dt.x * 100 + dt.y * 10 + dt.z;
+    out[5 * g + 3] = cluster.query_shared_rank(cluster.map_shared_rank(s, r));
+    out[5 * g + 4] = cluster.query_shared_rank(&s[1]);
+}"""
+    out = np.zeros(5 * 8 * 6, np.uint32)
+    simt.launch(src, "k", (4, 2), (3, 2), (out,))
+    o = out.reshape(8, 2, 3, 5)                              # 块（行主序）、threadIdx.y、threadIdx.x
+    for b in range(8):
+        bx, by = b % 4, b // 4
+        rank = (bx % 2) + 2 * (by % 2)
+        for ty in range(2):
+            for tx in range(3):
+                assert o[b, ty, tx].tolist() == [(bx % 2) * 3 + tx, (by % 2) * 2 + ty, 641, (rank + 1) % 4, rank]

@@ -429,7 +429,8 @@ _GROUP_RE = re.compile(r"cooperative_groups::(?:thread_block_tile<(\d+)U?>|(thre
 _CLUSTER_CALLS = {"sync": "__simt_cluster_sync", "barrier_arrive": "__simt_cluster_arrive",
                   "barrier_wait": "__simt_cluster_wait", "block_rank": "__simt_cluster_block_rank",
                   "num_blocks": "__simt_cluster_num_blocks", "dim_blocks": "__simt_cluster_dim_blocks",
-                  "block_index": "__simt_cluster_block_index"}
+                  "block_index": "__simt_cluster_block_index", "dim_threads": "__simt_cluster_dim_threads",
+                  "thread_index": "__simt_cluster_thread_index"}
 
 
 class Lowering:
@@ -1445,8 +1446,13 @@ class Lowering:
                 if len(args) != 2:
                     raise self.unsupported("cluster_group::map_shared_rank 的参数个数", c)
                 return _call("__simt_map_shared_rank", args, co)
+            if m == "query_shared_rank":
+                if len(args) != 1:
+                    raise self.unsupported("cluster_group::query_shared_rank 的参数个数", c)
+                return _call("__simt_cluster_query_shared_rank", args, co)
             raise self.unsupported(f"cluster_group::{m}（模拟器支持 sync、barrier_arrive、barrier_wait、block_rank、"
-                                   "num_blocks、thread_rank、num_threads、size、dim_blocks、block_index、map_shared_rank）", c)
+                                   "num_blocks、thread_rank、num_threads、size、dim_blocks、block_index、dim_threads、"
+                                   "thread_index、map_shared_rank、query_shared_rank）", c)
         if kind == "token":
             raise self.unsupported(f"cluster_group::arrival_token::{m}", c)
         if kind == "block":

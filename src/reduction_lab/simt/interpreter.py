@@ -158,6 +158,7 @@ BUILTIN_FUNCS.update(
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
         "__simt_cluster_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
         "__simt_cluster_num_blocks", "__simt_cluster_dim_blocks", "__simt_cluster_block_index", "__simt_map_shared_rank",
+        "__simt_cluster_dim_threads", "__simt_cluster_thread_index", "__simt_cluster_query_shared_rank",
     } | {"make_" + v for v in T.VECS}
 )
 
@@ -2291,6 +2292,31 @@ class Machine:
         cx, cy, _ = self.cluster
         r = self.crank[self.g(self.blk, lanes)]
         return Val(T.VECS["dim3"], tuple(v.astype(np.uint32) for v in (r % cx, (r // cx) % cy, r // (cx * cy))))
+
+    def b___simt_cluster_dim_threads(self, node, args, lanes, fr):
+        return Val(T.VECS["dim3"], tuple(np.uint32(c * b) for c, b in zip(self.cluster, self.block)))
+
+    def b___simt_cluster_thread_index(self, node, args, lanes, fr):
+        """簇里的线程坐标：block_index() * blockDim + threadIdx（每一维）。"""
+        bi = self.b___simt_cluster_block_index(node, args, lanes, fr).v
+        out = []
+        for k, f in enumerate("xyz"):
+            t = self.builtin_vec("threadIdx", f)
+            t = t if np.ndim(t) == 0 else self.g(t, lanes)
+            out.append((bi[k] * np.uint32(self.block[k]) + t).astype(np.uint32))
+        return Val(T.VECS["dim3"], tuple(out))
+
+    def b___simt_cluster_query_shared_rank(self, node, args, lanes, fr):
+        """指针指向的共享内存属于簇里第几块：经 map_shared_rank 得到的指针是那一块，本块的共享内存是本块。"""
+        (p,) = self._args(args, 1, node, lanes, fr, "cluster.query_shared_rank")
+        if not p.t.is_ptr or p.buf is None or p.buf.kind != "shared":
+            raise self.fail(SimtRuntimeError, "cluster.query_shared_rank 的参数必须是指向共享内存的指针（GPU 上是未定义行为）",
+                            "cluster.query_shared_rank needs a pointer into shared memory (undefined behaviour on a GPU)",
+                            node)
+        if p.buf.remote:
+            tgt, _, _ = self.remote_target(p.buf, p.v, lanes)
+            return Val(T.UINT, np.asarray(self.crank[tgt]).astype(np.uint32))
+        return self.b___simt_cluster_block_rank(node, args, lanes, fr)
 
     def b___simt_map_shared_rank(self, node, args, lanes, fr):
         p, r = self._args(args, 2, node, lanes, fr, "cluster.map_shared_rank")

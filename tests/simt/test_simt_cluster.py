@@ -492,8 +492,8 @@ def test_reading_buckets_without_the_final_cluster_sync_is_a_race():
     assert e.value.line == 18
 
 
-def test_atomic_against_a_plain_write_in_another_block_races():
-    src = r"""
+#: 0 号块经分布式共享内存给 1 号块的 s 加 1；TAIL 是之后的部分
+REMOTE_ATOMIC_SRC = r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 __global__ void __cluster_dims__(2, 1, 1) k(int* out) {
@@ -502,27 +502,19 @@ __global__ void __cluster_dims__(2, 1, 1) k(int* out) {
     if (threadIdx.x == 0) s = 0;
     cluster.sync();
     if (cluster.block_rank() == 0) atomicAdd(cluster.map_shared_rank(&s, 1), 1);
-    else if (threadIdx.x == 0) s = 5;
-    cluster.sync();
-    if (threadIdx.x == 0) out[blockIdx.x] = s;
+    TAIL
 }"""
+
+
+def test_atomic_against_a_plain_write_in_another_block_races():
+    tail = "else if (threadIdx.x == 0) s = 5;\n    cluster.sync();\n    if (threadIdx.x == 0) out[blockIdx.x] = s;"
     with pytest.raises(simt.SharedMemoryRaceError, match="簇内跨线程块"):
-        simt.launch(src, "k", 2, 32, (np.zeros(2, np.int32),))
+        simt.launch(REMOTE_ATOMIC_SRC.replace("TAIL", tail), "k", 2, 32, (np.zeros(2, np.int32),))
 
 
 def test_atomic_into_a_block_that_may_have_exited_is_reported():
-    src = r"""
-#include <cooperative_groups.h>
-namespace cg = cooperative_groups;
-__global__ void __cluster_dims__(2, 1, 1) k(int* out) {
-    __shared__ int s;
-    cg::cluster_group cluster = cg::this_cluster();
-    if (threadIdx.x == 0) s = 0;
-    cluster.sync();
-    if (cluster.block_rank() == 0) atomicAdd(cluster.map_shared_rank(&s, 1), 1);
-}"""
     with pytest.raises(simt.DsmemExitedBlockError) as e:
-        simt.launch(src, "k", 2, 32, (np.zeros(2, np.int32),))
+        simt.launch(REMOTE_ATOMIC_SRC.replace("TAIL", ""), "k", 2, 32, (np.zeros(2, np.int32),))
     assert e.value.line == 9
 
 

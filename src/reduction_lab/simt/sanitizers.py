@@ -294,17 +294,14 @@ class GlobalTracker:
         same_cluster_synced = (ocl == cl) & (oca < cw)
         return (olane != NONE) & (olane != lane) & ~same_block_later & ~same_warp_synced & ~same_cluster_synced
 
-    def access(self, flat, lane, blk, ep, wep, gw, gw_of, fence, clock, line, kind, same_value=None, vals=None,
-               cl=None, ca=None, cw=None):
+    def access(self, flat, lane, blk, ep, wep, gw, gw_of, fence, clock, line, kind, same_value, vals, cl, ca, cw):
         """记录一次访问（kind：'read'、'write'、'atomic'），所有参数都是每个活跃线程一项的数组。``cl``、``ca``、``cw``：
-        访问者所在块的簇编号、完成的簇屏障到达数与等待数（缺省：每块自成一簇、没有簇屏障）。返回 None，或
+        访问者所在块的簇编号、完成的簇屏障到达数与等待数（没有簇时每块自成一簇）。返回 None，或
         (i, hazard, other_lane, other_line, other_atomic)：第 i 个活跃线程与另一个线程冲突。gw_of(lanes) 给出
         线程所在的全局线程束编号，fence 是每个线程最近一次 __threadfence() 的时钟。把同值写入当作良性时，
         same_value 标出与这个字现有的值相同的写，vals 是写入的值（同一条语句里几个线程写同一个字且值相同不报）。"""
         s = self.s[flat]
         n = flat.shape[0]
-        if cl is None:
-            cl, ca, cw = blk, np.zeros_like(blk), np.zeros_like(blk)
         wl = s[:, _WL]
         # -- 与上一个写者
         if (wl != NONE).any():

@@ -26,6 +26,7 @@ import torch  # noqa: E402
 
 from reduction_lab.bench import timing  # noqa: E402
 from reduction_lab.cuda_kernels import primitives as P  # noqa: E402
+from reduction_lab.cuda_kernels.launcher import cupy_stream  # noqa: E402
 
 ROWS = (32768, 4096)
 N1D = 2**28
@@ -63,10 +64,8 @@ def check(name, got, want, exact, rtol=1e-5):
 
 def cupy_call(fn):
     """在 torch 的当前流上运行一个 CuPy 调用。"""
-    import cupy
-
     def run():
-        with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+        with cupy_stream():
             return fn()
     return run
 

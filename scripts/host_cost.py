@@ -149,8 +149,12 @@ def _other_backends(x, y) -> dict:
         k = cupy.RawKernel(r'extern "C" __global__ void noop(float *x) {}', "noop")
         k((1,), (32,), (x.data_ptr(),))
         out["cupy empty RawKernel"] = per_call_us(lambda: k((1,), (32,), (x.data_ptr(),)))
-        ptr = torch.cuda.current_stream().cuda_stream
-        out["cupy ExternalStream wrap"] = per_call_us(lambda: cupy.cuda.ExternalStream(ptr))
+        # 每次调用都把 torch 的流包一次要多少（reduction_lab 按流缓存包装对象，见 cuda_kernels/launcher.py 的 cupy_stream）
+        stream = torch.cuda.current_stream()
+        if hasattr(cupy.cuda.Stream, "from_external"):
+            out["cupy Stream.from_external wrap"] = per_call_us(lambda: cupy.cuda.Stream.from_external(stream))
+        else:
+            out["cupy ExternalStream wrap"] = per_call_us(lambda: cupy.cuda.ExternalStream(stream.cuda_stream))
     except Exception as exc:  # noqa: BLE001 - 报告而不中断
         out["cupy"] = f"{type(exc).__name__}: {exc}"
     return out

@@ -80,11 +80,10 @@ def main() -> int:
     import triton.testing
     from reduction_lab import cuda_kernels as ck
     from reduction_lab.cuda_kernels import cluster as cl
+    from reduction_lab.cuda_kernels.launcher import cupy_stream
     import tune_cuda_softmax as t
 
     rl.runtime.require_gpu("tune_cluster_stagger")
-    import cupy
-
     patch_source(cl)
     index = torch.cuda.current_device()
     out = {"meta": {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
@@ -114,7 +113,7 @@ def main() -> int:
 
         def launcher(kern, c, b, sp):
             def go():
-                with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+                with cupy_stream():
                     kern((m * c,), (b,), (np.uint64(x.data_ptr()), np.uint64(y.data_ptr()), np.int64(x.stride(0)),
                                          np.int64(y.stride(0)), np.int32(n)), shared_mem=sp * b * 16)
             return go

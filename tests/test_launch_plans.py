@@ -130,3 +130,84 @@ def test_cuda_softmax_plan_matches_the_full_path(dtype):
             tol = 2.0**-7 if dtype == torch.bfloat16 else 1e-6
             torch.testing.assert_close(rl.softmax(x, backend="cuda"), ck.softmax(x), atol=1e-9, rtol=tol,
                                        msg=lambda m: f"{kind['kernel']} {M}x{N}: {m}")
+
+
+class _FakeStream:
+    """假的 CuPy 流：记下它是怎样建出来的。"""
+
+    def __init__(self, how, arg):
+        self.how, self.arg = how, arg
+
+
+def _fake_cupy(with_from_external: bool):
+    import types
+
+    made = []
+
+    class Stream:
+        pass
+
+    if with_from_external:
+        def from_external(obj):
+            made.append(_FakeStream("from_external", obj))
+            return made[-1]
+        Stream.from_external = staticmethod(from_external)
+
+    def external(ptr, device_id=-1):
+        made.append(_FakeStream("ExternalStream", (ptr, device_id)))
+        return made[-1]
+
+    cuda = types.SimpleNamespace(Stream=Stream, ExternalStream=external)
+    return types.SimpleNamespace(cuda=cuda), made
+
+
+@pytest.mark.parametrize("with_from_external", [True, False])
+def test_cupy_stream_wraps_torchs_stream_once_per_stream(monkeypatch, with_from_external):
+    """CuPy 14 起用 Stream.from_external（拿 torch 的流对象），更早的 CuPy 用 ExternalStream(裸指针, 设备号)；
+    同一个流只包一次，换了流（裸指针不同）再包一次。"""
+    import sys
+
+    fake, made = _fake_cupy(with_from_external)
+    torch_streams = {}
+
+    class TorchStream:
+        def __init__(self, ptr):
+            self.cuda_stream = ptr
+
+    current = {"ptr": 0x1000}
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: current["ptr"], raising=False)
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda index=None: torch_streams.setdefault(current["ptr"], TorchStream(current["ptr"])))
+    monkeypatch.setattr(launcher, "_STREAMS", {})
+    a = launcher.cupy_stream(0)
+    assert launcher.cupy_stream(0) is a and len(made) == 1
+    if with_from_external:
+        assert a.how == "from_external" and a.arg is torch_streams[0x1000]
+    else:
+        assert a.how == "ExternalStream" and a.arg == (0x1000, 0)
+    current["ptr"] = 0x2000
+    b = launcher.cupy_stream(0)
+    assert b is not a and len(made) == 2
+    assert (b.arg.cuda_stream if with_from_external else b.arg[0]) == 0x2000
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="CuPy 的流包装只在 gpu 模式下使用")
+def test_cupy_launches_on_torchs_stream_without_deprecated_api():
+    """CUDA C 的启动在 torch 的当前流上（换一个 torch 流，结果照样与这个流上的其他操作保持顺序），
+    不经过 CuPy 14 弃用的 ExternalStream。"""
+    import warnings
+
+    x = torch.randn(64, 1000, device="cuda")
+    s = torch.cuda.Stream()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        with torch.cuda.stream(s):
+            x.mul_(2.0)                                   # 同一个流上，启动之前的写
+            y = rl.softmax(x, backend="cuda")
+            r = rl.reduce_sum(x, backend="cuda")
+        s.synchronize()
+    torch.testing.assert_close(y, _ref_softmax(x), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(r, x.double().sum(1).float(), atol=1e-3, rtol=1e-5)
+    assert launcher.cupy_stream().ptr == torch.cuda.current_stream().cuda_stream

@@ -228,10 +228,12 @@ def _cupy_peer(axis, dtypes=("float32",)) -> Impl:
     def prepare(x):
         import cupy
 
+        from ..cuda_kernels.launcher import cupy_stream
+
         xc = cupy.asarray(x)  # 零拷贝视图（__cuda_array_interface__）
         def call():
             # 在torch的当前流上启动：CUDA事件记录在同一个流上，录CUDA图时也在录制流上
-            with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+            with cupy_stream():
                 return cupy.sum(xc, axis=axis)
 
         return call

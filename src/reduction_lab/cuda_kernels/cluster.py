@@ -37,7 +37,7 @@ import torch
 
 from .. import runtime
 from ..checks import check_int, check_matrix, check_no_overlap, check_out
-from .launcher import nvrtc_source, read_source, rows_aligned
+from .launcher import cupy_stream, nvrtc_source, read_source, rows_aligned
 
 __all__ = ["softmax_cluster", "cluster_plan", "ClusterPlan", "CLUSTER_SIZES", "SHARED_OPTIN_SM90",
            "KERNEL_SOURCE", "KERNEL_NAME", "DTYPES", "summary_table",
@@ -272,7 +272,7 @@ def softmax_cluster(x: torch.Tensor, *, cluster_size: int | None = None, block_s
     with cupy.cuda.Device(index):
         kern = _raw_kernel(plan.cluster_size, bf16)
         _prepare(kern, plan, bf16, index)
-        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(index).cuda_stream, index)
+        stream = cupy_stream(index)
         args = (np.uint64(x.data_ptr()), np.uint64(out.data_ptr()), np.int64(x.stride(0)), np.int64(out.stride(0)),
                 np.int32(N), np.int32(plan.vecs_per_cta))
         try:

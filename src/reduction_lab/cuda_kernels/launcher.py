@@ -319,16 +319,31 @@ def _gpu_shared_optin() -> int:
 _STREAMS: dict = {}
 
 
-def _cupy_stream(index: int):
+def _wrap_stream(index: int):
+    """把 torch 在设备 ``index`` 上的当前流包成 CuPy 的流。CuPy 14 起用 ``Stream.from_external``（CUDA 流协议：
+    torch 的流有 ``__cuda_stream__``，包装对象还持有它的引用）；``ExternalStream`` 在 CuPy 14 里已经弃用，只留给
+    更早的 CuPy。"""
     import cupy
 
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(torch.cuda.current_stream(index))
+    return cupy.cuda.ExternalStream(torch.cuda.current_stream(index).cuda_stream, index)
+
+
+def cupy_stream(index: int | None = None):
+    """torch 的当前流（设备 ``index``，默认当前设备）对应的 CuPy 流，按（裸指针、设备号）缓存：在它上面启动的
+    CuPy 内核与 torch 的操作、CUDA 事件保持顺序，录 CUDA 图时也在录制流上。"""
+    if index is None:
+        index = torch.cuda.current_device()
     ptr = torch._C._cuda_getCurrentRawStream(index)
     stream = _STREAMS.get((ptr, index))
     if stream is None:
         if len(_STREAMS) > 64:                         # 流很多时（例如每次新建 torch 流）不无限增长
             _STREAMS.clear()
-        stream = _STREAMS[(ptr, index)] = cupy.cuda.ExternalStream(ptr, index)
+        stream = _STREAMS[(ptr, index)] = _wrap_stream(index)
     return stream
+
 
 
 def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey, max_dyn=None, symbols=None,
@@ -348,11 +363,11 @@ def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dke
             kernel.max_dynamic_shared_size_bytes = int(max_dyn)
     if not symbols and cupy.cuda.runtime.getDevice() == index:
         # 常见情形：没有要写的符号、当前设备就是张量所在的设备——直接在 torch 的当前流上启动
-        kernel(grid, block, tuple(packed), shared_mem=int(shared_bytes), stream=_cupy_stream(index))
+        kernel(grid, block, tuple(packed), shared_mem=int(shared_bytes), stream=cupy_stream(index))
         return None
     arrays = _symbol_arrays(path, name, dkey, symbols) if symbols else {}
     with cupy.cuda.Device(index):
-        stream = _cupy_stream(index)
+        stream = cupy_stream(index)
         with stream:                                   # 与 torch 的当前流保持顺序
             for sname, (arr, _) in arrays.items():     # cudaMemcpyToSymbol：只覆盖开头 arr.size 个元素
                 arr = np.ascontiguousarray(arr)

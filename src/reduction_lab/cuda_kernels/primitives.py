@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from . import _cdiv, _check_block, _device_for, _mode, _sm_count
-from .launcher import KERNEL_DIR, launch
+from .launcher import KERNEL_DIR, cupy_stream, launch
 
 __all__ = ["PRIMITIVES", "UNROLL", "row_sum", "full_sum", "segment_sum", "full_sum_plan", "cccl_include_dirs",
            "cub_temp_storage_bytes", "ptx_counts", "load_h200_results", "results_table", "RESULTS_FILE"]
@@ -122,7 +122,7 @@ def _cub_launch(kernel, grid, block_size, args, m):
     packed = tuple(np.uint64(a.data_ptr()) if isinstance(a, torch.Tensor) else np.int64(a) for a in args)
     index = args[0].device.index if args[0].device.index is not None else torch.cuda.current_device()
     with cupy.cuda.Device(index):
-        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(index).cuda_stream, index)
+        stream = cupy_stream(index)
         with stream:                                   # 与 torch 的当前流保持顺序
             fn((grid,), (block_size,), packed)
     return None

@@ -366,10 +366,10 @@ def test_target_verdicts():
     assert row["ours"] == "triton" and row["ok_frac"] and row["peer"] == "torch" and row["ok_peer"] is False
     assert report.target_verdicts(doc, "softmax", "bfloat16") == []
     text = report.render_targets(doc)
-    assert "| 512 | 95%（triton） | 96（torch） | 低于对照 | — | — | — |" in text
+    assert "| 512 | 95%（triton） | 96（torch） | 低于对照1.0% | — | — | — |" in text
     assert "还没有bf16的结果" in text
     e["results"]["triton"]["frac_copy"] = 0.91
-    assert "低于92%、低于对照" in report.render_targets(doc)
+    assert "低于92%、低于对照1.0%" in report.render_targets(doc)
 
 
 def _two_impls(n, triton_frac, cuda_frac, peer_frac, meta_extra):
@@ -396,7 +396,7 @@ def test_softmax_verdict_judges_the_default_backend(meta, subject):
     assert row["ours"] == subject and row["best"] == "triton"
     text = report.render_targets({"suites": {"softmax": rec}})
     if subject == "cuda":
-        assert "| 65536 | 93%（CUDA C） | 95（quack） | 低于对照（最好的：triton 99%） |" in text
+        assert "| 65536 | 93%（CUDA C） | 95（quack） | 低于对照2.1%（最好的：triton 99%） |" in text
     else:
         assert "| 65536 | 99%（triton） | 95（quack） | 达标 |" in text
 

@@ -491,8 +491,8 @@ def _verdict_cells(row: dict | None, labels: dict) -> list[str]:
     why = []
     if not row["ok_frac"]:
         why.append(f"低于{100 * row['goal']:.0f}%")
-    if row["ok_peer"] is False:
-        why.append("低于对照")
+    if row["ok_peer"] is False:                 # 差多少：1 - 我们的 GB/s / 对照的 GB/s
+        why.append(f"低于对照{100 * (1 - row['ours_gbps'] / row['peer_gbps']):.1f}%")
     verdict = "达标" if not why and row["ok_peer"] is not None else ("、".join(why) if why else "没有对照")
     if row.get("best") not in (None, row["ours"]):
         verdict += f"（最好的：{md_text(labels.get(row['best'], row['best']))} {100 * row['best_frac']:.0f}%）"
@@ -509,7 +509,8 @@ def render_targets(doc: dict) -> str:
                  f"在N = {TARGET_N[0]} … {TARGET_N[1]}上达到同一进程拷贝带宽的{100 * TARGET_FRAC:.0f}%，并且不低于"
                  f"最好的对照（softmax：全部对照；按行求和：torch、torch.compile、CuPy）；softmax另有N = 1048576"
                  f"（M = 64）一行，目标是85%，同样要不低于对照。每格：判定的对象（softmax：默认backend选的实现；"
-                 f"按行求和：最慢的backend）占拷贝的比例、最好的对照的GB/s、判定；我们最好的实现不是它时写在判定后面。")
+                 f"按行求和：最慢的backend）占拷贝的比例、最好的对照的GB/s、判定（低于对照时写出差多少：1 − 对象的GB/s ÷ 对照的GB/s）；"
+                 f"我们最好的实现不是它时写在判定后面。")
     for suite in TARGET_SUITES:
         if suite not in doc["suites"]:
             continue

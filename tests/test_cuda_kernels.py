@@ -505,3 +505,23 @@ def test_reduce_sum_auto_picks_warp_kernel_by_row_bytes(dtype, n, kernel):
     y, rep = ck.reduce_sum(x, return_report=True, mode="sim")
     assert rep.kernel == kernel
     assert torch.equal(y, x.double().sum(1).to(dtype))
+
+
+@pytest.mark.parametrize("decl", ["__global__ void __cluster_dims__(2, 1, 1) pair_sum",
+                                  "__global__ __cluster_dims__(2, 1, 1) void pair_sum",
+                                  "__global__ void __launch_bounds__(64) __cluster_dims__(2, 1, 1) pair_sum"])
+def test_launch_finds_cpp_kernels_with_cluster_dims(decl, tmp_path):
+    """不带 extern "C" 的内核，__cluster_dims__ 写在 void 前或后（与 __launch_bounds__ 一起也行），launch 都认得出来，
+    在模拟器里按编译期的簇形状运行：每块把自己的值经 map_shared_rank 加到 0 号块。"""
+    src = tmp_path / "pair.cu"
+    src.write_text("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+                   f"{decl}(const float* x, float* out) {{\n"
+                   "    __shared__ float v;\n    cg::cluster_group c = cg::this_cluster();\n"
+                   "    if (threadIdx.x == 0) v = x[blockIdx.x];\n    c.sync();\n"
+                   "    if (c.block_rank() == 0 && threadIdx.x == 0)\n"
+                   "        out[blockIdx.x / 2] = v + *c.map_shared_rank(&v, 1);\n    c.sync();\n}\n",
+                   encoding="utf-8")
+    x = np.arange(1, 9, dtype=np.float32)
+    out = np.zeros(4, np.float32)
+    ck.launch(str(src), "pair_sum", grid=8, block=64, args=(x, out), mode="sim")
+    np.testing.assert_array_equal(out, x.reshape(4, 2).sum(1))

@@ -147,7 +147,8 @@ def _is_cxx_kernel(path, name: str) -> bool:
     if not re.fullmatch(r"[A-Za-z_]\w*", base):
         return False
     text = re.sub(r"//[^\n]*", "", read_source(path))
-    return re.search(rf"__global__\s+(?:[A-Za-z_]\w*\s+)*?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{base}\s*[(<]",
+    attr = r"(?:__launch_bounds__|__cluster_dims__)\s*\([^)]*\)\s*"     # 写在 void 前后都可以
+    return re.search(rf"__global__\s+(?:{attr})*(?:[A-Za-z_]\w*\s+)*?void\s+(?:{attr})*{base}\s*[(<]",
                      text) is not None
 
 

@@ -716,6 +716,35 @@ __global__ void cg_tile_sums(const int* x, int* by_shfl, int* by_reduce) {
 }
 """
 
+_CG_CLUSTER = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// 线程块簇（sm_90）：__cluster_dims__ 在编译期给出簇的形状；各块的部分和经分布式共享内存（map_shared_rank）
+// 交给簇里的 0 号块。第一次 cluster.sync()：各块的部分和都写好；第二次：0 号块读完之前别的块不能退出
+__global__ void __cluster_dims__(4, 1, 1) cg_cluster_sums(const float* x, float* out, unsigned int* ranks) {
+    cg::cluster_group cluster = cg::this_cluster();
+    __shared__ float s[64];
+    __shared__ float partial;
+    unsigned int t = threadIdx.x;
+    s[t] = x[blockIdx.x * blockDim.x + t];
+    __syncthreads();
+    for (unsigned int k = blockDim.x / 2; k > 0; k >>= 1) {
+        if (t < k) s[t] += s[t + k];
+        __syncthreads();
+    }
+    if (t == 0) partial = s[0];
+    ranks[blockIdx.x * blockDim.x + t] = cluster.thread_rank() * 16 + cluster.block_rank();
+    cluster.sync();
+    if (cluster.block_rank() == 0 && t == 0) {
+        float total = 0.0f;
+        for (unsigned int r = 0; r < cluster.num_blocks(); ++r)
+            total += *cluster.map_shared_rank(&partial, r);
+        out[blockIdx.x / cluster.num_blocks()] = total;
+    }
+    cluster.sync();
+}
+"""
+
 # ---------------------------------------------------------------- 内置函数与预处理
 
 _MUL24 = r"""
@@ -1062,6 +1091,12 @@ REGISTRY: tuple[Construct, ...] = (
     _c("cg_tile", "cooperative groups", "tiled_partition<32>的shfl_down、sync与cg::reduce", _CG_TILE, "cg_tile_sums", 2, 64,
        lambda rng: Case([_ints(rng, 128), _zeros(4, np.int32), _zeros(128, np.int32)]),
        lambda c: {1: c.args[0].reshape(-1, 32).sum(1), 2: np.repeat(c.args[0].reshape(-1, 32).sum(1), 32)}),
+    _c("cg_cluster", "cooperative groups", "线程块簇：__cluster_dims__、this_cluster()的sync、block_rank、thread_rank、"
+       "num_blocks与map_shared_rank（分布式共享内存）", _CG_CLUSTER, "cg_cluster_sums", 8, 64,
+       lambda rng: Case([_floats(rng, 512), _zeros(2), _zeros(512, np.uint32)]),
+       lambda c: {1: _block_sums(c.args[0], 256),
+                  2: ((np.arange(512) % 256) * 16 + (np.arange(512) // 64) % 4).astype(np.uint32)},
+       lambda c: {1: _block_bound(c.args[0], 256)}),
     # 内置函数与预处理
     _c("mul24", "内置函数", "__mul24算下标与乘积", _MUL24, "mul24_index", 2, 32,
        lambda rng: Case([_ints(rng, 64, -1000, 1000), _zeros(64, np.int32)]),

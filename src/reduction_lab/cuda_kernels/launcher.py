@@ -346,7 +346,6 @@ def cupy_stream(index: int | None = None):
     return stream
 
 
-
 def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey, max_dyn=None, symbols=None,
                 cxx=False, version=None):
     import cupy

@@ -1,6 +1,6 @@
 """GPU 与模拟器的对照：同一份 CUDA C 源码、同样的输入（固定种子），在 GPU 上经 CuPy、在 CPU 上经模拟器各跑一次，比较输出。
 
-    python3 scripts/simt_differential.py --out docs/data/h200_simt_differential.json   # 在 GPU 机器上
+    python3 scripts/simt_differential.py --out docs/data/gpu_simt_differential.json   # 在 GPU 机器上
     python3 scripts/simt_differential.py --sim-only                                    # 任何机器：只跑模拟器一半
 
 内核：构造登记表（reduction_lab.simt.constructs）里模拟器能运行的每一项，以及课程的内核

@@ -1,4 +1,4 @@
-"""GPU 与模拟器的对照数据（docs/data/h200_simt_differential.json，由 scripts/simt_differential.py 在 GPU 上生成）：
+"""GPU 与模拟器的对照数据（docs/data/gpu_simt_differential.json，由 scripts/simt_differential.py 在 GPU 上生成）：
 覆盖登记表里模拟器能运行的每一项和每个课程内核，全部通过，且源码的 sha256 与现在的源码一致（过期的数据不算数）。"""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from reduction_lab.cuda_kernels import KERNEL_DIR, kernel_names, launch
 from reduction_lab.simt import constructs as C
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "docs" / "data" / "h200_simt_differential.json"
-COMMAND = "python3 scripts/simt_differential.py --out docs/data/h200_simt_differential.json"
+DATA = ROOT / "docs" / "data" / "gpu_simt_differential.json"
+COMMAND = "python3 scripts/simt_differential.py --out docs/data/gpu_simt_differential.json"
 
 
 @pytest.fixture(scope="module")

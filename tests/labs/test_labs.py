@@ -502,6 +502,35 @@ def test_missing_simulator_front_end_is_named_not_called_a_syntax_error(name, tm
     assert "libclang" in report and "pip install" in report and "语法错误" not in report, report
 
 
+_FAULT_SCRIPT = r"""
+import json, sys
+from reduction_lab import labs
+r = labs.check("reduce-sum-cuda", sys.argv[1], bench=False)
+print(json.dumps({"notes": [c.note for c in r.results], "keys": r.hint_keys(), "report": r.report()}))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(rl.MODE != "gpu", reason="真实的非法访存只能在 GPU 上发生；sim 模式由上面的测试检查同一段逻辑")
+def test_a_real_gpu_fault_stops_grading_in_a_fresh_process(tmp_path):
+    """只在大形状（N > 4096，模拟器的预检查不跑这么大的用例）上读到 2^40 个元素之外：GPU 上真的非法访存。
+    评分在那个用例之后停下，给出 gpu-fault 的诊断，其余的用例记为未运行。另起一个进程：非法访存之后这个进程的
+    CUDA 上下文就不能再用了。"""
+    dest = _copy_solution("reduce-sum-cuda", tmp_path)
+    f = dest / "reduce_sum.cu"
+    old = "    const float *row_in = in + row * cols;\n"
+    text = f.read_text(encoding="utf-8")
+    assert old in text
+    f.write_text(text.replace(old, old + "    if (cols > 4096) row_in += (int64_t)1 << 40;\n", 1), encoding="utf-8")
+    p = subprocess.run([sys.executable, "-c", _FAULT_SCRIPT, str(dest)], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = __import__("json").loads(p.stdout.strip().splitlines()[-1])
+    notes = out["notes"]
+    first = next(i for i, n in enumerate(notes) if n.startswith("未运行"))
+    assert first >= 1 and all(n == f"未运行：用例 {first} 之后 CUDA 上下文已经失效" for n in notes[first:]), notes
+    assert "gpu-fault" in out["keys"] and "REDUCTION_LAB_MODE=sim" in out["report"], out["report"]
+
+
 def test_cases_stop_after_an_error_that_breaks_the_cuda_context():
     """非法访存之后，这个进程里的 CUDA 调用都报同一个错：评分在那个用例之后停下，说明原因、怎样找出那一行，
     后面的用例记为未运行；别的异常照常继续运行后面的用例。这里用抛出 CUDA 错误文字的运行函数代替 GPU。"""

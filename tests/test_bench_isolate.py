@@ -370,6 +370,25 @@ def test_target_verdicts():
     assert "还没有bf16的结果" in text
     e["results"]["triton"]["frac_copy"] = 0.91
     assert "低于92%、低于对照1.0%" in report.render_targets(doc)
+    assert "**按行softmax，fp16**" not in text       # 没有 fp16 的结果：不列 fp16 的表
+
+
+def test_target_verdicts_list_fp16_softmax_in_its_own_table():
+    """issue 的目标里 softmax 也有 fp16：有 fp16 的结果时另列一张表，判定规则相同。"""
+    import copy
+
+    rec = _fake_rec("triton", 100.0, 99.0)
+    rec["shapes"][0]["N"] = 4096
+    rec["shapes"][0]["results"]["torch"] = {"status": "ok", "gbps": 98.0, "frac_copy": 0.98}
+    rec["impls"].append({"name": "torch", "label": "torch", "kind": "peer"})
+    half = copy.deepcopy(rec)
+    half["dtype"] = "float16"
+    half["shapes"][0]["results"]["torch"]["gbps"] = 100.0
+    doc = {"suites": {"softmax": {**rec, "by_dtype": {"float16": half}}}}
+    assert [r["ok_peer"] for r in report.target_verdicts(doc, "softmax", "float16")] == [False]
+    text = report.render_targets(doc)
+    assert "**按行softmax，fp16**" in text and "| 4096 | 99%（triton） | 100（torch） | 低于对照1.0% |" in text
+    assert "| 4096 | 99%（triton） | 98（torch） | 达标 | — | — | — |" in text
 
 
 def _two_impls(n, triton_frac, cuda_frac, peer_frac, meta_extra):

@@ -399,6 +399,8 @@ TARGET_SUITES = ("softmax", "row-sum")
 TARGET_FRAC = 0.92
 TARGET_N = (512, 262144)
 TARGET_DTYPES = ("float32", "bfloat16")
+#: 判定表：(套件, 并排的 dtype, 只在有结果时才列出)。softmax 的目标另有 fp16（issue 的第 2 条），单独一张表
+TARGET_TABLES = (("softmax", TARGET_DTYPES, False), ("softmax", ("float16",), True), ("row-sum", TARGET_DTYPES, False))
 #: softmax 另有一行很长的形状（N = 2^20，M = 64）：目标是拷贝带宽的 85%，也要不低于最好的对照
 TARGET_LONG = {"softmax": {2 ** 20: 0.85}}
 
@@ -503,38 +505,41 @@ _SUBJECT_HEAD = {"default": "默认backend", "every": "最慢的backend"}
 
 
 def render_targets(doc: dict) -> str:
-    """对照目标的判定表：softmax与row-sum各一张，float32与bfloat16并排。"""
+    """对照目标的判定表：softmax与row-sum各一张，float32与bfloat16并排；softmax的float16另一张（有结果时）。"""
     lines = ["<!-- 由reduction-lab report从JSON生成；不要手改-->", ""]
     lines.append(f"目标：softmax的默认backend（`backend=\"auto\"`在这块GPU上对每个N选的实现）、按行求和的每个backend，"
                  f"在N = {TARGET_N[0]} … {TARGET_N[1]}上达到同一进程拷贝带宽的{100 * TARGET_FRAC:.0f}%，并且不低于"
                  f"最好的对照（softmax：全部对照；按行求和：torch、torch.compile、CuPy）；softmax另有N = 1048576"
                  f"（M = 64）一行，目标是85%，同样要不低于对照。每格：判定的对象（softmax：默认backend选的实现；"
                  f"按行求和：最慢的backend）占拷贝的比例、最好的对照的GB/s、判定（低于对照时写出差多少：1 − 对象的GB/s ÷ 对照的GB/s）；"
-                 f"我们最好的实现不是它时写在判定后面。")
-    for suite in TARGET_SUITES:
+                 f"我们最好的实现不是它时写在判定后面。softmax的fp16目标相同，另列一张表。")
+    for suite, dtypes, optional in TARGET_TABLES:
         if suite not in doc["suites"]:
             continue
         recs = _dtype_records(doc["suites"][suite])
         labels = {i["name"]: i["label"] for r in recs.values() for i in r["impls"]}
-        per = {dt: {row["N"]: row for row in target_verdicts(doc, suite, dt)} for dt in TARGET_DTYPES}
+        per = {dt: {row["N"]: row for row in target_verdicts(doc, suite, dt)} for dt in dtypes}
         ns = sorted({n for rows in per.values() for n in rows})
-        lines += ["", f"**{SUITE_TITLES[suite]}**", ""]
+        if optional and not ns:
+            continue
+        title = SUITE_TITLES[suite] + ("" if dtypes == TARGET_DTYPES else "，" + "、".join(_DTYPE_SHORT[d] for d in dtypes))
+        lines += ["", f"**{title}**", ""]
         if not ns:
-            lines.append(f"没有N = {TARGET_N[0]} … {TARGET_N[1]}的{'、'.join(_DTYPE_SHORT[d] for d in TARGET_DTYPES)}结果。")
+            lines.append(f"没有N = {TARGET_N[0]} … {TARGET_N[1]}的{'、'.join(_DTYPE_SHORT[d] for d in dtypes)}结果。")
             continue
         head = ["N"]
         who = _SUBJECT_HEAD[TARGET_SUBJECT[suite]]
-        for dt in TARGET_DTYPES:
+        for dt in dtypes:
             t = _DTYPE_SHORT[dt]
             head += [f"{t}：{who}/拷贝", f"{t}：最好的对照GB/s", f"{t}：判定"]
         lines.append("| " + " | ".join(head) + " |")
-        lines.append("|---:|" + "---:|---:|---|" * len(TARGET_DTYPES))
+        lines.append("|---:|" + "---:|---:|---|" * len(dtypes))
         for n in ns:
             cells = [str(n)]
-            for dt in TARGET_DTYPES:
+            for dt in dtypes:
                 cells += _verdict_cells(per[dt].get(n), labels)
             lines.append("| " + " | ".join(cells) + " |")
-        missing = [_DTYPE_SHORT[dt] for dt in TARGET_DTYPES if not per[dt]]
+        missing = [_DTYPE_SHORT[dt] for dt in dtypes if not per[dt]]
         if missing:
             lines += ["", f"还没有{'、'.join(missing)}的结果（—）。"]
     return "\n".join(lines) + "\n"

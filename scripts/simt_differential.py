@@ -233,15 +233,42 @@ def _registry_side(c, workdir, mode):
         args = [torch.from_numpy(a).cuda() if isinstance(a, np.ndarray) else a for a in case.args]
     else:
         args = list(case.args)
-    launch(str(path), c.kernel, grid=c.grid, block=c.block, args=args, shared_bytes=c.shared_bytes, mode=mode,
-           symbols=dict(case.symbols) or None)
-    if mode == "gpu":
-        torch.cuda.synchronize()
+    with _stdout_text() as printed:          # 内核里 printf 印出的文字：GPU 上由驱动写到文件描述符 1，同步时才写出
+        launch(str(path), c.kernel, grid=c.grid, block=c.block, args=args, shared_bytes=c.shared_bytes, mode=mode,
+               symbols=dict(case.symbols) or None)
+        if mode == "gpu":
+            torch.cuda.synchronize()
     out = {}
     for k in keys:
         v = case.symbols[k] if isinstance(k, str) else args[k]
         out[str(k)] = _np(v) if hasattr(v, "detach") else np.copy(v)
-    return out, case
+    return out, case, printed[0]
+
+
+class _stdout_text:
+    """在 with 块里把标准输出（Python 的 sys.stdout 与文件描述符 1）接到临时文件，退出时读出文字：``as p`` 之后
+    ``p[0]`` 是印出的内容。"""
+
+    def __enter__(self):
+        import os
+
+        sys.stdout.flush()
+        self.tmp = tempfile.TemporaryFile(mode="w+b")
+        self.saved = os.dup(1)
+        os.dup2(self.tmp.fileno(), 1)
+        self.text = [""]
+        return self.text
+
+    def __exit__(self, *exc):
+        import os
+
+        sys.stdout.flush()
+        os.dup2(self.saved, 1)
+        os.close(self.saved)
+        self.tmp.seek(0)
+        self.text[0] = self.tmp.read().decode("utf-8", "replace")
+        self.tmp.close()
+        return False
 
 
 def run_registry(sim_only, log):
@@ -264,7 +291,7 @@ def run_registry(sim_only, log):
                 log(row)
                 continue
             d = Path(tmp) / c.name
-            sim, case = _registry_side(c, d, "sim")
+            sim, case, sim_text = _registry_side(c, d, "sim")
             want = c.expected(C.make_case(c))
             bounds = c.bound(C.make_case(c)) if c.bound else {}
             row["sim_vs_reference"] = max(_compare(sim[str(k)], w, bounds.get(k, 0.0))[0] for k, w in want.items())
@@ -272,7 +299,7 @@ def run_registry(sim_only, log):
                 row.update(gpu_status="not run", passed=None)
             else:
                 try:
-                    gpu, _ = _registry_side(c, d, "gpu")
+                    gpu, _, gpu_text = _registry_side(c, d, "gpu")
                 except Exception as e:          # 编译或启动失败：记下来，不中断其他项
                     row.update(gpu_status=f"error: {type(e).__name__}: {str(e)[:300]}", passed=False)
                     rows.append(row)
@@ -288,6 +315,12 @@ def run_registry(sim_only, log):
                     bnd.append(float(np.max(b)))
                     row.setdefault("gpu_vs_reference", 0.0)
                     row["gpu_vs_reference"] = max(row["gpu_vs_reference"], e2)
+                if sim_text or gpu_text:        # printf：同样的行（GPU 上各线程的顺序没有保证，所以按排序后比较）
+                    row.update(printf_lines=sim_text.count("\n"),
+                               printf_match=sorted(sim_text.splitlines()) == sorted(gpu_text.splitlines()))
+                    if not row["printf_match"]:
+                        row["printf_gpu"], row["printf_sim"] = gpu_text[:2000], sim_text[:2000]
+                    oks.append(row["printf_match"])
                 row.update(gpu_status="ran", max_error=max(errs), bound=max(bnd), passed=bool(all(oks)))
             row["seconds"] = round(time.perf_counter() - t0, 3)
             rows.append(row)

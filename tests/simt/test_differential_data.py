@@ -63,6 +63,12 @@ def test_every_course_kernel_passed_on_current_sources(doc, script):
     assert not stale, f"这些课程内核的对照数据缺失或已过期：{stale}；重新运行 `{COMMAND}`"
 
 
+def test_printf_text_matches_the_gpu(doc):
+    """printf 的登记项在 GPU 上印出的行（排序后）与模拟器的逐字相同。"""
+    rows = [r for r in doc["kernels"] if r["kernel"] == "printf"]
+    assert rows and rows[0]["printf_lines"] > 0 and rows[0]["printf_match"] is True, rows
+
+
 def test_float_comparisons_state_their_bound(doc):
     for r in doc["kernels"]:
         if r.get("gpu_status") == "ran":

@@ -227,6 +227,9 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             err.kernel, err.line = name, ln if isinstance(ln, int) else None
             raise err from e
     rep.elapsed_s = time.perf_counter() - t0
+    if rep.printf_dropped:
+        print(f"（模拟器：这次启动的 printf 输出超过 {Machine.PRINTF_LIMIT} 字节，后面的 {rep.printf_dropped} 行丢掉了；"
+              f"GPU 上 printf 的缓冲区默认也是 1 MiB，见 cudaLimitPrintfFifoSize）", flush=True)
     for sname, a in (symbols or {}).items():
         buf = m.file_bufs.get(sname)
         if isinstance(a, np.ndarray) and buf is not None and not buf.constant and a.flags.writeable:

@@ -376,6 +376,26 @@ def _strip(c):
     return c
 
 
+#: printf 的一个转换说明（C 的写法）：标志、宽度、精度、长度修饰符、转换字符
+PRINTF_SPEC = re.compile(r"%(?P<flags>[-+ #0]*)(?P<width>\*|\d+)?(?:\.(?P<prec>\*|\d*))?"
+                         r"(?P<len>hh|h|ll|l|j|z|t|L)?(?P<conv>[diouxXeEfFgGaAcspn%])")
+_PRINTF_INT, _PRINTF_FLOAT = set("diouxXc"), set("eEfFgG")
+
+
+def string_literal(c):
+    """字符串常量（可能包在隐式转换里；相邻的几段已由 clang 连起来）的内容；不是字符串常量时返回 None。"""
+    import ast
+
+    c = _strip(c)
+    if c.kind != K.STRING_LITERAL:
+        return None
+    parts = [t.spelling for t in c.get_tokens() if t.kind == ci.TokenKind.LITERAL]
+    try:
+        return "".join(ast.literal_eval(p) for p in parts if p.startswith('"'))
+    except (ValueError, SyntaxError):           # u8"…"、L"…" 等前缀
+        return None
+
+
 def qualified_name(c):
     parts = [c.spelling]
     p = c.semantic_parent
@@ -1115,7 +1135,7 @@ class Lowering:
         if k in (K.CXX_NULL_PTR_LITERAL_EXPR, K.GNU_NULL_EXPR):
             return _const("int", "0", co)
         if k == K.STRING_LITERAL:
-            raise self.unsupported("字符串常量（printf 等）string literal", c)
+            raise self.unsupported("字符串常量（只支持直接写在 printf 里的：格式串与 %s 的实参）string literal outside printf", c)
         if k == K.DECL_REF_EXPR:
             return self.declref(c)
         if k == K.MEMBER_REF_EXPR:
@@ -1344,6 +1364,8 @@ class Lowering:
                     raise texture_reference_error(self.where, c, ad.spelling)
             raise self.unsupported(f"纹理对象 cudaTextureObject_t 的读写 {r.spelling}（nvcc 接受；读的是主机绑定的纹理"
                                    f"与表面内存，模拟器不支持）/ texture or surface object access {r.spelling}", c)
+        if r.spelling == "printf" and not self.where.is_user(r.location.file):
+            return self.printf_call(args, c, co)
         if not self.where.is_user(r.location.file):
             sp = self.spec_call(r.spelling, args, c, co)
             if sp is not None:
@@ -1393,6 +1415,55 @@ class Lowering:
         else:
             this = self.init_expr(o)
         return _call(n, [this] + rest, co)
+
+    # ------------------------------------------------------------ printf
+    def printf_call(self, args, c, co):
+        """设备端的 printf：格式串必须是字符串常量，降低成 __simt_printf(格式串的编号, 实参...)。%s 的实参只能是
+        字符串常量，在这里直接写进格式串；整数转换配浮点实参（或反过来）在 C 里是未定义行为，报不支持而不是印出
+        一个错的数。格式串存在 Program.strings 里，解释器按它逐个线程地格式化。"""
+        fmt = string_literal(args[0]) if args else None
+        if fmt is None:
+            raise self.unsupported("printf 的格式串不是字符串常量 / printf format that is not a string literal", c)
+        rest, vals, out, pos, k = args[1:], [], [], 0, 0
+        for m in list(PRINTF_SPEC.finditer(fmt)) + [None]:
+            seg = fmt[pos:m.start() if m is not None else len(fmt)]
+            if "%" in seg:
+                raise self.unsupported(f"printf 格式串里无法识别的转换 {seg[seg.index('%'):][:4]!r}"
+                                       f" / unrecognised printf conversion", c)
+            out.append(seg)
+            if m is None:
+                break
+            pos = m.end()
+            conv, spec = m.group("conv"), m.group(0)
+            if conv == "%":
+                out.append("%%")
+                continue
+            if conv in "naAp" or "*" in spec:
+                raise self.unsupported(f"printf 的转换 {spec}（模拟器支持 d i o u x X c e E f F g G s 与 %%，"
+                                       f"宽度与精度要写成数字）/ printf conversion {spec}", c)
+            if k >= len(rest):
+                raise self.unsupported(f"printf 的实参比格式串里的转换少（第 {k + 1} 个转换 {spec} 没有实参）"
+                                       f" / printf has fewer arguments than conversions", c)
+            a = rest[k]
+            k += 1
+            if conv == "s":
+                text = string_literal(a)
+                if text is None:
+                    raise self.unsupported(f"printf 的 {spec} 实参不是字符串常量（设备端只能印出字符串常量）"
+                                           f" / printf {spec} argument that is not a string literal", a)
+                out.append((f"%{m.group('flags')}{m.group('width') or ''}"
+                            f"{'.' + m.group('prec') if m.group('prec') is not None else ''}s" % text).replace("%", "%%"))
+                continue
+            at = a.type.get_canonical()
+            is_float = at.kind in (TK.FLOAT, TK.DOUBLE, TK.LONGDOUBLE, TK.HALF)
+            is_int = not is_float and at.kind not in (TK.POINTER, TK.RECORD, TK.ELABORATED, TK.CONSTANTARRAY)
+            if (conv in _PRINTF_INT and not is_int) or (conv in _PRINTF_FLOAT and not is_float):
+                raise self.unsupported(f"printf 的 {spec} 配了 {a.type.spelling} 类型的实参（C 里是未定义行为，GPU 上会印出"
+                                       f"无意义的数）/ printf {spec} with a {a.type.spelling} argument", a)
+            out.append(spec)
+            vals.append(self.expr(a))
+        self.prog.strings.append(("".join(out), len(args) - 1))
+        return _call("__simt_printf", [_const("int", str(len(self.prog.strings) - 1), co)] + vals, co)
 
     # ------------------------------------------------------------ GPUVerify 的规约注解
     def spec_call(self, name, args, c, co):

@@ -745,6 +745,17 @@ __global__ void __cluster_dims__(4, 1, 1) cg_cluster_sums(const float* x, float*
 }
 """
 
+_PRINTF = r"""
+#include <cstdio>
+// 设备端的 printf：格式串是字符串常量，返回格式串之后的实参个数；每个线程印出一行（GPU 上顺序没有保证）
+__global__ void printf_count(const float* x, int* n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    n[i] = i % 2 ? printf("i=%3d u=%u h=%#x f=%8.3f e=%.2e g=%g c=%c %s\n", i, (unsigned)(i - 4), i * 4099, x[i],
+                          x[i] * 1e5f, x[i], 'a' + i, "odd")
+                 : printf("even\n");
+}
+"""
+
 # ---------------------------------------------------------------- 内置函数与预处理
 
 _MUL24 = r"""
@@ -1097,6 +1108,9 @@ REGISTRY: tuple[Construct, ...] = (
        lambda c: {1: _block_sums(c.args[0], 256),
                   2: ((np.arange(512) % 256) * 16 + (np.arange(512) // 64) % 4).astype(np.uint32)},
        lambda c: {1: _block_bound(c.args[0], 256)}),
+    _c("printf", "内置函数", "设备端的printf：格式串与%s的实参是字符串常量，返回实参个数", _PRINTF, "printf_count", 2, 4,
+       lambda rng: Case([_floats(rng, 8), _zeros(8, np.int32)]),
+       lambda c: {1: np.where(np.arange(8) % 2 == 1, 8, 0).astype(np.int32)}),
     # 内置函数与预处理
     _c("mul24", "内置函数", "__mul24算下标与乘积", _MUL24, "mul24_index", 2, 32,
        lambda rng: Case([_ints(rng, 64, -1000, 1000), _zeros(64, np.int32)]),
@@ -1218,11 +1232,14 @@ def compare(got, want, bound):
 
 def run(c: Construct, case: Case | None = None, workdir=None):
     """在模拟器里启动一次，返回 (case, report)；``case`` 的数组被原地写入。
-    模拟器的错误照常抛出。"""
+    模拟器的错误照常抛出。内核里 printf 的输出只记在 ``report.printf`` 里，不写到标准输出（登记表的表格照常干净）。"""
+    import contextlib
+    import io
+
     from . import api
 
     case = make_case(c) if case is None else case
-    with tempfile.TemporaryDirectory(prefix="simt_construct_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="simt_construct_") as tmp, contextlib.redirect_stdout(io.StringIO()):
         path = materialize(c, workdir or tmp)
         rep = api.launch(path, c.kernel, c.grid, c.block, case.args, shared_bytes=c.shared_bytes,
                          symbols=dict(case.symbols) or None)

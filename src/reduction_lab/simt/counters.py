@@ -17,6 +17,10 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 
+#: Report 里不是计数器的字段：不进 as_dict 与打印的计数器表
+_NOT_COUNTERS = ("elapsed_s", "printf", "printf_bytes", "printf_dropped")
+
+
 @dataclass
 class Report:
     """一次模拟启动的报告 / report of one simulated launch."""
@@ -58,6 +62,10 @@ class Report:
     dsmem_store_bytes: int = 0
     dsmem_atomic_ops: int = 0       # 经 map_shared_rank 对别的块的共享内存做的原子操作（每个线程计 1，也计入 atomic_ops）
     elapsed_s: float = field(default=0.0, compare=False)
+    #: 设备端 printf 印出的文字（也已写到标准输出）、字节数与超过 1 MiB 之后丢掉的行数；不是计数器，as_dict 不含
+    printf: str = field(default="", compare=False, repr=False)
+    printf_bytes: int = field(default=0, compare=False, repr=False)
+    printf_dropped: int = field(default=0, compare=False, repr=False)
 
     @property
     def bank_conflicts(self):
@@ -73,7 +81,7 @@ class Report:
         return self.global_store_sectors / self.global_store_requests if self.global_store_requests else 0.0
 
     def as_dict(self):
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "elapsed_s"}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_COUNTERS}
         d["bank_conflicts"] = self.bank_conflicts
         return d
 

@@ -110,6 +110,7 @@ class Program:
         self.file_vars = {}        # 文件作用域的 __constant__、__device__ 与 const 变量：名字 -> (声明, 是否只读)
         self.enum_consts = {}      # 枚举常量已由 clang 求值成常量
         self.instances = {}        # 规范化的实例名 kern<256> -> 函数名
+        self.strings = []          # printf 的格式串（%s 的字符串常量已经写进去）与实参个数，按 __simt_printf 的编号
         CF.BUILTIN_FUNCS = BUILTIN_FUNCS
         CF.build(self, text, filename, defines or {}, instance)
         self.kernels = [n for n, f in self.functions.items() if f.is_kernel and "<" not in n]
@@ -281,7 +282,7 @@ def parse_constant(node):
             raise _unsupported(f"字符常量 {s}", node)
         return T.INT, v
     if node.type == "string":
-        raise _unsupported("字符串常量（printf 等）string literal", node)
+        raise _unsupported("字符串常量（只支持直接写在 printf 里的：格式串与 %s 的实参）string literal outside printf", node)
     m = _INT_RE.match(s)
     if m:
         digits, suf = m.group(1), m.group(2).lower()

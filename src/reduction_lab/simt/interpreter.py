@@ -159,6 +159,7 @@ BUILTIN_FUNCS.update(
         "__simt_cluster_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
         "__simt_cluster_num_blocks", "__simt_cluster_dim_blocks", "__simt_cluster_block_index", "__simt_map_shared_rank",
         "__simt_cluster_dim_threads", "__simt_cluster_thread_index", "__simt_cluster_query_shared_rank",
+        "__simt_printf",
     } | {"make_" + v for v in T.VECS}
 )
 
@@ -2569,6 +2570,45 @@ class Machine:
             raise err
         return Val(T.INT, np.int32(0))
 
+    #: printf 的整数转换按长度修饰符取的位数（没有修饰符：int，32 位）
+    _PRINTF_BITS = {None: 32, "hh": 8, "h": 16, "l": 64, "ll": 64, "j": 64, "z": 64, "t": 64}
+    #: 一次启动最多印出这么多字节：与 GPU 上 printf 缓冲区的默认大小（cudaLimitPrintfFifoSize，1 MiB）相同
+    PRINTF_LIMIT = 1 << 20
+
+    def b___simt_printf(self, node, args, lanes, fr):
+        """设备端的 printf：每个活跃线程按线程编号的顺序印出一行（GPU 上各线程的输出顺序没有保证），立刻写到
+        标准输出，也记进报告的 ``printf``；返回值与 CUDA 相同，是格式串之后的实参个数。一次启动印出的字节数
+        超过 :data:`PRINTF_LIMIT` 之后的输出丢掉，报告里记下丢掉了多少行（GPU 上缓冲区满了也是丢掉）。"""
+        import sys
+
+        from .clang_frontend import PRINTF_SPEC
+
+        fmt, nargs = self.prog.strings[int(self.ev(args[0], lanes, fr).v)]
+        if lanes.n == 0:
+            return Val(T.INT, np.int32(nargs))
+        pieces, pos, it = [], 0, iter(args[1:])       # 文字段与每个转换格式化好的一列（每个线程一个字符串）
+        for m in PRINTF_SPEC.finditer(fmt):
+            pieces.append([fmt[pos:m.start()]] * lanes.n)
+            pos = m.end()
+            if m.group("conv") == "%":
+                pieces.append(["%"] * lanes.n)
+                continue
+            col = np.broadcast_to(np.asarray(self.ev(next(it), lanes, fr).v), (lanes.n,))
+            pieces.append(_printf_column(m, col, self._PRINTF_BITS[m.group("len")]))
+        pieces.append([fmt[pos:]] * lanes.n)
+        rep = self.rep
+        for i in range(lanes.n):
+            text = "".join(p[i] for p in pieces)
+            size = len(text.encode())
+            if rep.printf_bytes + size > self.PRINTF_LIMIT:
+                rep.printf_dropped += 1
+                continue
+            rep.printf_bytes += size
+            rep.printf += text
+            sys.stdout.write(text)
+        sys.stdout.flush()
+        return Val(T.INT, np.int32(nargs))
+
     def b___ballot_sync(self, node, args, lanes, fr):
         """__ballot_sync(mask, pred)：mask 中谓词为真的线程的位图（同一线程束的线程得到同一个值）。"""
         mask, v = self._args(args, 2, node, lanes, fr, "__ballot_sync")
@@ -3067,3 +3107,35 @@ for _name in _HINT_LOADS:
     setattr(Machine, "b_" + _name, _hint_method(_name, Machine.b___ldg))
 for _name in _HINT_STORES:
     setattr(Machine, "b_" + _name, _hint_method(_name, Machine._hint_store))
+
+
+def _printf_column(m, col, bits):
+    """printf 的一个转换（``m`` 是 PRINTF_SPEC 的匹配）作用在一列值上，按 C 的规则：整数按长度修饰符截成 8 到 64 位，
+    %d / %i 按有符号解释，%u %o %x %X 按无符号（不加 + 与空格）；%#x 遇到 0 不加 0x，%#o 让第一位是 0；
+    %c 取低 8 位的字符；浮点按 double。"""
+    flags, width, prec, conv = m.group("flags"), m.group("width") or "", m.group("prec"), m.group("conv")
+    dot = "" if prec is None else "." + (prec or "0")
+    if conv in "eEfFgG":
+        f = f"%{flags}{width}{dot}{conv}"
+        return [f % v for v in col.astype(np.float64).tolist()]
+    u = col.astype(np.int64).astype(np.uint64)
+    if bits < 64:
+        u = u & np.uint64((1 << bits) - 1)
+    vals = [int(v) for v in u]
+    if conv == "c":
+        f = f"%{flags.replace('0', '')}{width}s"
+        return [f % chr(v & 0xFF) for v in vals]
+    if conv in "di":
+        f = f"%{flags}{width}{dot}d"
+        return [f % (v - (1 << bits) if v >> (bits - 1) else v) for v in vals]
+    plain = flags.replace("+", "").replace(" ", "")
+    out = []
+    for v in vals:
+        fl = plain
+        d = dot
+        if "#" in plain and (v == 0 or conv == "o"):
+            fl = plain.replace("#", "")
+            if conv == "o" and v:                       # C：精度加到第一位是 0
+                d = "." + str(max(int(prec or 1) if prec is not None else 1, len(f"{v:o}") + 1))
+        out.append(f"%{fl}{width}{d}{'d' if conv == 'u' else conv}" % v)
+    return out

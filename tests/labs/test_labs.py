@@ -560,3 +560,31 @@ def test_cases_stop_after_an_error_that_breaks_the_cuda_context():
     res = run_cases(cases, lambda c: runner(c, ValueError("bad shape")), on_error)
     assert ran == [f"c{i}" for i in range(5)] and res[1].hint.key == "exception" and res[4].ok
     assert not gpu_context_lost(ValueError("bad shape"))
+
+
+def test_kernel_printf_goes_into_the_report_not_the_terminal(tmp_path, capsys):
+    """学习者在内核里加 printf 调试：模拟器印出的行记在各用例上，报告摘出第一个失败的用例的前几行，
+    终端上不会被十几个用例的输出淹没；都通过时摘第一个有输出的用例。"""
+    if rl.MODE != "sim":
+        pytest.skip("GPU 上的 printf 由驱动直接写到标准输出，这里检查模拟器的输出怎样进报告")
+    dest = _copy_solution("reduce-sum-cuda", tmp_path)
+    f = dest / "reduce_sum.cu"
+    loop = "        acc += row_in[j];\n"
+    text = "#include <cstdio>\n" + f.read_text(encoding="utf-8").replace(
+        loop, loop + '    if (tid == 0) printf("row %lld partial %.1f\\n", (long long)row, acc);\n', 1)
+    f.write_text(text, encoding="utf-8")
+    result = labs.check("reduce-sum-cuda", dest, bench=False)
+    assert result.passed and capsys.readouterr().out == ""
+    assert result.results[0].output.startswith("row 0 partial ")
+    report = result.report()
+    assert "用例 1（课程用例，1x128）运行时印出了 1 行" in report and "    row 0 partial " in report
+    assert "<pre><code>row 0 partial " in result._repr_html_()
+    # 归约少做最后一步：第一个失败的用例是 1；16 行的用例印出 16 行，报告只列前 20 行
+    f.write_text(text.replace("s > 0; s >>= 1", "s > 1; s >>= 1", 1), encoding="utf-8")
+    result = labs.check("reduce-sum-cuda", dest, bench=False)
+    assert not result.passed and capsys.readouterr().out == ""
+    assert result.results[1].output.count("\n") == 16 and "用例 1（" in result.report()
+    big = next(r for r in result.results if r.output.count("\n") > 20)
+    from reduction_lab.labs.grading import output_excerpt
+    title, lines = output_excerpt([big])
+    assert "只列出前 20 行" in title and len(lines) == 20

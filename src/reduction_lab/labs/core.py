@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import itertools
 import os
 import shutil
@@ -166,7 +168,8 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
         cases = lab.cases(mode)
         result.results = [CaseResult(i, c, False, None, "未运行") for i, c in enumerate(cases, 1)]
         return result
-    extra_lines, extra_hints = lab.extra_checks(impl, mode, paths)
+    with contextlib.redirect_stdout(io.StringIO()):   # 预检查里内核的 printf：用例自己的输出会摘进报告
+        extra_lines, extra_hints = lab.extra_checks(impl, mode, paths)
     result.extra = extra_lines
     cases = lab.cases(mode)
     blocking = [h for h in extra_hints if h.key in BLOCKING or (mode == "gpu" and h.key in GPU_UNSAFE)]

@@ -83,6 +83,12 @@ class CaseResult:
     max_err: float | None = None
     note: str = ""
     hint: Hint | None = None
+    #: 运行这个用例时印出的文字（模拟器里内核的 printf、学习者代码的 print）；报告只摘一个用例的前几行
+    output: str = ""
+
+
+#: 报告里摘出的 printf 输出最多几行
+OUTPUT_LINES = 20
 
 
 @dataclass
@@ -132,6 +138,9 @@ class GradeResult:
         lines = [f"实验 {self.lab}（{self.title}）：{names}，模式 {self.mode}，后端 {self.backend}", ""]
         if self.results:
             lines += [self.table(), ""]
+        excerpt = output_excerpt(self.results)
+        if excerpt is not None:
+            lines += [excerpt[0]] + ["    " + x for x in excerpt[1]] + [""]
         lines += self.extra
         if self.hints:
             sources = {}
@@ -179,6 +188,9 @@ class GradeResult:
                 rows.append((r.index, r.case.name, r.case.label, str(r.case.dtype).replace("torch.", ""),
                              "✓ 通过" if r.ok else "✗ 失败", err, r.note))
             out.append(table(("#", "用例", "形状", "dtype", "结果", "最大误差", "说明"), rows))
+        excerpt = output_excerpt(self.results)
+        if excerpt is not None:
+            out.append(f"<p>{e(excerpt[0])}</p><pre><code>{e(chr(10).join(excerpt[1]))}</code></pre>")
         out += [f"<p>{e(x)}</p>" for x in self.extra if x]
         if self.hints:
             sources = {}
@@ -364,19 +376,37 @@ def _context_lost_hint(case: Case, index: int, exc: BaseException, hint: Hint) -
 def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseException], Hint]) -> list[CaseResult]:
     """逐个运行用例；``runner`` 返回 (是否通过, 最大误差, 备注, 诊断)，异常交给 ``on_error`` 诊断。
     让 CUDA 上下文失效的错误（:func:`gpu_context_lost`）之后不再运行后面的用例：它们只会报同一个错。"""
+    import contextlib
+    import io
+
     out = []
     for i, case in enumerate(cases, 1):
+        printed = io.StringIO()              # 模拟器里 printf 的输出：记在这个用例上，不让十几个用例的输出挤满终端
         try:
-            ok, err, note, hint = runner(case)
+            with contextlib.redirect_stdout(printed):
+                ok, err, note, hint = runner(case)
         except Exception as exc:  # noqa: BLE001  学习者的代码可能抛出任何异常：都要诊断，不能让评分崩溃
             ok, err, note, hint = False, None, type(exc).__name__, on_error(case, exc)
             if gpu_context_lost(exc):
-                out.append(CaseResult(i, case, ok, err, note, _context_lost_hint(case, i, exc, hint)))
+                out.append(CaseResult(i, case, ok, err, note, _context_lost_hint(case, i, exc, hint), printed.getvalue()))
                 out += [CaseResult(j, c, False, None, f"未运行：用例 {i} 之后 CUDA 上下文已经失效")
                         for j, c in enumerate(cases[i:], i + 1)]
                 return out
-        out.append(CaseResult(i, case, ok, err, note, hint))
+        out.append(CaseResult(i, case, ok, err, note, hint, printed.getvalue()))
     return out
+
+
+def output_excerpt(results: list[CaseResult]) -> tuple[str, list[str]] | None:
+    """报告里摘出的输出：第一个失败且有输出的用例（都通过时第一个有输出的用例），标题与前 :data:`OUTPUT_LINES` 行。"""
+    r = next((r for r in results if r.output and not r.ok), None) or next((r for r in results if r.output), None)
+    if r is None:
+        return None
+    lines = r.output.splitlines()
+    more = f"，只列出前 {OUTPUT_LINES} 行" if len(lines) > OUTPUT_LINES else ""
+    others = sum(1 for x in results if x.output) - 1
+    tail = f"；另有 {others} 个用例也有输出" if others else ""
+    return (f"用例 {r.index}（{r.case.name}，{r.case.label}）运行时印出了 {len(lines)} 行{more}{tail}：",
+            lines[:OUTPUT_LINES])
 
 
 def merge_hints(results: list[CaseResult]) -> list[Hint]:

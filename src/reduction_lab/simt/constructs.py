@@ -746,8 +746,7 @@ __global__ void __cluster_dims__(4, 1, 1) cg_cluster_sums(const float* x, float*
 """
 
 _PRINTF = r"""
-#include <cstdio>
-// 设备端的 printf：格式串是字符串常量，返回格式串之后的实参个数；每个线程印出一行（GPU 上顺序没有保证）
+// 设备端的 printf（CUDA 的头文件已经声明，NVRTC 里没有 <cstdio>）：格式串是字符串常量，返回格式串之后的实参个数；每个线程印出一行（GPU 上顺序没有保证）
 __global__ void printf_count(const float* x, int* n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     n[i] = i % 2 ? printf("i=%3d u=%u h=%#x f=%8.3f e=%.2e g=%g c=%c %s\n", i, (unsigned)(i - 4), i * 4099, x[i],

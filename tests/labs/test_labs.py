@@ -570,7 +570,7 @@ def test_kernel_printf_goes_into_the_report_not_the_terminal(tmp_path, capsys):
     dest = _copy_solution("reduce-sum-cuda", tmp_path)
     f = dest / "reduce_sum.cu"
     loop = "        acc += row_in[j];\n"
-    text = "#include <cstdio>\n" + f.read_text(encoding="utf-8").replace(
+    text = f.read_text(encoding="utf-8").replace(
         loop, loop + '    if (tid == 0) printf("row %lld partial %.1f\\n", (long long)row, acc);\n', 1)
     f.write_text(text, encoding="utf-8")
     result = labs.check("reduce-sum-cuda", dest, bench=False)
@@ -588,3 +588,16 @@ def test_kernel_printf_goes_into_the_report_not_the_terminal(tmp_path, capsys):
     from reduction_lab.labs.grading import output_excerpt
     title, lines = output_excerpt([big])
     assert "只列出前 20 行" in title and len(lines) == 20
+
+
+def test_nvrtc_missing_host_header_gets_a_specific_fix():
+    """gpu 模式下 CUDA 文件经 NVRTC 编译，它没有 <cstdio> 这样的主机头文件：调试时加上的 #include <cstdio>
+    得到一条说清原因的诊断（printf 不用包含头文件），指向那一行。"""
+    from reduction_lab.labs.hints import compile_hint
+
+    exc = RuntimeError('CompileException: reduce_sum.cu(12): catastrophic error: cannot open source file "cstdio"\n'
+                       '  #include <cstdio>\n                   ^\n')
+    h = compile_hint(exc, "reduce_sum.cu")
+    assert h.line == 12 and "<cstdio>" in h.cause and "printf" in h.fix
+    h = compile_hint(RuntimeError("reduce_sum.cu(3): error: identifier \"x\" is undefined"), "reduce_sum.cu")
+    assert h.line == 3 and h.cause == "编译错误"

@@ -113,6 +113,11 @@ def compile_hint(exc: BaseException, file: str) -> Hint | None:
     text = str(exc)
     m = re.search(rf"{re.escape(file)}\((\d+)\): (?:catastrophic )?(?:error|错误)[^\n]*", text)
     if m:
+        inc = re.search(r'cannot open source file "([^"]+)"', m.group(0))
+        if inc:                                     # NVRTC 只有 CUDA 自己的头文件：<cstdio>、<iostream> 等都没有
+            return Hint("compile-error", f"编译错误：GPU 上的编译器（NVRTC）没有头文件 <{inc.group(1)}>", file,
+                        int(m.group(1)), detail=m.group(0),
+                        fix="删掉这一行 #include：printf、数学函数与 CUDA 的内置函数不用包含头文件就能用。")
         return Hint("compile-error", "编译错误", file, int(m.group(1)), detail=m.group(0),
                     fix="按编译器的提示修改这一行。")
     return None

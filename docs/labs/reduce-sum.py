@@ -113,6 +113,30 @@ except simt.BarrierDivergenceError as e:
 # 评分在出错的那个用例之后停下，说明原因；重启之后，用`REDUCTION_LAB_MODE=sim`在模拟器里评分，它会指出越界的那一行。
 
 # %% [markdown]
+# ## 调试：在内核里`printf`
+#
+# 在模拟器里评分时，内核里的`printf`照常印出：格式与C的`printf`相同，每个执行到它的线程一行，按线程编号排好。
+# 评分程序把每个用例印出的行记在那个用例上，报告里摘出第一个失败的用例的前20行，终端不会被十几个用例的输出淹没。
+# `printf`不用包含头文件（GPU上的编译器NVRTC没有`<cstdio>`，包含它会得到一条编译错误的诊断）。
+# 下面在参考解的一个副本里印出每行前两个线程的部分和，再让树形归约少做最后一步（`s > 1`）：
+
+# %% tags=["broken-copy"]
+import shutil
+
+debug_dir = shutil.copytree(cuda_dir, cuda_dir.with_name("reduce-sum-debug"), dirs_exist_ok=True)
+src = (debug_dir / "reduce_sum.cu").read_text(encoding="utf-8")
+src = src.replace("        acc += row_in[j];\n", "        acc += row_in[j];\n"
+                  "    if (tid < 2) printf(\"row %lld tid %u partial %.3f\\n\", (long long)row, tid, acc);\n", 1)
+src = src.replace("s > 0; s >>= 1", "s > 1; s >>= 1", 1)    # 错误：少做最后一步，sdata[1] 没有加进来
+(debug_dir / "reduce_sum.cu").write_text(src, encoding="utf-8")
+labs.check("reduce-sum-cuda", debug_dir, bench=False)
+
+# %% [markdown]
+# 用例1只有一行：印出的部分和说明步长循环没有问题（每个线程都加了自己的那几个元素），错在后面的树形归约：
+# `s > 1`让循环做完`s = 2`就停了，奇数号槽位合起来的那一半（`sdata[1]`）没有加进`sdata[0]`。
+# 在GPU上，`printf`由驱动在内核结束时直接写到标准输出，不进报告，各线程的顺序也没有保证。
+
+# %% [markdown]
 # ## 验证：CUDA C（`--backend cuda`）
 #
 # 与命令行`reduction-lab lab check reduce-sum-cuda`、`pytest --lab reduce-sum-cuda --backend cuda`相同。

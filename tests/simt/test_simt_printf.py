@@ -22,6 +22,7 @@ FORMATS = [
     ("%hhd|%hd|%hhu|%hu|%ld|%lld|%llu|%lx", "300, 70000, 300, 70000, -5l, -(1ll << 40), 1ull << 63, -1l"),
     ("%c%c|%5c|%-3c|%s|%8s|%-6s|%.2s|%%", "'h', 'i', 'z', 'y', \"ok\", \"right\", \"left\", \"trim\""),
     ("%f|%f|%F|%.0f|%.1f", "1.0f / 3.0f, -0.0f, 2.5, 2.5, 0.05"),
+    ("%05.3d|%08.3x|%-05d|%+.0f|%#.0f|%.0e|%05.1u|% 05d|%+05d|%x", "7, 255, 3, 2.5, 3.0, 12345.0, 9u, 42, 42, -1"),
 ]
 
 
@@ -117,3 +118,48 @@ def test_printf_it_cannot_print_faithfully_is_refused_at_its_line(body, what, tm
         simt.launch(str(path), "k", 1, 1, ())
     first = min(i for i in (src.find('"', src.index("{")), src.index("printf")) if i >= 0)
     assert what in str(e.value) and e.value.line == src.count("\n", 0, first) + 1, str(e.value)
+
+
+def _random_specs(n, seed=0):
+    """n 个随机的 (转换说明, C 里的实参)：标志、宽度、精度、长度修饰符与转换都随机，实参是那个类型的随机值
+    （整数取满 64 位再由 C 的类型截断；浮点含 0、-0、次正规数、很大很小的数与 inf、nan）。"""
+    rng = np.random.default_rng(seed)
+    ctype = {None: "int", "hh": "signed char", "h": "short", "l": "long", "ll": "long long"}
+    utype = {None: "unsigned", "hh": "unsigned char", "h": "unsigned short", "l": "unsigned long",
+             "ll": "unsigned long long"}
+    floats = ["0.0", "-0.0", "1e-310", "3.4e38", "-2.5e-7", "123456.789", "0.5", "INFINITY", "-INFINITY", "NAN"]
+    out = []
+    for _ in range(n):
+        flags = "".join(f for f in "-+ #0" if rng.random() < 0.25)
+        width = str(rng.integers(1, 14)) if rng.random() < 0.6 else ""
+        prec = "." + str(rng.integers(0, 9)) if rng.random() < 0.5 else ""
+        if rng.random() < 0.5:
+            conv = str(rng.choice(list("eEfFgG")))
+            val = str(rng.choice(floats)) if rng.random() < 0.5 else repr(float(rng.standard_normal() * 10.0 ** rng.integers(-8, 9)))
+            out.append((f"%{flags}{width}{prec}{conv}", f"(double)({val})"))
+        else:
+            ln = [None, "hh", "h", "l", "ll"][rng.integers(0, 5)]
+            conv = str(rng.choice(list("diuoxX")))
+            t = ctype[ln] if conv in "di" else utype[ln]
+            v = int(rng.integers(-2**63, 2**63 - 1, dtype=np.int64))
+            out.append((f"%{flags}{width}{prec}{ln or ''}{conv}", f"({t})({v}ll)"))
+    return out
+
+
+def test_random_conversions_match_c(tmp_path, capsys):
+    """300 个随机的转换说明与值，逐行与主机的 C 编译器印出的相同（没有 cc 时跳过）。"""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("没有 C 编译器：随机格式只能与主机的 printf 对照")
+    specs = _random_specs(300)
+    body = "".join(f'    printf("[{s}]\\n", {a});\n' for s, a in specs)
+    rep, out = run("__global__ void k() {\n" + body + "}\n", capsys=capsys, tmp_path=tmp_path)
+    c = tmp_path / "ref.c"
+    c.write_text("#include <math.h>\n#include <stdio.h>\nint main(void) {\n" + body + "    return 0;\n}\n",
+                 encoding="utf-8")
+    exe = tmp_path / "ref"
+    subprocess.run([cc, "-w", "-o", str(exe), str(c), "-lm"], check=True, capture_output=True, timeout=120)
+    want = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=60).stdout
+    bad = [(s, a, g, w) for (s, a), g, w in zip(specs, out.splitlines(), want.splitlines()) if g != w]
+    assert not bad and out == want, bad[:5]
+    assert out.count("\n") == 300 and "nan" in out and "inf" in out.lower() and "-0" in out

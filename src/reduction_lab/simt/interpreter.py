@@ -41,6 +41,7 @@ null).
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -3112,12 +3113,15 @@ for _name in _HINT_STORES:
 def _printf_column(m, col, bits):
     """printf 的一个转换（``m`` 是 PRINTF_SPEC 的匹配）作用在一列值上，按 C 的规则：整数按长度修饰符截成 8 到 64 位，
     %d / %i 按有符号解释，%u %o %x %X 按无符号（不加 + 与空格）；%#x 遇到 0 不加 0x，%#o 让第一位是 0；
-    %c 取低 8 位的字符；浮点按 double。"""
+    %c 取低 8 位的字符；给了精度的整数转换忽略 0 标志；浮点按 double。"""
     flags, width, prec, conv = m.group("flags"), m.group("width") or "", m.group("prec"), m.group("conv")
     dot = "" if prec is None else "." + (prec or "0")
-    if conv in "eEfFgG":
-        f = f"%{flags}{width}{dot}{conv}"
-        return [f % v for v in col.astype(np.float64).tolist()]
+    if conv in "eEfFgG":                                # inf 与 nan 不补 0（C 用空格补齐）；nan 不印符号：
+        f = f"%{flags}{width}{dot}{conv}"                # 模拟器里 0/0 的符号与 GPU 上的不同
+        g = f"%{flags.replace('0', '')}{width}{dot}{conv}"
+        return [(f if math.isfinite(v) else g) % (abs(v) if v != v else v) for v in col.astype(np.float64).tolist()]
+    if prec is not None:                                # C：整数转换给了精度时忽略 0 标志
+        flags = flags.replace("0", "")
     u = col.astype(np.int64).astype(np.uint64)
     if bits < 64:
         u = u & np.uint64((1 << bits) - 1)

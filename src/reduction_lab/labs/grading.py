@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 from dataclasses import dataclass, field
@@ -376,9 +378,6 @@ def _context_lost_hint(case: Case, index: int, exc: BaseException, hint: Hint) -
 def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseException], Hint]) -> list[CaseResult]:
     """逐个运行用例；``runner`` 返回 (是否通过, 最大误差, 备注, 诊断)，异常交给 ``on_error`` 诊断。
     让 CUDA 上下文失效的错误（:func:`gpu_context_lost`）之后不再运行后面的用例：它们只会报同一个错。"""
-    import contextlib
-    import io
-
     out = []
     for i, case in enumerate(cases, 1):
         printed = io.StringIO()              # 模拟器里 printf 的输出：记在这个用例上，不让十几个用例的输出挤满终端

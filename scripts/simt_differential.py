@@ -233,7 +233,9 @@ def _registry_side(c, workdir, mode):
         args = [torch.from_numpy(a).cuda() if isinstance(a, np.ndarray) else a for a in case.args]
     else:
         args = list(case.args)
-    with _stdout_text() as printed:          # 内核里 printf 印出的文字：GPU 上由驱动写到文件描述符 1，同步时才写出
+    from reduction_lab.capture import captured_output
+
+    with captured_output() as printed:       # 内核里 printf 印出的文字：GPU 上由驱动写到文件描述符 1，同步时才写出
         launch(str(path), c.kernel, grid=c.grid, block=c.block, args=args, shared_bytes=c.shared_bytes, mode=mode,
                symbols=dict(case.symbols) or None)
         if mode == "gpu":
@@ -242,33 +244,7 @@ def _registry_side(c, workdir, mode):
     for k in keys:
         v = case.symbols[k] if isinstance(k, str) else args[k]
         out[str(k)] = _np(v) if hasattr(v, "detach") else np.copy(v)
-    return out, case, printed[0]
-
-
-class _stdout_text:
-    """在 with 块里把标准输出（Python 的 sys.stdout 与文件描述符 1）接到临时文件，退出时读出文字：``as p`` 之后
-    ``p[0]`` 是印出的内容。"""
-
-    def __enter__(self):
-        import os
-
-        sys.stdout.flush()
-        self.tmp = tempfile.TemporaryFile(mode="w+b")
-        self.saved = os.dup(1)
-        os.dup2(self.tmp.fileno(), 1)
-        self.text = [""]
-        return self.text
-
-    def __exit__(self, *exc):
-        import os
-
-        sys.stdout.flush()
-        os.dup2(self.saved, 1)
-        os.close(self.saved)
-        self.tmp.seek(0)
-        self.text[0] = self.tmp.read().decode("utf-8", "replace")
-        self.tmp.close()
-        return False
+    return out, case, printed.text
 
 
 def run_registry(sim_only, log):

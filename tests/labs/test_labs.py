@@ -563,10 +563,8 @@ def test_cases_stop_after_an_error_that_breaks_the_cuda_context():
 
 
 def test_kernel_printf_goes_into_the_report_not_the_terminal(tmp_path, capsys):
-    """学习者在内核里加 printf 调试：模拟器印出的行记在各用例上，报告摘出第一个失败的用例的前几行，
-    终端上不会被十几个用例的输出淹没；都通过时摘第一个有输出的用例。"""
-    if rl.MODE != "sim":
-        pytest.skip("GPU 上的 printf 由驱动直接写到标准输出，这里检查模拟器的输出怎样进报告")
+    """学习者在内核里加 printf 调试：印出的行（模拟器里；GPU 上由驱动写到文件描述符 1）记在各用例上，报告摘出
+    第一个失败的用例的前几行，终端上不会被十几个用例的输出淹没；都通过时摘第一个有输出的用例。"""
     dest = _copy_solution("reduce-sum-cuda", tmp_path)
     f = dest / "reduce_sum.cu"
     loop = "        acc += row_in[j];\n"

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import math
 import re
 from dataclasses import dataclass, field
@@ -15,6 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+
+from ..capture import captured_output
 
 
 class LabError(Exception):
@@ -380,18 +380,18 @@ def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseE
     让 CUDA 上下文失效的错误（:func:`gpu_context_lost`）之后不再运行后面的用例：它们只会报同一个错。"""
     out = []
     for i, case in enumerate(cases, 1):
-        printed = io.StringIO()              # 模拟器里 printf 的输出：记在这个用例上，不让十几个用例的输出挤满终端
+        printed = captured_output()          # 内核里 printf 的输出（模拟器与 GPU）：记在这个用例上，不让十几个用例的输出挤满终端
         try:
-            with contextlib.redirect_stdout(printed):
+            with printed:
                 ok, err, note, hint = runner(case)
         except Exception as exc:  # noqa: BLE001  学习者的代码可能抛出任何异常：都要诊断，不能让评分崩溃
             ok, err, note, hint = False, None, type(exc).__name__, on_error(case, exc)
             if gpu_context_lost(exc):
-                out.append(CaseResult(i, case, ok, err, note, _context_lost_hint(case, i, exc, hint), printed.getvalue()))
+                out.append(CaseResult(i, case, ok, err, note, _context_lost_hint(case, i, exc, hint), printed.text))
                 out += [CaseResult(j, c, False, None, f"未运行：用例 {i} 之后 CUDA 上下文已经失效")
                         for j, c in enumerate(cases[i:], i + 1)]
                 return out
-        out.append(CaseResult(i, case, ok, err, note, hint, printed.getvalue()))
+        out.append(CaseResult(i, case, ok, err, note, hint, printed.text))
     return out
 
 

@@ -38,9 +38,15 @@ def execute_notebook(py: Path, timeout: int = 600):
         env_backup = os.environ.get("REDUCTION_LAB_LABS")
         os.environ.pop("REDUCTION_LAB_LABS", None)
         try:
-            client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
-                                    resources={"metadata": {"path": str(work)}})
-            client.execute()
+            for attempt in range(3):
+                client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
+                                        resources={"metadata": {"path": str(work)}})
+                try:
+                    client.execute()
+                    break
+                except RuntimeError as e:       # 内核进程没能启动（几个 notebook 同时启动时偶尔发生）：重新启动
+                    if "before replying to kernel_info" not in str(e) or attempt == 2:
+                        raise
         finally:
             if env_backup is not None:
                 os.environ["REDUCTION_LAB_LABS"] = env_backup

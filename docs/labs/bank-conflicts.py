@@ -79,6 +79,8 @@ print("读：", rep.shared_load_requests, "次请求，", rep.shared_load_wavefr
 
 # %% [markdown]
 # ## 验证：CUDA C（`--backend cuda`）
+#
+# 调试时可以在内核里`printf`（不用包含头文件）：每个用例印出的行记在那个用例上，报告摘出第一个失败的用例的前20行，见[按行求和的实验](../reduce-sum/)。
 
 # %%
 result = labs.check("bank-conflicts", lab_dir)

@@ -144,6 +144,8 @@ for kernel in ("cluster_row_sum_no_first_sync", "cluster_row_sum_no_final_sync")
 # 与命令行`reduction-lab lab check cluster-reduce-cuda`、`pytest --lab cluster-reduce-cuda --backend cuda`相同。
 # 除了课程原来的形状和报错约定，还有要走好几轮的长行（$N$不是$C \cdot B$的倍数）、32个线程的线程块，
 # 以及2块和8块的簇（步长里把簇大小写死成4的内核在这两个用例上漏掉或重复一些列）。
+#
+# 调试时可以在内核里`printf`（不用包含头文件）：每个用例印出的行记在那个用例上，报告摘出第一个失败的用例的前20行，见[按行求和的实验](../reduce-sum/)。
 
 # %%
 result = labs.check("cluster-reduce-cuda", lab_dir)

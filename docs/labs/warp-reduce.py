@@ -144,6 +144,8 @@ print("只到 offset 2： ", model(x, 256, (16, 8, 4, 2)).tolist(), "（少了�
 #
 # 与命令行`reduction-lab lab check warp-reduce-cuda`、`pytest --lab warp-reduce-cuda --backend cuda`相同。
 # 除了课程原来的形状和报错约定，还用32、96（3个warp，不是2的幂）和1024个线程的线程块各跑一个用例。
+#
+# 调试时可以在内核里`printf`（不用包含头文件）：每个用例印出的行记在那个用例上，报告摘出第一个失败的用例的前20行，见[按行求和的实验](../reduce-sum/)。
 
 # %%
 result = labs.check("warp-reduce-cuda", lab_dir)

@@ -27,7 +27,7 @@ def _flush_c_stdout() -> None:
     """C 库里 stdout 的缓冲区（驱动写的 printf 可能还在里面）。"""
     try:
         ctypes.CDLL(None).fflush(None)
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):     # 没有可以 dlopen(NULL) 的 C 库（例如 Windows）：只靠 Python 这一边
         pass
 
 

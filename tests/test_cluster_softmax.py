@@ -772,3 +772,19 @@ def test_stagger_script_patches_the_regs_kernel(tmp_path):
     ptx = out.read_text()
     assert "globaltimer" in ptx and "nanosleep" in ptx
     assert Fake.read_source("softmax.cu") == read_source("softmax.cu")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_smem_sweep_candidates_cover_a_row(load_script, dtype):
+    """scripts/tune_cluster_smem.py 的候选：c * b * (p + sp) 个 16 字节向量正好盖住一行，共享内存不超过上限，
+    寄存器里的元素不超过寄存器版的上限；float32 只有拆开的写法（keep = 0），16 位两种都有。"""
+    from reduction_lab.cuda_kernels import cluster as cl
+
+    s = load_script("tune_cluster_smem")
+    vec = 16 // dtype.itemsize
+    for n in (65536, 262144):
+        cands = s.candidates(n, dtype)
+        assert cands
+        for c, b, p, sp, keep in cands:
+            assert c * b * (p + sp) * vec == n and sp * b * 16 <= s.SMEM_LIMIT and b * p * vec <= cl.REGS_MAX_BLOCK_ELEMS
+        assert {k for *_, k in cands} == ({0} if dtype == torch.float32 else {0, 1})

@@ -89,6 +89,7 @@ MISTAKES = [
     ("reduce-sum-cuda", "no-stride-loop", "j < cols; j += blockDim.x", "j < cols && j < blockDim.x; j += blockDim.x",
      "no-stride-loop", "acc += row_in[j]"),
     ("reduce-sum-cuda", "no-tree", "sdata[tid] += sdata[tid + s];", "sdata[tid] += 0.0f;", "no-tree", "sdata[tid] +="),
+    ("reduce-sum-cuda", "tree-stops-at-2", "s > 0; s >>= 1", "s > 1; s >>= 1", "tree-steps", "s > 1"),
     ("reduce-sum-cuda", "no-write", "        out[row] = sdata[0];", "        ;", "not-written", None),
     ("reduce-sum-cuda", "one-output", "        out[row] = sdata[0];", "        out[0] = sdata[0];", "global-race",
      "out[0] = sdata[0]"),

@@ -175,8 +175,18 @@ class ReduceSumCuda(RowSumCudaLab):
     files = (FILE,)
 
     def specific_hints(self, mm, impl):
-        if mm.same(mm.x[:, 0::impl["block"]].sum(1)):
+        block = impl["block"]
+        if mm.same(mm.x[:, 0::block].sum(1)):
             return Hint("no-tree", "结果只是线程 0 自己的部分和：树形归约没有把其他线程的部分和加进来", self.file,
                         find_line(impl["text"], r"sdata\s*\[\s*tid\s*\]\s*\+="), mm.first_row(),
                         "TODO(4)：s 从 blockDim.x / 2 开始每步减半，tid < s 的线程加上 sdata[tid + s]。")
+        # 树形归约少做最后 k 步（循环条件写成 s > 1、s > 2……）：sdata[0] 只合了编号是 2^k 的倍数的那些槽位
+        partial = torch.stack([mm.x[:, t::block].sum(1) for t in range(block)], 1)   # 每个线程的部分和
+        for k in range(1, 4):
+            if block >> k and mm.same(partial[:, 0::1 << k].sum(1)):
+                return Hint("tree-steps", f"树形归约少了最后 {k} 步：s 只走到了 {1 << k}，sdata[0] 只加了编号是 {1 << k} "
+                            f"的倍数的那些线程的部分和", self.file,
+                            find_line(impl["text"], r"s\s*>\s*[1-9]|s\s*>=\s*[2-9]")
+                            or find_line(impl["text"], r"sdata\s*\[\s*tid\s*\]\s*\+="), mm.first_row(),
+                            "s 从 blockDim.x / 2 开始每步减半，一直到 1（条件 s > 0）：最后一步把 sdata[1] 加进 sdata[0]。")
         return None

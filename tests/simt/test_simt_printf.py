@@ -163,3 +163,33 @@ def test_random_conversions_match_c(tmp_path, capsys):
     bad = [(s, a, g, w) for (s, a), g, w in zip(specs, out.splitlines(), want.splitlines()) if g != w]
     assert not bad and out == want, bad[:5]
     assert out.count("\n") == 300 and "nan" in out and "inf" in out.lower() and "-0" in out
+
+
+STD_NAMES = r"""
+#include <cmath>
+#include <cstdio>
+__global__ void k(float* x, int* i) {
+    float a = x[0];
+    x[1] = std::sqrt(a) + std::exp(a) + std::fmax(a, 1.0f) + std::pow(a, 2.0f) + std::fabs(-a) + std::abs(-a);
+    int e;
+    x[2] = std::frexp(a, &e);
+    i[0] = std::abs(-7) + e + std::printf("e=%d\n", e);
+}
+"""
+
+
+def test_std_names_from_cmath_and_cstdio_run(tmp_path, capsys):
+    """<cmath> 的 std::sqrt 等与 <cstdio> 的 std::printf 是同样的函数（nvcc 接受；原来报「未声明的标识符 std，
+    nvcc 同样报错」，说错了）；机器上有 nvcc 时核对它接受同样的源码。"""
+    x = np.array([0.5, 0, 0], np.float32)
+    i = np.zeros(1, np.int32)
+    rep, out = run(STD_NAMES, args=[x, i], capsys=capsys, tmp_path=tmp_path)
+    a = np.float32(0.5)
+    want = np.sqrt(a) + np.exp(a) + np.float32(1) + a * a + a + a
+    assert abs(x[1] - want) <= 4e-7 * want and x[2] == 0.5 and out == "e=0\n" and i[0] == 7 + 0 + 1
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("没有 nvcc：只检查了模拟器")
+    r = subprocess.run([nvcc, "-arch=sm_90", "-cubin", "-o", "/dev/null", str(tmp_path / "k.cu")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr

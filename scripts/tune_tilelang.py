@@ -156,21 +156,24 @@ def split_grid(M, N, elem):
     return out
 
 
-def cluster_grid(M, N, elem):
-    """cluster 路径的候选：n_seg x threads，段长取 16 字节向量 x threads 的倍数（block_n = vec * threads）；
-    一段放不进寄存器的组合由 tk._resolve 拒绝、不列入。返回 (候选, 被拒绝的组合及原因)。"""
+def cluster_grid(M, N, elem, min_blocks=(0,)):
+    """cluster 路径的候选：n_seg x threads x min_blocks，段长取 16 字节向量 x threads 的倍数（block_n = vec * threads）；
+    一段放不进寄存器的组合、min_blocks * threads 超过每个 SM 线程数的组合由 tk._resolve 拒绝、不列入。
+    min_blocks：``__launch_bounds__`` 的第二个参数（0 = 不加；2 = 让 ptxas 把寄存器压到每个 SM 放得下 2 块）。
+    返回 (候选, 被拒绝的组合及原因)。"""
     out, refused = [], []
     vec = 16 // elem
-    for n_seg, threads in itertools.product(CLUSTER_SEGS, CLUSTER_THREADS):
-        cfg = dict(path="cluster", block_m=1, block_n=vec * threads, threads=threads, n_seg=n_seg)
+    for n_seg, threads, mb in itertools.product(CLUSTER_SEGS, CLUSTER_THREADS, min_blocks):
+        cfg = dict(path="cluster", block_m=1, block_n=vec * threads, threads=threads, n_seg=n_seg, min_blocks=mb)
         try:
             out.append(tk._resolve("softmax", M, N, True, cfg, elem_size=elem))
         except (ValueError, TypeError) as exc:
-            refused.append((n_seg, threads, str(exc).split(" (")[0]))
+            if not mb:
+                refused.append((n_seg, threads, str(exc).split(" (")[0]))
     return out, refused
 
 
-def softmax_candidates(M, N, elem):
+def softmax_candidates(M, N, elem, min_blocks=(0,)):
     """(dtype, N) 的候选配置：默认配置在前，另加少数变体（编译次数决定了脚本的总时间）。"""
     default = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)
     out = [default]
@@ -193,7 +196,7 @@ def softmax_candidates(M, N, elem):
             if threads <= 1024 and per_block // threads <= 64 and per_block >= bn:
                 add(path="row", block_m=max(1, per_block // bn), block_n=bn, threads=threads)
     if bn >= 32768:
-        for cfg in cluster_grid(M, N, elem)[0]:
+        for cfg in cluster_grid(M, N, elem, min_blocks)[0]:
             add(**cfg)
         for cfg in split_grid(M, N, elem):
             add(**cfg)
@@ -208,6 +211,8 @@ def softmax_table_entry(cfg, N):
     entry = dict(path=cfg["path"], threads=cfg["threads"], block_n=cfg["block_n"])
     if cfg["path"] == "cluster":
         entry["n_seg"] = cfg["n_seg"]
+    if cfg.get("min_blocks"):
+        entry["min_blocks"] = cfg["min_blocks"]
     if cfg["path"] == "split":
         entry["seg"] = tk.cluster_seg_len(N, cfg["n_seg"], cfg["block_n"], cfg["threads"])
     return entry
@@ -258,7 +263,7 @@ def tune_softmax(args):
         elem = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
         for n in ns:
             m = args.total_elems // n
-            cfgs = softmax_candidates(m, n, elem)
+            cfgs = softmax_candidates(m, n, elem, tuple(int(v) for v in args.min_blocks.split(",")))
             plan.append((dtype, m, n, cfgs[:1] if args.quick else cfgs))
             if n >= 32768 and not cluster_grid(m, n, elem)[0]:
                 n_seg, threads, why = cluster_grid(m, n, elem)[1][-1]
@@ -349,6 +354,8 @@ def main():
     ap.add_argument("--kernel", choices=("sum", "softmax"), default="sum")
     ap.add_argument("--dtypes", default="float32,bfloat16", help="softmax 的 dtype（逗号分隔）")
     ap.add_argument("--quick", action="store_true", help="softmax：每个 (dtype, N) 只测默认配置")
+    ap.add_argument("--min-blocks", default="0",
+                    help="softmax 的 cluster 路径另试的 __launch_bounds__ 第二个参数（逗号分隔，0 = 不加），如 0,2,3")
     ap.add_argument("--total-elems", type=int, default=1 << 26)
     ap.add_argument("--ns", default=None, help="N 的列表（逗号分隔；默认 512 … 262144）")
     ap.add_argument("--threads", default="128,256,512")

@@ -175,6 +175,10 @@ def test_backward_still_matches_autograd():
     (dict(threads=48), "threads"),
     (dict(threads=96), "threads"),                  # 32 的倍数但不是 2 的幂：跨线程归约要 2 的幂
     (dict(n_seg=0), "n_seg"),
+    (dict(path="row", block_n=1024, min_blocks=2), "min_blocks.*cluster"),   # 只有分段的路径加这个上限
+    (dict(path="cluster", n_seg=2, min_blocks=-1), "min_blocks"),
+    (dict(path="cluster", n_seg=2, min_blocks=True), "min_blocks"),
+    (dict(path="split", n_seg=2, threads=1024, min_blocks=3), "min_blocks.*2048"),
 ])
 def test_bad_softmax_tunables(kw, words):
     with pytest.raises((ValueError, TypeError), match=words):
@@ -324,6 +328,26 @@ def test_softmax_paths_compile_with_nvcc(dtype, M, N, kw):
 
 
 _TABLE_CLUSTER = sorted((e, n) for (e, n), v in tk.SOFTMAX_TABLE.items() if v["path"] in ("cluster", "split"))
+
+
+def test_min_blocks_is_the_second_launch_bound():
+    # min_blocks 写成 __launch_bounds__(threads, min_blocks)；0 与不给相同（生成同一份源码）
+    kw = dict(M=256, N=262144, dtype="float32", path="cluster", block_n=2048, threads=512, n_seg=16)
+    two = tk.cuda_source("softmax", min_blocks=2, **kw)
+    assert "__launch_bounds__(512, 2)" in two
+    assert tk.cuda_source("softmax", min_blocks=0, **kw) == tk.cuda_source("softmax", **kw)
+    assert "__launch_bounds__(512, 1)" in tk.cuda_source("softmax", **kw)
+
+
+@pytest.mark.skipif(_NO_NVCC, reason="PATH 上没有 nvcc，无法数生成代码的寄存器")
+def test_min_blocks_caps_registers():
+    # 512 个线程、每个线程 32 个 float32：不加上限时 ptxas 用 70 多个寄存器（每个 SM 只放得下 1 块），
+    # min_blocks=2 时压到 64 个以内、不溢出，每个 SM 放得下 2 块
+    kw = dict(M=256, N=262144, dtype="float32", path="cluster", block_n=2048, threads=512, n_seg=16)
+    free = tk.nvcc_resources(tk.cuda_source("softmax", **kw))
+    capped = tk.nvcc_resources(tk.cuda_source("softmax", min_blocks=2, **kw))
+    assert free.registers * 512 * 2 > 65536, free
+    assert capped.registers * 512 * 2 <= 65536 and capped.spill_stores == 0 and capped.spill_loads == 0, capped
 
 
 @pytest.mark.skipif(_NO_NVCC, reason="PATH 上没有 nvcc，无法数生成代码的寄存器")

@@ -56,12 +56,14 @@ BF16_C_TARGET = (
 #: 每个内核可调的关键字参数。
 TUNABLES = {
     "reduce_sum": ("block_m", "block_n", "threads", "n_split", "defer_reduce"),
-    "softmax": ("path", "block_m", "block_n", "threads", "n_seg"),
+    "softmax": ("path", "block_m", "block_n", "threads", "n_seg", "min_blocks"),
     "softmax_backward": ("block_m", "block_n", "threads"),
 }
 
 # 生成的下标是 int32：元素个数超过它就会溢出，必须拒绝而不是算错
 _MAX_ELEMS = 2**31 - 1
+#: 每个 SM 最多驻留的线程数（sm_80 起 2048）：min_blocks * threads 不能超过它
+_MAX_THREADS_PER_SM = 2048
 # 一维网格的上限（gridDim.x）
 _MAX_GRID = 2**31 - 1
 # 默认每个块 threads * 16 个元素：每个线程每轮 4 次 128 位加载
@@ -371,6 +373,17 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
     if path == "row" and cfg["block_n"] < N:
         raise ValueError(f"path='row' 要把整行装进一块，block_n={cfg['block_n']} 小于 N={N}；"
                          f"用 path='online' 或更大的 block_n (row path needs block_n >= N)")
+    mb = cfg.get("min_blocks", 0)
+    if not (isinstance(mb, int) and not isinstance(mb, bool) and mb >= 0):
+        raise ValueError(f"min_blocks 必须是非负整数，得到 {mb!r} (min_blocks must be a non-negative int)")
+    if mb and path not in _SEGMENTED:
+        raise ValueError(f"min_blocks 只用于 path='cluster' 与 path='split'，得到 path={path!r} "
+                         f"(min_blocks is only for the cluster and split paths)")
+    if mb * cfg["threads"] > _MAX_THREADS_PER_SM:
+        raise ValueError(f"min_blocks={mb} 个 {cfg['threads']} 线程的块超过每个 SM 的 {_MAX_THREADS_PER_SM} 个线程 "
+                         f"(min_blocks * threads exceeds {_MAX_THREADS_PER_SM} threads per SM)")
+    if not mb:
+        cfg.pop("min_blocks", None)   # 0 = 不加 __launch_bounds__ 的第二个参数，与没给相同
     if path not in _SEGMENTED and n_seg != 1:
         raise ValueError(f"n_seg 只用于 path='cluster' 与 path='split'，得到 path={path!r}、n_seg={n_seg} "
                          f"(n_seg is only for the cluster and split paths)")
@@ -482,7 +495,7 @@ def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | No
 
 def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = None,
             block_n: int | None = None, threads: int | None = None, n_seg: int | None = None,
-            out: torch.Tensor | None = None) -> torch.Tensor:
+            min_blocks: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。四种路径（``path``，见
     :data:`SOFTMAX_PATHS`，默认按 :func:`default_config`）：``row`` 整行装进一块，读一次 x；``online``
     一块一块地走过整行，第 1 遍每个车道在线维护 (m, s)、第 2 遍再读 x；``cluster`` 一行分给一个簇里的
@@ -492,6 +505,8 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
     寄存器装不下时的默认）。
     cluster / split 路径的段长是 ``block_n`` 与 ``vec*threads``（vec 是 16 字节的元素数）的公倍数，gpu 模式下
     一段至多 32768 个元素、每个线程至多 64 个。
+    ``min_blocks``（cluster / split）：``__launch_bounds__`` 的第二个参数，要 ptxas 把寄存器压到每个 SM 容得下
+    这么多块（0 或不给：不加）。
 
     ``out``：调用者提供的输出（形状、dtype、设备与 x 相同的连续张量），内核直接写进去。
     同一个编译结果服务所有行数 M（M 是运行期变量）：每种 (N, dtype, 参数) 只编译一次。"""
@@ -499,7 +514,7 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
     M, N = x.shape
     gpu = MODE == "gpu"
     cfg = _resolve("softmax", M, N, gpu, dict(path=path, block_m=block_m, block_n=block_n, threads=threads,
-                                              n_seg=n_seg), elem_size=x.element_size())
+                                              n_seg=n_seg, min_blocks=min_blocks), elem_size=x.element_size())
     if out is None:
         out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     else:

@@ -136,7 +136,7 @@ __device__ __forceinline__ void rl_send_pair(void *slot, void *bar, int rank, fl
 
 @tilelang.jit
 def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: int = 1024, threads: int = 256,
-                   n_seg: int = 1, phase: int = 0, cpu: bool = False, dtype: str = "float32"):
+                   n_seg: int = 1, min_blocks: int = 0, phase: int = 0, cpu: bool = False, dtype: str = "float32"):
     M = T.dynamic("M")        # 行数是运行期变量：同一个编译结果服务所有 M
     N = T.const("N")          # 列数是编译期常量（行首对齐可证，才能用 128 位访存）
     x: T.Tensor[[M, N], dtype]
@@ -223,6 +223,9 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
             raise ValueError(f"path='split' 分两次启动，phase 只能是 1 或 2，得到 {phase} (split needs phase 1 or 2)")
         kernel_kw = {"cluster_dims": (n_seg, 1, 1)} if in_cluster else {}
         with T.Kernel(M * n_seg, threads=threads, **kernel_kw) as bx:
+            if min_blocks and not cpu:
+                # __launch_bounds__(threads, min_blocks)：ptxas 把寄存器压到每个 SM 容得下 min_blocks 块
+                T.annotate_min_blocks_per_sm(min_blocks)
             row = bx // n_seg
             seg = bx % n_seg
             if in_cluster:

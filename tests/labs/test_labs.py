@@ -42,8 +42,8 @@ def _copy_solution(name, tmp_path) -> Path:
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "warp-reduce-cuda", "cluster-reduce-cuda",
-                     "bank-conflicts", "reduce-sum-tilelang"]
+    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "warp-reduce-cuda", "softmax-cuda",
+                     "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
         for f in lab.files:
@@ -197,6 +197,23 @@ MISTAKES = [
      "        d = d + tl.sum(tl.exp(x - m), axis=0)\n", "memory-loads", "tl.load"),
     ("online-softmax", "other-zero", 'mask=cols < n_cols, other=-float("inf"))', "mask=cols < n_cols, other=0.0)",
      "mask-other", "other=0.0"),
+    ("softmax-cuda", "max-init-zero", "float m = -INFINITY;", "float m = 0.0f;", "max-init", "float m = 0.0f;"),
+    ("softmax-cuda", "no-max-subtraction", "expf(row_buf[j] - m)", "expf(row_buf[j])", "no-max-subtraction",
+     "expf(row_buf[j])"),
+    ("softmax-cuda", "no-normalize", "row_out[j] = row_buf[j] * inv;", "row_out[j] = row_buf[j];", "no-normalize",
+     "row_out[j] = row_buf[j];"),
+    ("softmax-cuda", "sum-of-warp-0", "s = warp_sum(lane < n_warps ? red[lane] : 0.0f);", "s = red[0];",
+     "partial-sum", "warp_sum"),
+    # 所有 warp 读完各自的最大值之前，lane 0 就把和写进了 red：模拟器报出共享内存竞争
+    ("softmax-cuda", "missing-second-barrier", "    m = warp_max(lane < n_warps ? red[lane] : -INFINITY);\n    __syncthreads();",
+     "    m = warp_max(lane < n_warps ? red[lane] : -INFINITY);", "shared-race", "red["),
+    ("softmax-cuda", "reads-twice", "float e = expf(row_buf[j] - m);", "float e = expf(row_in[j] - m);",
+     "memory-loads", "expf(row_in[j] - m)"),
+    ("softmax-cuda", "off-by-one", "    for (int64_t j = tid; j < cols; j += blockDim.x)\n        row_out",
+     "    for (int64_t j = tid; j <= cols; j += blockDim.x)\n        row_out", "out-of-bounds", "row_out[j]"),
+    ("softmax-cuda", "no-write", "        row_out[j] = row_buf[j] * inv;", "        ;", "not-written", None),
+    ("softmax-cuda", "block-not-multiple-of-32", "#define BLOCK_SIZE 256", "#define BLOCK_SIZE 100", "block-size",
+     "#define BLOCK_SIZE 100"),
     ("bank-conflicts", "strided-index", "const int ld = TILE + 1;", "const int ld = TILE;    ", "bank-conflict",
      "tile[tx * ld + ty + j]"),
     ("bank-conflicts", "missing-barrier", "    __syncthreads();\n", "\n", "shared-race", "tile[tx * ld + ty + j]"),
@@ -237,6 +254,7 @@ def test_planted_mistake_gets_its_hint(name, mistake, old, new, key, line_text, 
 
 #: 诊断的改法里必须出现的文字（通用的说明换成了这个实验自己的）
 FIX_TEXT = {
+    ("softmax-cuda", "missing-second-barrier"): "red",
     ("bank-conflicts", "missing-barrier"): "tile",
     ("bank-conflicts", "read-bound"): "c < cols",
 }
@@ -252,6 +270,10 @@ CORRECT_VARIANTS = [
     ("warp-reduce-cuda", "xor-butterfly", [("__shfl_down_sync", "__shfl_xor_sync")] * 2),
     ("warp-reduce-cuda", "block-512", [("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 512")]),
     ("reduce-sum-cuda", "double-accumulator", [("float acc = 0.0f;", "double acc = 0.0;")]),
+    # softmax-cuda：除以 s 而不是乘以 1/s；一个 warp 的线程块；每个线程先求最大值再另读一遍共享内存（不是显存）
+    ("softmax-cuda", "divide", [("row_out[j] = row_buf[j] * inv;", "row_out[j] = row_buf[j] / s;")]),
+    ("softmax-cuda", "block-32", [("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 32")]),
+    ("softmax-cuda", "block-1024", [("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 1024")]),
     # 连续分段（每段向上取整、end 取 min）也是对的分法；total 从本块的 partial 开始、r 从 1 起；2 块或 8 块的簇
     ("cluster-reduce-cuda", "contiguous-slices",
      [("    for (int64_t j = (int64_t)rank * blockDim.x + tid; j < cols; j += (int64_t)CLUSTER_SIZE * blockDim.x)\n",
@@ -299,6 +321,7 @@ GPU_HIDDEN = [("warp-reduce-cuda", m) for m in ("mask-excludes-source", "half-ma
                                                 "lanes-beyond-n-warps", "n-warps-hard-coded", "lanes-beyond-row-end",
                                                 "endless-loop")] + \
              [("reduce-sum-cuda", m) for m in ("barrier-in-branch", "missing-barrier", "off-by-one", "endless-loop")] + \
+             [("softmax-cuda", m) for m in ("missing-second-barrier", "off-by-one")] + \
              [("cluster-reduce-cuda", m) for m in ("no-first-cluster-sync", "no-final-cluster-sync",
                                                    "cluster-sync-in-rank0-branch", "rank-past-the-cluster")]
 
@@ -326,7 +349,7 @@ def test_gpu_mode_precheck_finds_what_the_gpu_hides(name, mistake, tmp_path):
 def test_gpu_mode_precheck_passes_the_solutions(tmp_path):
     from reduction_lab.labs import core
 
-    for name in ("reduce-sum-cuda", "warp-reduce-cuda", "cluster-reduce-cuda", "bank-conflicts"):
+    for name in ("reduce-sum-cuda", "warp-reduce-cuda", "softmax-cuda", "cluster-reduce-cuda", "bank-conflicts"):
         lab = labs.get(name)
         paths = core._learner_paths(lab, _copy_solution(name, tmp_path))
         lines, hints = lab.extra_checks(lab.load(paths, "gpu"), "gpu", paths)
@@ -600,3 +623,37 @@ def test_nvrtc_missing_host_header_gets_a_specific_fix():
     assert h.line == 12 and "<cstdio>" in h.cause and "printf" in h.fix
     h = compile_hint(RuntimeError("reduce_sum.cu(3): error: identifier \"x\" is undefined"), "reduce_sum.cu")
     assert h.line == 3 and h.cause == "编译错误"
+
+
+def test_softmax_cuda_solution_reads_each_row_once(tmp_path):
+    """softmax-cuda 的参考解（实验页的「对比」一节引用这些数）：每行从显存读 N 个、写 N 个 float，每块 3 次
+    __syncthreads（求最大值的归约两次，求和的一次）；改成后两遍读 row_in 的内核，每行读 3 遍。"""
+    from reduction_lab.cuda_kernels import launch
+
+    dest = _copy_solution("softmax-cuda", tmp_path)
+    M, N, B = 8, 3000, 256
+    x = torch.randn(M, N)
+    out = torch.empty(M, N)
+    rep = launch(dest / "softmax.cu", "softmax_rowwise_kernel", grid=M, block=B, args=(out, x, M, N),
+                 shared_bytes=4 * N, defines={"BLOCK_SIZE": B}, mode="sim")
+    assert rep.global_load_bytes == rep.global_store_bytes == 4 * M * N
+    assert rep.barriers == 3 * M
+    torch.testing.assert_close(out.double(), torch.softmax(x.double(), 1), atol=1e-7, rtol=1e-5)
+    f = dest / "softmax.cu"
+    text = f.read_text(encoding="utf-8")
+    f.write_text(text.replace("expf(row_buf[j] - m)", "expf(row_in[j] - m)").replace(
+        "row_out[j] = row_buf[j] * inv;", "row_out[j] = expf(row_in[j] - m) * inv;"), encoding="utf-8")
+    rep = launch(f, "softmax_rowwise_kernel", grid=M, block=B, args=(out, x, M, N), shared_bytes=4 * N,
+                 defines={"BLOCK_SIZE": B}, mode="sim")
+    assert rep.global_load_bytes == 3 * 4 * M * N
+    torch.testing.assert_close(out.double(), torch.softmax(x.double(), 1), atol=1e-7, rtol=1e-5)
+
+
+def test_softmax_cuda_rejects_rows_that_do_not_fit_shared_memory(tmp_path):
+    from reduction_lab.labs.softmax_cuda import MAX_COLS, make_op
+
+    op = make_op(_copy_solution("softmax-cuda", tmp_path) / "softmax.cu", "sim")
+    with pytest.raises(ValueError, match=f"{MAX_COLS}"):
+        op(torch.zeros(1, MAX_COLS + 1))
+    y = op(torch.zeros(1, MAX_COLS))                      # 正好 48 KiB：放得下
+    torch.testing.assert_close(y, torch.full((1, MAX_COLS), 1.0 / MAX_COLS))

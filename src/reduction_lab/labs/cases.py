@@ -64,6 +64,27 @@ def cluster_reduce_cases(mode: str) -> list[Case]:
         Case("8 块的簇", (2, 3000), cluster=8),
     ))
 
+def softmax_cuda_cases(mode: str) -> list[Case]:
+    """softmax-cuda：融合 softmax 的用例，另加整行是很大的负数（最大值的初值写成 0 时 0/0）、行比线程数短、
+    1 个、3 个（不是 2 的幂）和 32 个 warp 的线程块；「访存计数」在模拟器里数从显存读写的字节。"""
+    cases = [Case("课程用例", s) for s in SEED_SHAPES]
+    cases += [
+        Case("N 不是 2 的幂", (7, 1000)),
+        Case("N 比线程数少", (5, 37)),
+        Case("一行一列", (1, 1)),
+        Case("整行为负数", (4, 1000), kind="negative"),
+        Case("数值很大", (4, 300), kind="large"),
+        Case("整行是很大的负数", (3, 300), kind="far-negative"),
+        Case("一个 warp（block = 32）", (3, 100), block=32),
+        Case("3 个 warp（block = 96）", (4, 1000), block=96),
+        Case("32 个 warp（block = 1024）", (2, 3000), block=1024),
+        Case("访存计数", (8, 781), kind="memory"),
+    ]
+    if mode == "gpu":
+        cases += [Case("大形状", (1000, 5000), gpu_only=True), Case("大形状", (4096, 4097), gpu_only=True)]
+    return cases + error_cases(torch.float16)
+
+
 def softmax_cases(mode: str) -> list[Case]:
     cases = [Case("课程用例", s) for s in SEED_SHAPES]
     cases += [
@@ -85,13 +106,16 @@ def device_of(mode: str) -> str:
 
 
 def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
-    """用例的输入：固定种子的正态分布；negative 整行为负（-5 - |z|）；large 乘以 1000。"""
+    """用例的输入：固定种子的正态分布；negative 整行为负（-5 - |z|）；large 乘以 1000；
+    far-negative 整行是很大的负数（-1000 - 10|z|：减去 0 再取 exp 全部下溢成 0）。"""
     g = torch.Generator().manual_seed(seed + sum(case.shape))
     x = torch.randn(*case.shape, generator=g, dtype=torch.float32)
     if case.kind == "negative":
         x = -5.0 - x.abs()
     elif case.kind == "large":
         x = x * 1000.0
+    elif case.kind == "far-negative":
+        x = -1000.0 - 10.0 * x.abs()
     return x.to(device=device_of(mode), dtype=case.dtype)
 
 

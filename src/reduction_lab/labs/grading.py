@@ -24,7 +24,8 @@ class LabError(Exception):
 @dataclass(frozen=True)
 class Case:
     """一个评分用例。``kind``：random（随机输入）、negative（整行都是负数）、large（大数，
-    不减最大值就会溢出）、memory（访存计数）、error（输入不合法，必须报错）。"""
+    不减最大值就会溢出）、far-negative（整行是很大的负数，最大值的初值写成 0 就会 0/0）、memory（访存计数）、
+    error（输入不合法，必须报错）。"""
 
     name: str
     shape: tuple

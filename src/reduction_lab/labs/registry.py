@@ -8,6 +8,7 @@ from .core import Lab
 from .online_softmax import OnlineSoftmax
 from .reduce_sum_cuda import ReduceSumCuda
 from .reduce_sum_tilelang import ReduceSumTileLang
+from .softmax_cuda import SoftmaxCuda
 from .softmax_triton import SoftmaxTriton
 from .warp_reduce_cuda import WarpReduceCuda
 
@@ -17,6 +18,7 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in (
     OnlineSoftmax(),
     ReduceSumCuda(),
     WarpReduceCuda(),
+    SoftmaxCuda(),
     ClusterReduceCuda(),
     BankConflicts(),
     ReduceSumTileLang(),

@@ -52,6 +52,24 @@ def block_of(text: str) -> tuple[int | str | None, int | None]:
     return (int(v) if v.isdigit() else v), line
 
 
+def block_size_hint(file: str, text: str) -> Hint | None:
+    """``#define BLOCK_SIZE`` 不是 32 到 1024 之间的 32 的倍数时的诊断（按整个 warp 洗牌的实验共用）；合适时返回 None。"""
+    value, line = block_of(text)
+    if value is None or (isinstance(value, int) and 32 <= value <= 1024 and value % 32 == 0):
+        return None
+    if not isinstance(value, int):
+        why = f"BLOCK_SIZE 要写成一个整数（评分程序按它启动），得到 {value}"
+    elif value % 32:
+        full, rest = divmod(value, 32)
+        why = (f"BLOCK_SIZE = {value} 不是 32 的倍数：最后一个 warp 只有 {rest} 个线程，"
+               f"FULL_MASK 点名的另外 {32 - rest} 个 lane 并不存在，洗牌读到它们的值是未定义的；"
+               f"n_warps = blockDim.x / 32 = {full} 还会把这个 warp 漏掉")
+    else:
+        why = f"BLOCK_SIZE = {value} 超出 32 到 1024 的范围"
+    return Hint("block-size", "线程块大小不合适：BLOCK_SIZE 必须是 32 的倍数（32 到 1024）", file, line, why,
+                "改成 32 的倍数，例如 256 或 512；用例没有运行。")
+
+
 def model(x: torch.Tensor, block: int, offsets1=(16, 8, 4, 2, 1), offsets2=(16, 8, 4, 2, 1),
           second: bool = True) -> torch.Tensor:
     """这个内核的算法在 float64 里的模型：按 ``block`` 个线程的步长求部分和，每个 warp 按 ``offsets1`` 做
@@ -98,20 +116,7 @@ class WarpReduceCuda(RowSumCudaLab):
         return value if isinstance(value, int) and 32 <= value <= 1024 and value % 32 == 0 else DEFAULT_BLOCK
 
     def check_source(self, path, text):
-        value, line = block_of(text)
-        if value is None or (isinstance(value, int) and 32 <= value <= 1024 and value % 32 == 0):
-            return None
-        if not isinstance(value, int):
-            why = f"BLOCK_SIZE 要写成一个整数（评分程序按它启动），得到 {value}"
-        elif value % 32:
-            full, rest = divmod(value, 32)
-            why = (f"BLOCK_SIZE = {value} 不是 32 的倍数：最后一个 warp 只有 {rest} 个线程，"
-                   f"FULL_MASK 点名的另外 {32 - rest} 个 lane 并不存在，洗牌读到它们的值是未定义的；"
-                   f"n_warps = blockDim.x / 32 = {full} 还会把这个 warp 的和漏掉")
-        else:
-            why = f"BLOCK_SIZE = {value} 超出 32 到 1024 的范围"
-        return Hint("block-size", "线程块大小不合适：BLOCK_SIZE 必须是 32 的倍数（32 到 1024）", FILE, line, why,
-                    "改成 32 的倍数，例如 256 或 512；用例没有运行。")
+        return block_size_hint(FILE, text)
 
     def extra_checks(self, impl, mode, paths):
         """模拟器检查用学习者的 BLOCK_SIZE，也用 32 与 96 个线程：gpu 模式下第二级的错误（n_warps 写死、

@@ -1,0 +1,223 @@
+"""实验 softmax-cuda：按行 softmax，一行一个线程块，整行留在共享内存里（CUDA C）。
+
+讲义：docs/triton/fused-softmax.md（同一个算法的 Triton 写法）、docs/triton/masking.md、docs/cuda/warp-shuffle.md；
+实验页：docs/labs/softmax-cuda.ipynb。
+整行读进动态共享内存 ``row_buf``（cols 个 float），块内求最大值与和都是「warp 蝶形归约 + 每个 warp 一个槽位 +
+``__syncthreads()``」，每个线程都拿到结果。启动与模拟器检查同 :mod:`.reduce_sum_cuda`；线程块大小取学习者文件里的
+``BLOCK_SIZE``（:func:`.warp_reduce_cuda.block_size_hint` 检查它）。
+
+诊断：最大值的初值不是 -inf（整行是很大的负数时 0/0）、没减最大值（x 很大时 inf/NaN）、没除以和、
+分母只是一部分 warp 的和、改写 ``red`` 之前少了第二次屏障（模拟器的共享内存竞争）、每行从显存读了不止一遍
+（「访存计数」用例在模拟器里数 ``global_load_bytes``）。
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..checks import check_out
+from . import cases as C
+from .core import Lab, cuda_precheck, time_against
+from .grading import Case, Hint, compare, error_line, find_line, rows_text, tolerance, zh_part
+from .hints import compile_hint, kernel_name_hint, simt_hint
+from .warp_reduce_cuda import DEFAULT_BLOCK, block_of, block_size_hint
+
+FILE = "softmax.cu"
+KERNEL = "softmax_rowwise_kernel"
+SIGNATURE = ["float *", "const float *", "int64_t", "int64_t"]
+#: 整行放进动态共享内存：不申请更大的上限（cudaFuncAttributeMaxDynamicSharedMemorySize）时每块 48 KiB
+MAX_COLS = 48 * 1024 // 4
+
+FIXES = {
+    "shared-race": "red 在一次内核里用了两次（先放各 warp 的最大值，再放各 warp 的和）：\n"
+                   "lane 0 写完 red[warp] 之后要 __syncthreads()，其他 warp 才能读；所有 warp 读完最大值之后还要再 "
+                   "__syncthreads() 一次，TODO(4) 才能改写 red。",
+    "uninitialized-read": "red 只有前 n_warps 个槽位被写过：lane >= n_warps 的线程取单位元（最大值取 -INFINITY，和取 0.0f），"
+                          "不要读 red[lane]。n_warps 按 blockDim.x / 32 计算，不要写死。",
+    "out-of-bounds": "行尾之外的线程不能读写：三个循环都是 j < cols；row_buf 只有 cols 个 float；行偏移是 row * cols。",
+    "barrier-divergence": "__syncthreads() 写在 if (lane == 0) 的外面：线程块里的每个线程都要到达它。",
+    "warp-sync": "warp_max / warp_sum 要整个 warp 一起调用（FULL_MASK）：不要把它们放进只有一部分 lane 执行的分支，"
+                 "没有对应 warp 的 lane 取单位元再参加洗牌。",
+}
+
+
+def make_op(path: Path, mode: str, block: int = DEFAULT_BLOCK, kernel: str = KERNEL):
+    """课程的算子接口：``softmax(x, dim=1, out=None)``，检查输入后启动学习者的内核
+    （grid = 行数，block = ``block``，动态共享内存 cols 个 float，以 ``-DBLOCK_SIZE=block`` 编译）。
+    返回 ``(out, report)``：sim 模式下 report 是模拟器的计数器，gpu 模式下是 None。"""
+    from ..cuda_kernels import launch
+
+    device = "cuda" if mode == "gpu" else "cpu"
+
+    def softmax(x, dim=1, out=None):
+        C.check_rows_input(x, dim, device)
+        M, N = x.shape
+        if N > MAX_COLS:
+            raise ValueError(f"整行要放进共享内存：N = {N} 超过 {MAX_COLS}（48 KiB 的 float）"
+                             f"(row of {N} floats does not fit 48 KiB of shared memory)")
+        if out is None:
+            out = torch.empty((M, N), dtype=torch.float32, device=x.device)
+        else:
+            check_out(out, (M, N), x.dtype, x.device)
+        rep = launch(path, kernel, grid=M, block=block, args=(out, x, M, N), shared_bytes=N * 4,
+                     defines={"BLOCK_SIZE": block}, mode=mode)
+        return out, rep
+
+    def op(x, dim=1, out=None):
+        return softmax(x, dim, out)[0]
+
+    op.with_report = softmax
+    return op
+
+
+class SoftmaxCuda(Lab):
+    name = "softmax-cuda"
+    title = "CUDA C：融合softmax（整行留在共享内存里）"
+    lecture = "triton/fused-softmax.md"
+    notebook = "labs/softmax-cuda.ipynb"
+    files = (FILE,)
+    backend = "cuda"
+    kernel = KERNEL
+
+    def cases(self, mode):
+        return C.softmax_cuda_cases(mode)
+
+    def block_size(self, paths) -> int:
+        value, _ = block_of(paths[FILE].read_text(encoding="utf-8"))
+        return value if isinstance(value, int) and 32 <= value <= 1024 and value % 32 == 0 else DEFAULT_BLOCK
+
+    def load(self, paths, mode):
+        from ..cuda_kernels import kernel_signature
+
+        path = paths[FILE]
+        text = path.read_text(encoding="utf-8")
+        block = self.block_size(paths)
+        sig = kernel_signature(path, KERNEL, defines={"BLOCK_SIZE": block})   # 解析一遍：语法错误在这里报出
+        got = [" ".join(t.replace("*", " * ").split()) for _, t, _ in sig]
+        if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in SIGNATURE]:
+            raise TypeError(f"{KERNEL} 的参数应为 (float *out, const float *in, int64_t rows, int64_t cols)，"
+                            f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
+        return {"op": make_op(path, mode, block), "path": path, "mode": mode, "block": block, "text": text,
+                "static": block_size_hint(FILE, text)}
+
+    def run_case(self, impl, case: Case, mode):
+        block = case.block or impl["block"]
+        # 访存计数：两种模式都在模拟器里运行（计数器是精确的），输入也在 CPU 上
+        run_mode = "sim" if case.kind == "memory" else mode
+        op = impl["op"] if case.block is None and run_mode == mode else make_op(impl["path"], run_mode, block)
+        if case.kind == "error":
+            return C.run_error_case(op, case, mode, out_shape=lambda x: x.shape)
+        x = C.make_input(case, run_mode)
+        out = torch.full(x.shape, float("nan"), dtype=torch.float32, device=x.device)   # 没写的元素是 NaN
+        _, rep = op.with_report(x, out=out)
+        if run_mode == "gpu":
+            torch.cuda.synchronize()
+        ref = torch.softmax(x.double(), dim=1)
+        atol, rtol = tolerance(8, torch.float32)       # 每个输出只依赖一行：误差不随 N 增长
+        ok, err, bad = compare(out, ref, atol, rtol)
+        if not ok:
+            return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(case, x, out, ref, bad, impl)
+        if case.kind == "memory":
+            M, N = x.shape
+            if rep.global_load_bytes != 4 * M * N or rep.global_store_bytes != 4 * M * N:
+                return False, err, "访存量不对", self.memory_hint(rep, M, N, impl)
+            return True, err, f"读 {rep.global_load_bytes // 4}、写 {rep.global_store_bytes // 4} 个 float", None
+        return True, err, "", None
+
+    def memory_hint(self, rep, M, N, impl) -> Hint:
+        text = impl["text"]
+        loads, stores = rep.global_load_bytes // 4, rep.global_store_bytes // 4
+        detail = (f"模拟器的计数器：从显存读了 {loads} 个 float、写了 {stores} 个，应为 MN = {M * N} 与 MN = {M * N}"
+                  f"（每行读 {loads / (M * N):.2g} 遍）")
+        if loads > M * N:
+            return Hint("memory-loads", f"每行从显存读了 {loads / (M * N):.2g} 遍：融合 softmax 只读一遍", FILE,
+                        find_line(text, r"expf\s*\(\s*row_in") or find_line(text, r"row_out\s*\[.*row_in")
+                        or find_line(text, r"=\s*row_in\s*\["), detail,
+                        "TODO(1) 已经把整行放进 row_buf：TODO(3) 与 TODO(5) 读 row_buf[j]，不要再读 row_in[j]。")
+        if stores > M * N:
+            return Hint("memory-stores", "写得比 MN 多：同一个输出写了不止一次", FILE, find_line(text, r"row_out\s*\["),
+                        detail, "只在 TODO(5) 写 row_out，每个元素写一次。")
+        return Hint("memory-count", "读写的元素比 MN 少", FILE, None, detail, "每行的每个元素都要读到、写到。")
+
+    def wrong_answer(self, case, x, out, ref, bad, impl) -> Hint:
+        text = impl["text"]
+        got = out.detach().cpu().double()
+        ref = ref.detach().cpu().double()
+        xs = x.detach().cpu().double()
+        r = bad[0]
+        first = (f"第 {r} 行：应为 [{_row(ref[r])}]，得到 [{_row(got[r])}]（不对的行：{rows_text(bad)}）")
+        g = got[bad]
+        if case.kind == "far-negative" and not torch.isfinite(g).all():
+            return Hint("max-init", "整行都是很大的负数时得到 NaN：最大值的初值不是 -inf", FILE,
+                        find_line(text, r"\bm\s*=\s*0") or find_line(text, r"float\s+m\b"), first,
+                        "float m = -INFINITY;：行尾之外的线程（以及还没读到元素的线程）不能改变最大值。初值 0 比整行都大时，"
+                        "exp(x - 0) 全部下溢成 0，分母是 0，0 / 0 = NaN。")
+        if case.kind == "large" and not torch.isfinite(g).all():
+            return Hint("no-max-subtraction", "数值很大的行得到 inf 或 NaN：exp 溢出了", FILE,
+                        find_line(text, r"expf\s*\("), first,
+                        "先减去行最大值再取指数：expf(row_buf[j] - m) 至多是 1，不会溢出，结果不变。")
+        if torch.isnan(got).all():
+            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", FILE, find_line(text, r"row_out\s*\["),
+                        first, "TODO(5)：row_out[j] = row_buf[j] / s，按步长 blockDim.x 写回整行。")
+        mx = xs.max(dim=1, keepdim=True).values
+        if torch.allclose(g, torch.exp(xs - mx)[bad], rtol=1e-4, atol=1e-7):
+            return Hint("no-normalize", "输出是 exp(x - m)，没有除以和：每行的和不是 1", FILE,
+                        find_line(text, r"row_out\s*\["), first, "TODO(5)：row_out[j] = row_buf[j] / s。")
+        ratio = g / ref[bad]
+        sums = g.sum(dim=1)
+        per_row = ratio.nan_to_num(0).max(dim=1).values
+        if torch.isfinite(g).all() and bool((sums > 1 + 1e-3).all()) and torch.allclose(
+                ratio, per_row[:, None].expand_as(ratio), rtol=1e-3):
+            return Hint("partial-sum", f"每行的值都按同一个倍数偏大（第 {r} 行的和是 {sums[0].item():.4g}）："
+                        "分母只是一部分线程的和", FILE, find_line(text, r"warp_sum\s*\("), first,
+                        "TODO(4)：各 warp 的 lane 0 写 red[warp]，__syncthreads()，每个线程再读回全部 n_warps 个槽位"
+                        "（其余取 0.0f）、warp_sum 一次，人人都拿到整行的和。")
+        return Hint("wrong-softmax", "softmax 的值不对", FILE, None,
+                    first + f"\n第 {r} 行的和是 {sums[0].item():.4g}（softmax 每行的和是 1）",
+                    "对照讲义：读进 row_buf 求最大值、expf(x - m) 求和、除以和；检查行偏移 row * cols 与两次块内归约。")
+
+    def on_error(self, case, exc, paths):
+        text = paths[FILE].read_text(encoding="utf-8")
+        h = (simt_hint(exc, FILE, text, FIXES) or compile_hint(exc, FILE)
+             or kernel_name_hint(exc, FILE, KERNEL, text))
+        if h is not None:
+            return h
+        if isinstance(exc, TypeError) and KERNEL in str(exc):
+            return Hint("signature", "内核的签名不对", FILE, find_line(text, KERNEL), detail=str(exc),
+                        fix="保留骨架里的内核名和参数：(float *out, const float *in, int64_t rows, int64_t cols)。")
+        return Hint("exception", f"运行时抛出 {type(exc).__name__}", FILE, error_line(exc),
+                    detail=zh_part(str(exc))[:800])
+
+    def extra_checks(self, impl, mode, paths):
+        """模拟器检查用学习者的 BLOCK_SIZE，也用 32 与 96 个线程：行比线程数短（行尾之外的线程），
+        第二级里没有对应 warp 的 lane，以及 red 的两次使用之间的屏障。"""
+        if impl["static"] is not None:
+            return [], [impl["static"]]
+        from .. import simt
+
+        M, N = 3, 200
+        x = torch.randn(M, N, generator=torch.Generator().manual_seed(1))
+        blocks = list(dict.fromkeys((impl["block"], 32, 96)))
+
+        def run(steps):
+            for b in blocks:
+                out = torch.full((M, N), float("nan"))
+                simt.launch(str(impl["path"]), KERNEL, M, b, (out, x, M, N), shared_bytes=4 * N,
+                            defines={"BLOCK_SIZE": b}, max_lane_steps=steps)
+
+        return cuda_precheck(self, mode, paths, run, f"{M}x{N}，block = {'、'.join(map(str, blocks))}")
+
+    def bench(self, impl):
+        M, N = 4096, 4096
+        x = torch.randn(M, N, device="cuda")
+        out = torch.empty_like(x)
+        op = impl["op"]
+        calls = {"你的内核": lambda: op(x, out=out), "torch.softmax": lambda: torch.softmax(x, dim=-1, out=out)}
+        return time_against(calls, 2 * x.numel() * 4, x, f"{M}x{N} float32，block = {impl['block']}")
+
+
+def _row(t, k: int = 4) -> str:
+    vals = ", ".join(f"{v:.4g}" for v in t[:k].tolist())
+    return vals + (", …" if t.numel() > k else "")

@@ -276,7 +276,10 @@ def _softmax_default(M: int, N: int, gpu: bool, elem_size: int) -> dict:
         n_seg = entry["n_seg"]
         seg = cluster_seg_len(N, n_seg, bn, threads, size)
         if _cluster_fits(seg, threads) and n_seg <= _CLUSTER_MAX and N > bn and M * n_seg <= _MAX_GRID:
-            return {"path": "cluster", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
+            cfg = {"path": "cluster", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
+            if entry.get("min_blocks"):
+                cfg["min_blocks"] = entry["min_blocks"]
+            return cfg
         # 一段放不进寄存器（N 在表里两项之间，比这一项长得多）：改用 split，段数随 N 增加
         entry, path = dict(_SOFTMAX_LONG), "split"
         threads, bn = entry["threads"], min(entry["block_n"], block_n)

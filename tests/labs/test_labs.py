@@ -657,3 +657,19 @@ def test_softmax_cuda_rejects_rows_that_do_not_fit_shared_memory(tmp_path):
         op(torch.zeros(1, MAX_COLS + 1))
     y = op(torch.zeros(1, MAX_COLS))                      # 正好 48 KiB：放得下
     torch.testing.assert_close(y, torch.full((1, MAX_COLS), 1.0 / MAX_COLS))
+
+
+def test_softmax_cuda_unwritten_output_is_not_blamed_on_the_max(tmp_path):
+    """没写输出时，「数值很大」「整行是很大的负数」两个用例也是满屏 NaN：评分在普通输入上再跑一次同一个内核，
+    说「没有写入」，不说 exp 溢出或最大值的初值；骨架的第一条诊断是 TODO(1)，步骤按行号列出。"""
+    dest = labs.start("softmax-cuda", tmp_path / "skeleton")
+    result = labs.check("softmax-cuda", dest, bench=False)
+    assert result.hint_keys() == ["todo", "not-written"], result.report()
+    assert "TODO(2)（第" in result.hints[0].detail and "TODO(5)" in result.hints[0].detail
+    lines = [int(n) for n in re.findall(r"第 (\d+) 行", result.hints[0].detail)]
+    assert lines == sorted(lines), result.hints[0].detail
+    m = next(m for m in MISTAKES if m[:2] == ("softmax-cuda", "no-write"))
+    dest = _copy_solution("softmax-cuda", tmp_path / "no-write")
+    f = dest / "softmax.cu"
+    f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
+    assert labs.check("softmax-cuda", dest, bench=False).hint_keys() == ["not-written"]

@@ -118,7 +118,14 @@ class SoftmaxCuda(Lab):
         atol, rtol = tolerance(8, torch.float32)       # 每个输出只依赖一行：误差不随 N 增长
         ok, err, bad = compare(out, ref, atol, rtol)
         if not ok:
-            return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(case, x, out, ref, bad, impl)
+            def writes_output() -> bool:
+                """同一个内核在普通的输入上是否写了输出（全是 NaN 时分不清「没写」与 0/0）。"""
+                probe = torch.randn(x.shape, generator=torch.Generator().manual_seed(2)).to(x.device)
+                got = op(probe, out=torch.full(x.shape, float("nan"), device=x.device))
+                return not bool(torch.isnan(got).all())
+
+            return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(case, x, out, ref, bad, impl,
+                                                                            writes_output)
         if case.kind == "memory":
             M, N = x.shape
             if rep.global_load_bytes != 4 * M * N or rep.global_store_bytes != 4 * M * N:
@@ -141,7 +148,7 @@ class SoftmaxCuda(Lab):
                         detail, "只在 TODO(5) 写 row_out，每个元素写一次。")
         return Hint("memory-count", "读写的元素比 MN 少", FILE, None, detail, "每行的每个元素都要读到、写到。")
 
-    def wrong_answer(self, case, x, out, ref, bad, impl) -> Hint:
+    def wrong_answer(self, case, x, out, ref, bad, impl, writes_output=lambda: True) -> Hint:
         text = impl["text"]
         got = out.detach().cpu().double()
         ref = ref.detach().cpu().double()
@@ -149,6 +156,10 @@ class SoftmaxCuda(Lab):
         r = bad[0]
         first = (f"第 {r} 行：应为 [{_row(ref[r])}]，得到 [{_row(got[r])}]（不对的行：{rows_text(bad)}）")
         g = got[bad]
+        if torch.isnan(got).all() and case.kind in ("far-negative", "large") and not writes_output():
+            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN；普通的输入上也是）", FILE,
+                        find_line(text, r"row_out\s*\["), first,
+                        "TODO(5)：row_out[j] = row_buf[j] / s，按步长 blockDim.x 写回整行。")
         if case.kind == "far-negative" and not torch.isfinite(g).all():
             return Hint("max-init", "整行都是很大的负数时得到 NaN：最大值的初值不是 -inf", FILE,
                         find_line(text, r"\bm\s*=\s*0") or find_line(text, r"float\s+m\b"), first,

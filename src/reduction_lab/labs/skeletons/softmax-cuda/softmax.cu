@@ -57,7 +57,7 @@ extern "C" __global__ void softmax_rowwise_kernel(float *out, const float *in, i
     // TODO(2): 块内最大值：m = warp_max(m)；lane 0 写 red[warp]；__syncthreads()；
     //          然后每个线程都读回各 warp 的最大值再归约一次（lane < n_warps 的读 red[lane]，其余取 -INFINITY，
     //          再 warp_max），这样每个线程手里都是整行的最大值。最后再 __syncthreads() 一次：
-    //          TODO(4) 还要写 red，不能在别的 warp 读完之前就改掉它。
+    //          第 4 步还要写 red，不能在别的 warp 读完之前就改掉它。
 
     // TODO(3): 每个线程把自己的元素换成 e = expf(row_buf[j] - m)，写回 row_buf[j]，并累加到 float s。
     //          减去最大值之后 e <= 1，x 很大也不会溢出。

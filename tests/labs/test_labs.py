@@ -77,6 +77,18 @@ def test_skeleton_fails_at_first_todo(name, tmp_path):
     assert f"{lab.files[0]}:{first.line}" in result.report()
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_skeleton_todo_marks_are_numbered_in_order(name):
+    """骨架里以 TODO(n) 开头的注释行只能是各步的开头：1、2、3……各一次，按顺序出现（注释里提到别的步骤时
+    不要让一行以 TODO(n) 开头，否则评分程序把它当作那一步的开头，「还没动过」的判断就错了）。"""
+    from reduction_lab.labs import todo
+
+    lab = labs.get(name)
+    for f in lab.files:
+        nums = [int(m.group(1)) for ln in lab.skeleton_text(f).splitlines() if (m := todo._MARK.search(ln))]
+        assert nums == list(range(1, len(nums) + 1)), (f, nums)
+
+
 # (实验, 名字, 参考解里的原文, 改成, 应得的诊断, 诊断所指的行里应有的文字)
 MISTAKES = [
     ("reduce-sum-cuda", "barrier-in-branch",

@@ -288,3 +288,12 @@ def time_against(calls: dict[str, callable], nbytes: int, copy_src: torch.Tensor
     method = (f"计时（{note}）：CUDA 事件，50 次的中位数，每次之前只读扫过 4 倍 L2 的缓冲区；"
               f"GB/s 按读入 + 写出的字节数计，拷贝按读 B + 写 B 计。")
     return method, rows
+
+
+def softmax_bench(op, note: str, M: int = 4096, N: int = 4096):
+    """softmax 实验的计时：M x N 的 float32 上学习者的 ``op(x, out=)``、``torch.softmax`` 与设备拷贝；
+    GB/s 按读一遍、写一遍计。"""
+    x = torch.randn(M, N, device="cuda")
+    out = torch.empty_like(x)
+    calls = {"你的内核": lambda: op(x, out=out), "torch.softmax": lambda: torch.softmax(x, dim=-1, out=out)}
+    return time_against(calls, 2 * x.numel() * 4, x, f"{M}x{N} float32{note}")

@@ -275,6 +275,12 @@ class Mismatch:
                 f"（不对的行：{rows_text(self.bad)}）")
 
 
+def row_preview(t, k: int = 4) -> str:
+    """一行的前 ``k`` 个值（诊断里对照「应为」与「得到」）。"""
+    vals = ", ".join(f"{v:.4g}" for v in t[:k].tolist())
+    return vals + (", …" if t.numel() > k else "")
+
+
 def rows_text(rows: list[int], limit: int = 8) -> str:
     s = ", ".join(map(str, rows[:limit]))
     return s + (f" 等 {len(rows)} 行" if len(rows) > limit else "")

@@ -74,11 +74,7 @@ class OnlineSoftmax(SoftmaxTriton):
         return -(-N // b) * b
 
     def bench(self, impl):
-        from .core import time_against
+        from .core import softmax_bench
 
-        M, N = 64, 262144                            # 长行：一行 1 MiB，装不进一个块
-        x = torch.randn(M, N, device="cuda")
-        out = torch.empty_like(x)
-        op = impl["op"]
-        calls = {"你的内核": lambda: op(x, out=out), "torch.softmax": lambda: torch.softmax(x, dim=-1, out=out)}
-        return time_against(calls, 2 * x.numel() * 4, x, f"{M}x{N} float32，你的内核读 2 遍；GB/s 按读 1 遍 + 写 1 遍计")
+        # 长行：一行 1 MiB，装不进一个块
+        return softmax_bench(impl["op"], "，你的内核读 2 遍；GB/s 按读 1 遍 + 写 1 遍计", M=64, N=262144)

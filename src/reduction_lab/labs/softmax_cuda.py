@@ -19,10 +19,10 @@ import torch
 
 from ..checks import check_out
 from . import cases as C
-from .core import Lab, cuda_precheck, time_against
-from .grading import Case, Hint, compare, error_line, find_line, rows_text, tolerance, zh_part
+from .core import Lab, softmax_bench
+from .grading import Case, Hint, compare, error_line, find_line, row_preview, rows_text, tolerance, zh_part
 from .hints import compile_hint, kernel_name_hint, simt_hint
-from .warp_reduce_cuda import DEFAULT_BLOCK, block_of, block_size_hint
+from .warp_reduce_cuda import DEFAULT_BLOCK, block_of, block_size_hint, block_sizes_precheck
 
 FILE = "softmax.cu"
 KERNEL = "softmax_rowwise_kernel"
@@ -154,7 +154,7 @@ class SoftmaxCuda(Lab):
         ref = ref.detach().cpu().double()
         xs = x.detach().cpu().double()
         r = bad[0]
-        first = (f"第 {r} 行：应为 [{_row(ref[r])}]，得到 [{_row(got[r])}]（不对的行：{rows_text(bad)}）")
+        first = (f"第 {r} 行：应为 [{row_preview(ref[r])}]，得到 [{row_preview(got[r])}]（不对的行：{rows_text(bad)}）")
         g = got[bad]
         if torch.isnan(got).all() and case.kind in ("far-negative", "large") and not writes_output():
             return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN；普通的输入上也是）", FILE,
@@ -204,31 +204,9 @@ class SoftmaxCuda(Lab):
     def extra_checks(self, impl, mode, paths):
         """模拟器检查用学习者的 BLOCK_SIZE，也用 32 与 96 个线程：行比线程数短（行尾之外的线程），
         第二级里没有对应 warp 的 lane，以及 red 的两次使用之间的屏障。"""
-        if impl["static"] is not None:
-            return [], [impl["static"]]
-        from .. import simt
-
-        M, N = 3, 200
-        x = torch.randn(M, N, generator=torch.Generator().manual_seed(1))
-        blocks = list(dict.fromkeys((impl["block"], 32, 96)))
-
-        def run(steps):
-            for b in blocks:
-                out = torch.full((M, N), float("nan"))
-                simt.launch(str(impl["path"]), KERNEL, M, b, (out, x, M, N), shared_bytes=4 * N,
-                            defines={"BLOCK_SIZE": b}, max_lane_steps=steps)
-
-        return cuda_precheck(self, mode, paths, run, f"{M}x{N}，block = {'、'.join(map(str, blocks))}")
+        return block_sizes_precheck(self, impl, mode, paths, lambda x: torch.full(x.shape, float("nan")),
+                                    shared_bytes=lambda N: 4 * N)
 
     def bench(self, impl):
-        M, N = 4096, 4096
-        x = torch.randn(M, N, device="cuda")
-        out = torch.empty_like(x)
-        op = impl["op"]
-        calls = {"你的内核": lambda: op(x, out=out), "torch.softmax": lambda: torch.softmax(x, dim=-1, out=out)}
-        return time_against(calls, 2 * x.numel() * 4, x, f"{M}x{N} float32，block = {impl['block']}")
+        return softmax_bench(impl["op"], f"，block = {impl['block']}")
 
-
-def _row(t, k: int = 4) -> str:
-    vals = ", ".join(f"{v:.4g}" for v in t[:k].tolist())
-    return vals + (", …" if t.numel() > k else "")

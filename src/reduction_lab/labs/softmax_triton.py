@@ -12,9 +12,9 @@ import re
 import torch
 
 from . import cases as C
-from .core import Lab, load_module, sim_precheck, time_against
-from .grading import (Case, Hint, compare, error_line, find_line, root_cause, rows_text, tolerance, traceback_line,
-                      zh_part)
+from .core import Lab, load_module, sim_precheck, softmax_bench
+from .grading import (Case, Hint, compare, error_line, find_line, root_cause, row_preview, rows_text, tolerance,
+                      traceback_line, zh_part)
 
 FILE = "softmax.py"
 
@@ -97,7 +97,7 @@ class SoftmaxTriton(Lab):
         ref = ref.detach().cpu().double()            # gpu 模式下参考值在 GPU 上：候选结果都在 CPU 上比较
         M, N = x.shape
         r = bad[0]
-        first = f"第 {r} 行：应为 [{_row(ref[r])}]，得到 [{_row(got[r])}]（不对的行：{rows_text(bad)}）"
+        first = f"第 {r} 行：应为 [{row_preview(ref[r])}]，得到 [{row_preview(got[r])}]（不对的行：{rows_text(bad)}）"
         if torch.isnan(got).all():
             return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", self.file,
                         find_line(text, r"tl\.store", lang="py"), first,
@@ -166,17 +166,8 @@ class SoftmaxTriton(Lab):
         return sim_precheck(self, mode, paths, run, "Triton 解释器，3x781")
 
     def bench(self, impl):
-        M, N = 4096, 4096
-        x = torch.randn(M, N, device="cuda")
-        out = torch.empty_like(x)
-        op = impl["op"]
-        calls = {"你的内核": lambda: op(x, out=out), "torch.softmax": lambda: torch.softmax(x, dim=-1, out=out)}
-        return time_against(calls, 2 * x.numel() * 4, x, f"{M}x{N} float32")
+        return softmax_bench(impl["op"], "")
 
-
-def _row(t, k: int = 4) -> str:
-    vals = ", ".join(f"{v:.4g}" for v in t[:k].tolist())
-    return vals + (", …" if t.numel() > k else "")
 
 
 def _compile_line(exc: BaseException, text: str) -> int | None:

@@ -70,6 +70,27 @@ def block_size_hint(file: str, text: str) -> Hint | None:
                 "改成 32 的倍数，例如 256 或 512；用例没有运行。")
 
 
+def block_sizes_precheck(lab, impl, mode, paths, make_out, shared_bytes=lambda N: 0):
+    """按整个 warp 归约的 CUDA C 实验的模拟器检查（:func:`.core.cuda_precheck`）：3x200 的输入，学习者的
+    BLOCK_SIZE 之外另用 32 与 96 个线程（1 个、3 个 warp）各启动一次内核 ``(out, x, M, N)``；
+    ``make_out(x)`` 给出填满 NaN 的输出，``shared_bytes(N)`` 是动态共享内存的字节数。"""
+    if impl["static"] is not None:
+        return [], [impl["static"]]
+    from .. import simt
+    from .core import cuda_precheck
+
+    M, N = 3, 200
+    x = torch.randn(M, N, generator=torch.Generator().manual_seed(1))
+    blocks = list(dict.fromkeys((impl["block"], 32, 96)))
+
+    def run(steps):
+        for b in blocks:
+            simt.launch(str(impl["path"]), lab.kernel, M, b, (make_out(x), x, M, N), shared_bytes=shared_bytes(N),
+                        defines={"BLOCK_SIZE": b}, max_lane_steps=steps)
+
+    return cuda_precheck(lab, mode, paths, run, f"{M}x{N}，block = {'、'.join(map(str, blocks))}")
+
+
 def model(x: torch.Tensor, block: int, offsets1=(16, 8, 4, 2, 1), offsets2=(16, 8, 4, 2, 1),
           second: bool = True) -> torch.Tensor:
     """这个内核的算法在 float64 里的模型：按 ``block`` 个线程的步长求部分和，每个 warp 按 ``offsets1`` 做
@@ -121,23 +142,8 @@ class WarpReduceCuda(RowSumCudaLab):
     def extra_checks(self, impl, mode, paths):
         """模拟器检查用学习者的 BLOCK_SIZE，也用 32 与 96 个线程：gpu 模式下第二级的错误（n_warps 写死、
         lane >= n_warps 读了没写过的 warp_sums）在 GPU 上只是悄悄算错，模拟器能指出是哪一行。"""
-        if impl["static"] is not None:
-            return [], [impl["static"]]
-        from .. import simt
-        from .core import cuda_precheck
-
         # 行比 256 个线程短：行尾之外的线程读了下一行（最后一行越界）时也能发现
-        M, N = 3, 200
-        x = torch.randn(M, N, generator=torch.Generator().manual_seed(1))
-        blocks = list(dict.fromkeys((impl["block"], 32, 96)))
-
-        def run(steps):
-            for b in blocks:
-                out = torch.full((M,), float("nan"))
-                simt.launch(str(impl["path"]), self.kernel, M, b, (out, x, M, N), defines={"BLOCK_SIZE": b},
-                            max_lane_steps=steps)
-
-        return cuda_precheck(self, mode, paths, run, f"{M}x{N}，block = {'、'.join(map(str, blocks))}")
+        return block_sizes_precheck(self, impl, mode, paths, lambda x: torch.full((x.shape[0],), float("nan")))
 
     def specific_hints(self, mm, impl):
         xs, same, first, text = mm.x, mm.same, mm.first_row(), impl["text"]

@@ -170,6 +170,25 @@ def test_cluster_dims_and_vector_access_in_ptx(c, bf16, tmp_path):
 
 
 @needs_nvcc
+@pytest.mark.parametrize("load,store", [(0, 0), (1, 0), (2, 0), (0, 1), (3, 0)])
+def test_cache_hint_defines(load, store, tmp_path):
+    """scripts/tune_cluster_hints.py 的变体：LOAD_HINT / STORE_HINT 只换寄存器版簇内核整向量读写的那条指令，
+    越界的值在编译期报错。"""
+    r, out = _nvcc(["-ptx"], {"CLUSTER_SIZE": 16, "BLOCK_SIZE": 512, "PACKS": 8, "LOAD_HINT": load,
+                              "STORE_HINT": store}, tmp_path, ".ptx")
+    if load == 3:
+        assert r.returncode != 0 and "LOAD_HINT must be" in r.stderr
+        return
+    assert r.returncode == 0, r.stderr
+    ptx = out.read_text()
+    regs = ptx.split(".entry softmax_cluster_regs", 1)[1].split(".entry", 1)[0]
+    want = {0: "ld.global.v4.u32", 1: "ld.global.cs.v4.u32", 2: "ld.global.nc.L1::no_allocate.L2::256B.v4.u32"}[load]
+    assert want in regs
+    assert ("st.global.cs.v4.u32" in regs) == (store == 0)
+    assert ("st.global.wb.v4.u32" in regs) == (store == 1)
+
+
+@needs_nvcc
 @pytest.mark.parametrize("bf16", [0, 1])
 def test_fits_1024_threads_without_spills(bf16, tmp_path):
     r, _ = _nvcc(["-cubin", "--resource-usage"], {"CLUSTER_SIZE": 16, "USE_BF16": bf16}, tmp_path, ".cubin")

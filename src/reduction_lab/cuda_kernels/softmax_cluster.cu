@@ -166,11 +166,39 @@ __device__ __forceinline__ floatX from_float(float v)
 // 列[v * VEC, v * VEC + VEC)，正好落在16字节边界上。移位后的有效范围是[head, end)，end = n_cols + head。
 // 整个落在范围内的向量一次读16字节；行首、行尾的半截向量逐个元素读，范围外填-inf
 // （最大值的单位元；exp(-inf - m) = 0，对和也没有贡献）。
+// 整向量读写的缓存提示（编译期常量，默认是下面注释里的写法）：
+//   LOAD_HINT   0 普通的读；1 ld.global.cs（流式，先被替换出缓存）；2 ld.global.nc.L1::no_allocate.L2::256B
+//               （不进L1，每次让L2取回256字节）
+//   STORE_HINT  0 st.global.cs（流式写：这一行不会再被本内核读）；1 st.global.wb（普通的写回）
+#ifndef LOAD_HINT
+#define LOAD_HINT 0
+#endif
+#ifndef STORE_HINT
+#define STORE_HINT 0
+#endif
+#if LOAD_HINT < 0 || LOAD_HINT > 2 || STORE_HINT < 0 || STORE_HINT > 1
+#error "LOAD_HINT must be 0, 1 or 2 and STORE_HINT 0 or 1"
+#endif
+
+__device__ __forceinline__ uint4 ld16(const floatX *p)
+{
+#if LOAD_HINT == 1
+    return __ldcs(reinterpret_cast<const uint4 *>(p));
+#elif LOAD_HINT == 2
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+#else
+    return *reinterpret_cast<const uint4 *>(p);
+#endif
+}
+
 __device__ __forceinline__ uint4 load_vec(const floatX *xr, int v, int head, int end)
 {
     const int g = v * VEC;
     if (g >= head && g + VEC <= end)
-        return *reinterpret_cast<const uint4 *>(xr + (g - head));
+        return ld16(xr + (g - head));
     float f[VEC];
 #pragma unroll
     for (int e = 0; e < VEC; e++)
@@ -193,7 +221,11 @@ __device__ __forceinline__ void store_vec(floatX *yr, int v, int head, int end, 
 {
     const int g = v * VEC;
     if (vector_ok && g >= head && g + VEC <= end) {
+#if STORE_HINT == 1
+        __stwb(reinterpret_cast<uint4 *>(yr + (g - head)), pack(f));   // st.global.wb：默认的写回策略
+#else
         __stcs(reinterpret_cast<uint4 *>(yr + (g - head)), pack(f));   // 流式写：这一行不会再被本内核读
+#endif
         return;
     }
 #pragma unroll

@@ -64,6 +64,7 @@ def cluster_reduce_cases(mode: str) -> list[Case]:
         Case("8 块的簇", (2, 3000), cluster=8),
     ))
 
+
 def softmax_cuda_cases(mode: str) -> list[Case]:
     """softmax-cuda：融合 softmax 的用例，另加整行是很大的负数（最大值的初值写成 0 时 0/0）、行比线程数短、
     1 个、3 个（不是 2 的幂）和 32 个 warp 的线程块；「访存计数」在模拟器里数从显存读写的字节。"""

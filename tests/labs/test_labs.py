@@ -43,7 +43,7 @@ def _copy_solution(name, tmp_path) -> Path:
 
 def test_registry_matches_files():
     assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "warp-reduce-cuda", "softmax-cuda",
-                     "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang"]
+                     "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang", "softmax-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
         for f in lab.files:
@@ -239,6 +239,14 @@ MISTAKES = [
     ("reduce-sum-tilelang", "undeclared", "T.reduce_sum(tile, part, dim=1)", "T.reduce_sum(tle, part, dim=1)",
      "undeclared", "tle"),
     ("reduce-sum-tilelang", "overwrite", "acc[i] += part[i]", "acc[i] = part[i]", "overwrite", "acc[i] = part[i]"),
+    # 行尾之外保留 T.copy 补的 0：每行的和小于 1，诊断指向读整行的 T.copy
+    ("softmax-tilelang", "no-mask", "            tile[i, j] = T.if_then_else(j < N, tile[i, j], NEG_INF)\n",
+     "            tile[i, j] = tile[i, j]\n", "mask-other", "T.copy(x[bx, 0], tile)"),
+    ("softmax-tilelang", "no-max-subtraction", "T.exp(tile[i, j] - row_max[i])", "T.exp(tile[i, j])",
+     "no-max-subtraction", "T.exp(tile[i, j])"),
+    ("softmax-tilelang", "no-normalize", "tile[i, j] = tile[i, j] / row_sum[i]", "tile[i, j] = tile[i, j] + 0.0",
+     "no-normalize", "T.copy(tile, y[bx, 0])"),
+    ("softmax-tilelang", "no-write", "        T.copy(tile, y[bx, 0])\n", "\n", "not-written", "T.empty"),
 ]
 
 
@@ -685,3 +693,27 @@ def test_softmax_cuda_unwritten_output_is_not_blamed_on_the_max(tmp_path):
     f = dest / "softmax.cu"
     f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
     assert labs.check("softmax-cuda", dest, bench=False).hint_keys() == ["not-written"]
+
+
+@needs_tilelang
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="PATH 上没有 nvcc：无法检查 gpu 模式下生成的 CUDA 能否编译")
+@pytest.mark.parametrize("N", [781, 16384])
+def test_softmax_tilelang_solution_lowers_to_cuda(N):
+    """gpu 模式下骨架的 softmax() 给的参数（block_n、threads）：参考解降级成 sm_90 的 CUDA，nvcc 编译通过，
+    每个线程至多 32 个 float（threads = block_n / 32）。"""
+    import tilelang
+    from tvm.target import Target
+
+    from reduction_lab import tilelang_kernels as tk
+    from reduction_lab.labs.core import load_module
+
+    module = load_module(SOLUTIONS / "softmax-tilelang" / "softmax.py", "softmax_tilelang_cuda")
+    block_n = 1 << (N - 1).bit_length()
+    threads = min(512, max(32, block_n // 32))
+    x = torch.empty(4, N, device="meta")
+    prim = tk.retarget(module.softmax_kernel, tk.SM90_TARGET).get_tir(x, block_n=block_n, threads=threads, cpu=False)
+    with Target(tk.SM90_TARGET) as tgt:
+        src = tilelang.lower(prim, target=tgt).kernel_source
+    assert f"__launch_bounds__({threads}" in src
+    assert "ld.global" in tk.nvcc_check(src)
+    assert block_n // threads <= 32

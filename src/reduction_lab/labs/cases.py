@@ -102,6 +102,11 @@ def softmax_cases(mode: str) -> list[Case]:
     return cases + error_cases(torch.int32)
 
 
+def softmax_tilelang_cases(mode: str) -> list[Case]:
+    """softmax-tilelang：:func:`softmax_cases` 去掉访存计数（TileLang 没有计数器）与 bfloat16（实验只收 float32）。"""
+    return [c for c in softmax_cases(mode) if c.kind != "memory" and c.dtype != torch.bfloat16]
+
+
 def device_of(mode: str) -> str:
     return "cuda" if mode == "gpu" else "cpu"
 

@@ -9,6 +9,7 @@ from .online_softmax import OnlineSoftmax
 from .reduce_sum_cuda import ReduceSumCuda
 from .reduce_sum_tilelang import ReduceSumTileLang
 from .softmax_cuda import SoftmaxCuda
+from .softmax_tilelang import SoftmaxTileLang
 from .softmax_triton import SoftmaxTriton
 from .warp_reduce_cuda import WarpReduceCuda
 
@@ -22,4 +23,5 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in (
     ClusterReduceCuda(),
     BankConflicts(),
     ReduceSumTileLang(),
+    SoftmaxTileLang(),
 )}

@@ -1,0 +1,79 @@
+"""实验 softmax-tilelang：用 TileLang 写按行 softmax，整行装进一块，只读一次、写一次。
+
+评分程序调用文件末尾的 softmax(x)，它这样启动内核（不要改内核的名字和参数）：
+  一个线程块负责一行（T.Kernel(M, ...) 的 bx 就是行号），block_n 是不小于 N 的 2 的幂：整行装进 1 x block_n 的一块
+按顺序完成 TODO(1) 到 TODO(5)，然后运行：
+  reduction-lab lab check softmax-tilelang
+讲义：「TileLang的归约」（docs/tilelang/reduce.md）、「-inf掩码」（docs/triton/masking.md）
+"""
+
+import torch
+
+import reduction_lab
+import tilelang
+import tilelang.language as T
+from reduction_lab.checks import check_matrix, check_out
+from reduction_lab.tilelang_kernels import current_target, retarget
+
+tilelang.set_log_level("WARNING")
+
+NEG_INF = -T.infinity(T.float32)
+#: 整行装进一块：一行至多这么多个元素（gpu 模式下每个线程至多 32 个放在寄存器里）
+MAX_N = 16384
+
+
+@tilelang.jit
+def softmax_kernel(x, block_n: int = 1024, threads: int = 128, cpu: bool = False):
+    M, N = T.const("M, N")                       # 形状在编译时代入
+    x: T.Tensor[[M, N], T.float32]
+    y = T.empty([M, N], T.float32)
+    # 在 GPU 上缓冲区分布在各线程的寄存器里（fragment），块内循环是 T.Parallel；
+    # 没有 GPU 时用 TileLang 的 C 目标在 CPU 上运行，它只认 local 缓冲区和串行循环 T.grid
+    alloc = T.alloc_local if cpu else T.alloc_fragment
+    tile_loop = T.grid if cpu else T.Parallel
+    with T.Kernel(M, threads=threads) as bx:
+        tile = alloc([1, block_n], T.float32)    # 整行（block_n >= N）
+        row_max = alloc([1], T.float32)
+        row_sum = alloc([1], T.float32)
+
+        # TODO(1): 把这一行读进 tile：T.copy(x[bx, 0], tile)。整行只读这一次；T.copy 把越过行尾的部分补 0。
+
+        # TODO(2): 行尾之外的车道（j >= N）换成 NEG_INF：
+        #          for i, j in tile_loop(1, block_n): tile[i, j] = T.if_then_else(j < N, tile[i, j], NEG_INF)
+        #          补的 0 会改变结果：它给分母加上 exp(0 - m)，整行都是负数时它还成了最大值。
+
+        # TODO(3): 每行的最大值：T.reduce_max(tile, row_max, dim=1)。
+
+        # TODO(4): for i, j in tile_loop(1, block_n): tile[i, j] = T.exp(tile[i, j] - row_max[i])，
+        #          再 T.reduce_sum(tile, row_sum, dim=1)。减去最大值之后 exp 至多是 1，不会溢出。
+
+        # TODO(5): for i, j in tile_loop(1, block_n): tile[i, j] = tile[i, j] / row_sum[i]，
+        #          再 T.copy(tile, y[bx, 0]) 写回（越过行尾的部分不写）。
+
+        # TODO 结束
+    return y
+
+
+def softmax(x: torch.Tensor, dim: int = 1, out: torch.Tensor | None = None) -> torch.Tensor:
+    """按行 softmax：(M, N) float32 -> (M, N)。这个函数已经写好，不需要改。"""
+    check_matrix(x, "x", dtypes=(torch.float32,), device=reduction_lab.DEVICE)
+    if dim not in (1, -1):
+        raise ValueError(f"只支持沿最后一维（dim=1）归一化，得到 dim={dim} (only dim=1 is supported)")
+    if x.shape[0] > 1 and x.stride(0) != x.shape[1]:
+        raise ValueError(f"x 的行必须首尾相接，得到 stride {tuple(x.stride())}；先 .contiguous() "
+                         f"(rows of x must be contiguous)")
+    M, N = x.shape
+    if N > MAX_N:
+        raise ValueError(f"整行装进一块：N = {N} 超过 {MAX_N}；更长的行见在线 softmax 的实验 "
+                         f"(rows longer than {MAX_N} do not fit one block)")
+    if out is not None:
+        check_out(out, (M, N), torch.float32, x.device)
+    block_n = 1 << max(N - 1, 1).bit_length()     # 不小于 N 的 2 的幂（至少 2）
+    threads = min(512, max(32, block_n // 32))    # gpu 模式下每个线程至多 32 个元素
+    # 没有 GPU 时编译成 TileLang 的 C 目标在 CPU 上运行，有 GPU 时编译成这块 GPU 的 CUDA
+    kernel = retarget(softmax_kernel, current_target(x.device))
+    y = kernel(x, block_n=block_n, threads=threads, cpu=reduction_lab.MODE == "sim")
+    if out is None:
+        return y
+    out.copy_(y)
+    return out

@@ -697,7 +697,7 @@ def test_softmax_cuda_unwritten_output_is_not_blamed_on_the_max(tmp_path):
 
 @needs_tilelang
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="PATH 上没有 nvcc：无法检查 gpu 模式下生成的 CUDA 能否编译")
-@pytest.mark.parametrize("N", [781, 16384])
+@pytest.mark.parametrize("N", [1, 5, 128, 300, 781, 1000, 5000, 16384])
 def test_softmax_tilelang_solution_lowers_to_cuda(N):
     """gpu 模式下骨架的 softmax() 给的参数（block_n、threads）：参考解降级成 sm_90 的 CUDA，nvcc 编译通过，
     每个线程至多 32 个 float（threads = block_n / 32）。"""

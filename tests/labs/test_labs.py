@@ -219,6 +219,8 @@ MISTAKES = [
     # 所有 warp 读完各自的最大值之前，lane 0 就把和写进了 red：模拟器报出共享内存竞争
     ("softmax-cuda", "missing-second-barrier", "    m = warp_max(lane < n_warps ? red[lane] : -INFINITY);\n    __syncthreads();",
      "    m = warp_max(lane < n_warps ? red[lane] : -INFINITY);", "shared-race", "red["),
+    ("softmax-cuda", "missing-first-barrier", "        red[warp] = m;\n    __syncthreads();\n", "        red[warp] = m;\n",
+     "shared-race", "red[lane]"),
     ("softmax-cuda", "reads-twice", "float e = expf(row_buf[j] - m);", "float e = expf(row_in[j] - m);",
      "memory-loads", "expf(row_in[j] - m)"),
     ("softmax-cuda", "off-by-one", "    for (int64_t j = tid; j < cols; j += blockDim.x)\n        row_out",
@@ -341,7 +343,7 @@ GPU_HIDDEN = [("warp-reduce-cuda", m) for m in ("mask-excludes-source", "half-ma
                                                 "lanes-beyond-n-warps", "n-warps-hard-coded", "lanes-beyond-row-end",
                                                 "endless-loop")] + \
              [("reduce-sum-cuda", m) for m in ("barrier-in-branch", "missing-barrier", "off-by-one", "endless-loop")] + \
-             [("softmax-cuda", m) for m in ("missing-second-barrier", "off-by-one")] + \
+             [("softmax-cuda", m) for m in ("missing-first-barrier", "missing-second-barrier", "off-by-one")] + \
              [("cluster-reduce-cuda", m) for m in ("no-first-cluster-sync", "no-final-cluster-sync",
                                                    "cluster-sync-in-rank0-branch", "rank-past-the-cluster")]
 

@@ -221,6 +221,9 @@ MISTAKES = [
      "    m = warp_max(lane < n_warps ? red[lane] : -INFINITY);", "shared-race", "red["),
     ("softmax-cuda", "missing-first-barrier", "        red[warp] = m;\n    __syncthreads();\n", "        red[warp] = m;\n",
      "shared-race", "red[lane]"),
+    # 块内最大值只有 warp 内那一级：每个 warp 以自己的最大值为基准
+    ("softmax-cuda", "warp-max-only", "    m = warp_max(lane < n_warps ? red[lane] : -INFINITY);\n",
+     "    ;\n", "partial-max", "m = warp_max(m);"),
     ("softmax-cuda", "reads-twice", "float e = expf(row_buf[j] - m);", "float e = expf(row_in[j] - m);",
      "memory-loads", "expf(row_in[j] - m)"),
     ("softmax-cuda", "off-by-one", "    for (int64_t j = tid; j < cols; j += blockDim.x)\n        row_out",

@@ -72,6 +72,18 @@ def make_op(path: Path, mode: str, block: int = DEFAULT_BLOCK, kernel: str = KER
     return op
 
 
+def warp_max_model(x: torch.Tensor, block: int) -> torch.Tensor:
+    """块内最大值只做了 warp 内那一级时内核算出的结果（float64）：第 j 列由线程 j % block 处理，属于
+    warp (j % block) // 32，它的 exp 以那个 warp 见过的最大值为基准，分母是这些值的总和。"""
+    x = x.double()
+    M, N = x.shape
+    warp = (torch.arange(N) % block) // 32
+    m = torch.full((M, int(warp.max()) + 1), float("-inf"), dtype=torch.float64)
+    m = m.scatter_reduce(1, warp.expand(M, N), x, reduce="amax")
+    e = torch.exp(x - m.gather(1, warp.expand(M, N)))
+    return e / e.sum(dim=1, keepdim=True)
+
+
 class SoftmaxCuda(Lab):
     name = "softmax-cuda"
     title = "CUDA C：融合softmax（整行留在共享内存里）"
@@ -176,6 +188,13 @@ class SoftmaxCuda(Lab):
         if torch.allclose(g, torch.exp(xs - mx)[bad], rtol=1e-4, atol=1e-7):
             return Hint("no-normalize", "输出是 exp(x - m)，没有除以和：每行的和不是 1", FILE,
                         find_line(text, r"row_out\s*\["), first, "TODO(5)：row_out[j] = row_buf[j] / s。")
+        block = case.block or impl["block"]
+        if torch.isfinite(g).all() and torch.allclose(g, warp_max_model(xs, block)[bad], rtol=1e-4, atol=1e-7):
+            return Hint("partial-max", "每个 warp 用了自己的最大值：块内最大值只做了 warp 内的那一级", FILE,
+                        find_line(text, r"warp_max\s*\(\s*m\s*\)"), first,
+                        "TODO(2)：warp_max 之后还要经 red 合并各 warp 的最大值（lane 0 写 red[warp]、__syncthreads()、"
+                        "每个线程读回 n_warps 个槽位再 warp_max 一次）；各 warp 的 exp(x - m) 基准不同，"
+                        "加起来的分母就不是同一个量。")
         ratio = g / ref[bad]
         sums = g.sum(dim=1)
         per_row = ratio.nan_to_num(0).max(dim=1).values

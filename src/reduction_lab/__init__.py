@@ -18,6 +18,27 @@ from .runtime import DEVICE, MODE, ModeError  # noqa: E402
 
 __version__ = "0.1.0"
 
+
+def _quiet_tqdm_in_notebooks() -> None:
+    """Jupyter 里没有装 ipywidgets 时，tqdm.auto（tilelang 导入时用它给日志配进度条）发出
+    「TqdmWarning: IProgress not found」：只是缺了进度条的小部件，与内核无关，却会出现在实验页的输出里。
+    在 notebook 的内核里先安静地导入一次 tqdm.auto（模块只执行一次，之后导入它的人不再看到这条警告）。"""
+    import sys
+
+    if "ipykernel" not in sys.modules:
+        return
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        try:
+            import tqdm.auto  # noqa: F401
+        except ImportError:
+            pass
+
+
+_quiet_tqdm_in_notebooks()
+
 # 公开名字 -> 所在模块。按需导入：import reduction_lab 不会加载 tilelang 或模拟器。
 _LAZY = {
     # 统一入口

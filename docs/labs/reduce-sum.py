@@ -137,6 +137,8 @@ labs.check("reduce-sum-cuda", debug_dir, bench=False)
 # 说明步长循环没有问题（每个线程都加了自己的那几个元素），要查的是后面的树形归约。
 # 在GPU上评分时也一样：驱动在同步时把`printf`写到进程的标准输出（notebook的单元格里原本看不到），评分程序把它收进
 # 那个用例，报告照样摘出来；只是各线程的顺序没有保证。
+# 盯着一个没通过的用例反复改时，只评它：`reduction-lab lab check reduce-sum-cuda --case 1`
+# （`labs.check(..., cases=[1])`），编号是成绩表的`#`列；其余用例不运行，结论只说选中的那几个，也不计时。
 
 # %% [markdown]
 # ## 验证：CUDA C（`--backend cuda`）

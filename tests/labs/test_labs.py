@@ -722,3 +722,34 @@ def test_softmax_tilelang_solution_lowers_to_cuda(N):
     assert f"__launch_bounds__({threads}" in src
     assert "ld.global" in tk.nvcc_check(src)
     assert block_n // threads <= 32
+
+
+def test_check_only_selected_cases(tmp_path, capsys):
+    """lab check --case K：只运行选中的用例（反复调试一个没通过的用例），其余不运行、不计入结论，也不计时；
+    编号不存在时在运行任何东西之前报错。"""
+    from reduction_lab.labs import cli
+
+    dest = _copy_solution("softmax-cuda", tmp_path)
+    result = labs.check("softmax-cuda", dest, bench=False, cases=[2, 14])
+    assert result.passed and result.partial
+    ran = [r.index for r in result.results if not r.skipped]
+    assert ran == [2, 14] and all(r.ok for r in result.results if not r.skipped)
+    assert all(r.note == "未运行（--case）" for r in result.results if r.skipped)
+    assert "选中的用例 2、14 都通过" in result.report() and "不加 --case 评全部" in result.report()
+    assert "选中的用例 2、14 都通过" in result._repr_html_()
+    # 只选一个失败的用例：结论说它没通过，诊断只来自它
+    f = dest / "softmax.cu"
+    f.write_text(f.read_text(encoding="utf-8").replace("float m = -INFINITY;", "float m = 0.0f;"), encoding="utf-8")
+    failing = labs.check("softmax-cuda", dest, bench=False, cases=[10])
+    assert not failing.passed and failing.hint_keys() == ["max-init"]
+    assert "选中的用例 10 通过 0/1 个" in failing.report()
+    assert labs.check("softmax-cuda", dest, bench=False, cases=[1]).passed
+    for bad in ([0], [99], [], [True], ["3"]):
+        with pytest.raises(labs.LabError, match="用例编号"):
+            labs.check("softmax-cuda", dest, bench=False, cases=bad)
+    assert cli.main(["lab", "check", "softmax-cuda", str(dest), "--case", "1,2"]) == 0
+    assert "选中的用例 1、2 都通过" in capsys.readouterr().out
+    assert cli.main(["lab", "check", "softmax-cuda", str(dest), "--case", "10"]) == 1
+    capsys.readouterr()
+    assert cli.main(["lab", "check", "softmax-cuda", str(dest), "--case", "x"]) == 2
+    assert "--case" in capsys.readouterr().err

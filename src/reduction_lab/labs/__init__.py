@@ -47,11 +47,13 @@ def start(name: str, directory=None, overwrite: bool = False) -> Path:
     return dest
 
 
-def check(name: str, directory=None, backend: str | None = None, bench: bool | None = None) -> GradeResult:
-    """评分 ``directory``（默认 ``./labs/NAME``）里的代码，返回 :class:`GradeResult`。"""
+def check(name: str, directory=None, backend: str | None = None, bench: bool | None = None,
+          cases=None) -> GradeResult:
+    """评分 ``directory``（默认 ``./labs/NAME``）里的代码，返回 :class:`GradeResult`。
+    ``cases``：只运行这些编号（成绩表的 # 列）的用例，例如 ``cases=[12]`` 反复调试一个没通过的用例。"""
     from . import core
 
-    return core.check(get(name), directory, backend, bench)
+    return core.check(get(name), directory, backend, bench, cases)
 
 
 def op(name: str, directory=None):

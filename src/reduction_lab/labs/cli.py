@@ -23,6 +23,8 @@ def add_parser(sub) -> None:
     c.add_argument("dir", nargs="?", default=None)
     c.add_argument("--backend", default=None, help="实验评的后端（cuda 也可以写 nvidia）；默认是实验自己的后端")
     c.add_argument("--no-bench", action="store_true", help="gpu 模式下不计时")
+    c.add_argument("--case", default=None, metavar="K[,K...]",
+                   help="只运行这些编号的用例（成绩表的 # 列，逗号分隔），例如 --case 12；不计时")
 
 
 def run(args) -> int:
@@ -49,7 +51,15 @@ def run(args) -> int:
             where = "" if args.dir is None else f" {args.dir}"
             print(f"  reduction-lab lab check {lab.name}{where}")
             return 0
-        result = check(args.name, args.dir, backend=args.backend, bench=False if args.no_bench else None)
+        cases = None
+        if args.case is not None:
+            try:
+                cases = [int(v) for v in args.case.split(",")]
+            except ValueError:
+                raise LabError(f"--case 要写成逗号分隔的编号，例如 --case 3,12，得到 {args.case!r} "
+                               f"(--case takes comma-separated case numbers)") from None
+        result = check(args.name, args.dir, backend=args.backend, bench=False if args.no_bench else None,
+                       cases=cases)
     except LabError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2

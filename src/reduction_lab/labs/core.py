@@ -154,11 +154,14 @@ def _todo_hints(lab: Lab, paths: dict[str, Path]) -> list[Hint]:
     return hints
 
 
-def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | None = None) -> GradeResult:
-    """评分：运行全部用例，给出成绩表和诊断；gpu 模式下全部通过后计时（``bench=False`` 跳过）。"""
+def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | None = None,
+          cases=None) -> GradeResult:
+    """评分：运行全部用例，给出成绩表和诊断；gpu 模式下全部通过后计时（``bench=False`` 跳过）。
+    ``cases``：只运行这些编号（从 1 起，成绩表的 # 列）的用例，其余不运行、不计入结论，也不计时。"""
     backend = resolve_backend(lab, backend)
     paths = _learner_paths(lab, directory)
     mode = runtime.MODE
+    only = _selected_cases(lab, mode, cases)
     result = GradeResult(lab.name, lab.title, list(paths.values()), mode, backend)
     todos = _todo_hints(lab, paths)
     try:
@@ -181,16 +184,29 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
         result.results = [CaseResult(i, c, False, None, "未运行：" + blocking[0].cause) for i, c in enumerate(cases, 1)]
     else:
         result.results = run_cases(cases, lambda c: lab.run_case(impl, c, mode),
-                                   lambda c, e: lab.on_error(c, e, paths))
+                                   lambda c, e: lab.on_error(c, e, paths), only)
     # 顺序：没完成的 TODO（最可能的原因）、模拟器检查（GPU 不会报出的根源）、各用例的诊断
     hints = extra_hints + merge_hints(result.results)
     if hints and todos:
         hints = todos + hints
     result.hints = hints
     want_bench = (mode == "gpu") if bench is None else bench
-    if want_bench and result.passed and mode == "gpu":
+    if want_bench and result.passed and mode == "gpu" and not result.partial:
         result.bench_note, result.bench = lab.bench(impl)
     return result
+
+
+def _selected_cases(lab: Lab, mode: str, cases) -> set[int] | None:
+    """``cases``（None、一个编号或编号的序列）-> 编号的集合；编号不存在时报 LabError（在运行任何东西之前）。"""
+    if cases is None:
+        return None
+    picked = [cases] if isinstance(cases, int) else list(cases)
+    total = len(lab.cases(mode))
+    bad = [c for c in picked if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= total]
+    if not picked or bad:
+        raise LabError(f"用例编号要在 1 到 {total} 之间（{lab.name} 在 {mode} 模式下有 {total} 个用例），得到 "
+                       f"{', '.join(map(repr, bad)) or '空'} (case numbers must be in 1..{total})")
+    return set(picked)
 
 
 # ---------------------------------------------------------------- 学习者的代码

@@ -88,6 +88,8 @@ class CaseResult:
     hint: Hint | None = None
     #: 运行这个用例时印出的文字（模拟器里内核的 printf、学习者代码的 print）；报告只摘一个用例的前几行
     output: str = ""
+    #: 只评选中的用例（``lab check --case``）时，没选中的用例不运行、不计入结论
+    skipped: bool = False
 
 
 #: 报告里摘出的 printf 输出最多几行
@@ -119,11 +121,29 @@ class GradeResult:
 
     @property
     def passed(self) -> bool:
-        return bool(self.results) and all(r.ok for r in self.results) and not self.hints
+        """运行了的用例全部通过、没有诊断（只评选中的用例时，只看选中的）。"""
+        ran = [r for r in self.results if not r.skipped]
+        return bool(ran) and all(r.ok for r in ran) and not self.hints
 
     @property
     def n_passed(self) -> int:
         return sum(r.ok for r in self.results)
+
+    @property
+    def partial(self) -> bool:
+        """只评了一部分用例（``lab check --case``）。"""
+        return any(r.skipped for r in self.results)
+
+    def verdict(self) -> str:
+        total = len(self.results)
+        if self.partial:
+            ran = [r for r in self.results if not r.skipped]
+            picked = "、".join(str(r.index) for r in ran)
+            got = "都通过" if self.passed else f"通过 {sum(r.ok for r in ran)}/{len(ran)} 个，还没有完成"
+            return f"结论：选中的用例 {picked} {got}（共 {total} 个用例，其余没有运行；不加 --case 评全部）。"
+        if self.passed:
+            return f"结论：全部 {total} 个用例通过。"
+        return f"结论：{self.n_passed}/{total} 个用例通过，还没有完成。"
 
     def hint_keys(self) -> list[str]:
         return [h.key for h in self.hints]
@@ -133,7 +153,7 @@ class GradeResult:
         for r in self.results:
             err = "—" if r.max_err is None else "NaN" if math.isnan(r.max_err) else f"{r.max_err:.1e}"
             rows.append((str(r.index), r.case.name, r.case.label, str(r.case.dtype).replace("torch.", ""),
-                         "通过" if r.ok else "失败", err, r.note))
+                         "—" if r.skipped else "通过" if r.ok else "失败", err, r.note))
         return _format_rows(rows)
 
     def report(self) -> str:
@@ -160,11 +180,7 @@ class GradeResult:
             rows = [("实现", "时间 (ms)", "GB/s", "占拷贝带宽")]
             rows += [(b.name, f"{b.ms:.4f}", f"{b.gbps:.0f}", f"{100 * b.frac_copy:.0f}%") for b in self.bench]
             lines += [_format_rows(rows), ""]
-        total = len(self.results)
-        if self.passed:
-            lines.append(f"结论：全部 {total} 个用例通过。")
-        else:
-            lines.append(f"结论：{self.n_passed}/{total} 个用例通过，还没有完成。")
+        lines.append(self.verdict())
         return "\n".join(lines)
 
     __str__ = report
@@ -189,7 +205,7 @@ class GradeResult:
             for r in self.results:
                 err = "—" if r.max_err is None else "NaN" if math.isnan(r.max_err) else f"{r.max_err:.1e}"
                 rows.append((r.index, r.case.name, r.case.label, str(r.case.dtype).replace("torch.", ""),
-                             "✓ 通过" if r.ok else "✗ 失败", err, r.note))
+                             "—" if r.skipped else "✓ 通过" if r.ok else "✗ 失败", err, r.note))
             out.append(table(("#", "用例", "形状", "dtype", "结果", "最大误差", "说明"), rows))
         excerpt = output_excerpt(self.results)
         if excerpt is not None:
@@ -210,8 +226,7 @@ class GradeResult:
             out.append(f"<p>{e(self.bench_note)}</p>")
             out.append(table(("实现", "时间 (ms)", "GB/s", "占拷贝带宽"),
                              [(b.name, f"{b.ms:.4f}", f"{b.gbps:.0f}", f"{100 * b.frac_copy:.0f}%") for b in self.bench]))
-        verdict = (f"结论：全部 {len(self.results)} 个用例通过。" if self.passed else
-                   f"结论：{self.n_passed}/{len(self.results)} 个用例通过，还没有完成。")
+        verdict = self.verdict()
         kind = "success" if self.passed else "warning"
         out.append(f'<div class="admonition {kind}"><p class="admonition-title">{e(verdict)}</p></div>')
         return "\n".join(out)
@@ -382,11 +397,16 @@ def _context_lost_hint(case: Case, index: int, exc: BaseException, hint: Hint) -
                 "（模拟器检查每一次访问的边界，指出越界的那一行）。")
 
 
-def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseException], Hint]) -> list[CaseResult]:
+def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseException], Hint],
+              only: set[int] | None = None) -> list[CaseResult]:
     """逐个运行用例；``runner`` 返回 (是否通过, 最大误差, 备注, 诊断)，异常交给 ``on_error`` 诊断。
+    ``only``：只运行这些编号（从 1 起）的用例，其余记为没有运行（``skipped``）。
     让 CUDA 上下文失效的错误（:func:`gpu_context_lost`）之后不再运行后面的用例：它们只会报同一个错。"""
     out = []
     for i, case in enumerate(cases, 1):
+        if only is not None and i not in only:
+            out.append(CaseResult(i, case, False, None, "未运行（--case）", skipped=True))
+            continue
         printed = captured_output()          # 内核里 printf 的输出（模拟器与 GPU）：记在这个用例上，不让十几个用例的输出挤满终端
         try:
             with printed:

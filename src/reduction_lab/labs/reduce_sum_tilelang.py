@@ -22,6 +22,21 @@ def _block_n(text: str) -> int:
     return int(m.group(1)) if m else 256
 
 
+def tilelang_error_hint(exc: BaseException, path, file: str) -> Hint:
+    """TileLang 实验的学习者文件抛出的异常 -> 诊断：语法错误、没有定义的名字、TileLang 自己的报错（指向文件里的行）。"""
+    if isinstance(exc, SyntaxError):
+        return Hint("syntax-error", f"语法错误：{exc.msg}", file, exc.lineno, fix="按 Python 的提示修改这一行。")
+    line = traceback_line(exc, path)
+    root = root_cause(exc)
+    if isinstance(root, NameError):
+        name = getattr(root, "name", None) or "?"
+        return Hint("undeclared", f"用到了没有定义的名字 {name}", file, line, detail=str(root),
+                    fix=f"先定义 {name}（T.alloc_local / T.alloc_fragment 分配的缓冲区，或检查拼写）。")
+    return Hint("exception", f"TileLang 报错 {type(exc).__name__}", file, line,
+                detail=zh_part(str(exc)).strip().splitlines()[-1][:600] if str(exc).strip() else "",
+                fix="这一行的 TileLang 写法对照讲义「TileLang的归约」。")
+
+
 class ReduceSumTileLang(Lab):
     name = "reduce-sum-tilelang"
     title = "TileLang：T.Serial与T.reduce_sum"
@@ -74,18 +89,7 @@ class ReduceSumTileLang(Lab):
                     "检查列块数、T.copy 的起点 (bx, k * block_n)、每块的 T.reduce_sum 和累加，以及写出 y[bx]。")
 
     def on_error(self, case, exc, paths):
-        path = paths[FILE]
-        if isinstance(exc, SyntaxError):
-            return Hint("syntax-error", f"语法错误：{exc.msg}", FILE, exc.lineno, fix="按 Python 的提示修改这一行。")
-        line = traceback_line(exc, path)
-        root = root_cause(exc)
-        if isinstance(root, NameError):
-            name = getattr(root, "name", None) or "?"
-            return Hint("undeclared", f"用到了没有定义的名字 {name}", FILE, line, detail=str(root),
-                        fix=f"先定义 {name}（T.alloc_local / T.alloc_fragment 分配的缓冲区，或检查拼写）。")
-        return Hint("exception", f"TileLang 报错 {type(exc).__name__}", FILE, line,
-                    detail=zh_part(str(exc)).strip().splitlines()[-1][:600] if str(exc).strip() else "",
-                    fix="这一行的 TileLang 写法对照讲义「TileLang的归约」。")
+        return tilelang_error_hint(exc, paths[FILE], FILE)
 
     def bench(self, impl):
         M, N = 4096, 4096

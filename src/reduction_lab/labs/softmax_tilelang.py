@@ -16,8 +16,8 @@ import torch
 
 from . import cases as C
 from .core import Lab, load_module, softmax_bench
-from .grading import (Case, Hint, compare, find_line, root_cause, row_preview, rows_text, tolerance, traceback_line,
-                      zh_part)
+from .grading import Case, Hint, compare, find_line, row_preview, rows_text, tolerance
+from .reduce_sum_tilelang import tilelang_error_hint
 
 FILE = "softmax.py"
 
@@ -96,18 +96,7 @@ class SoftmaxTileLang(Lab):
                     "对照讲义：读进一块、行尾之外换成 -inf、T.reduce_max、T.exp(x - m)、T.reduce_sum、除以和、写回。")
 
     def on_error(self, case, exc, paths):
-        path = paths[FILE]
-        if isinstance(exc, SyntaxError):
-            return Hint("syntax-error", f"语法错误：{exc.msg}", FILE, exc.lineno, fix="按 Python 的提示修改这一行。")
-        line = traceback_line(exc, path)
-        root = root_cause(exc)
-        if isinstance(root, NameError):
-            name = getattr(root, "name", None) or "?"
-            return Hint("undeclared", f"用到了没有定义的名字 {name}", FILE, line, detail=str(root),
-                        fix=f"先定义 {name}（T.alloc_local / T.alloc_fragment 分配的缓冲区，或检查拼写）。")
-        return Hint("exception", f"TileLang 报错 {type(exc).__name__}", FILE, line,
-                    detail=zh_part(str(exc)).strip().splitlines()[-1][:600] if str(exc).strip() else "",
-                    fix="这一行的 TileLang 写法对照讲义「TileLang的归约」。")
+        return tilelang_error_hint(exc, paths[FILE], FILE)
 
     def bench(self, impl):
         op = impl["op"]

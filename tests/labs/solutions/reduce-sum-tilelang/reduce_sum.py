@@ -12,7 +12,8 @@ import torch
 import reduction_lab
 import tilelang
 import tilelang.language as T
-from reduction_lab.checks import check_matrix, check_out
+from reduction_lab.checks import check_out
+from reduction_lab.labs.cases import check_rows_input
 from reduction_lab.tilelang_kernels import current_target, retarget
 
 tilelang.set_log_level("WARNING")
@@ -46,12 +47,7 @@ def reduce_sum_kernel(x, block_n: int = 256, threads: int = 128, cpu: bool = Fal
 
 def reduce_sum(x: torch.Tensor, dim: int = 1, out: torch.Tensor | None = None) -> torch.Tensor:
     """每行求和：(M, N) float32 -> (M,)。这个函数已经写好，不需要改。"""
-    check_matrix(x, "x", dtypes=(torch.float32,), device=reduction_lab.DEVICE)
-    if dim not in (1, -1):
-        raise ValueError(f"只支持沿最后一维（dim=1）归约，得到 dim={dim} (only dim=1 is supported)")
-    if x.shape[0] > 1 and x.stride(0) != x.shape[1]:
-        raise ValueError(f"x 的行必须首尾相接，得到 stride {tuple(x.stride())}；先 .contiguous() "
-                         f"(rows of x must be contiguous)")
+    check_rows_input(x, dim, reduction_lab.DEVICE)        # 二维、float32、设备、行首尾相接、dim 是最后一维
     if out is not None:
         check_out(out, (x.shape[0],), torch.float32, x.device)
     # 没有 GPU 时编译成 TileLang 的 C 目标在 CPU 上运行，有 GPU 时编译成这块 GPU 的 CUDA

@@ -12,7 +12,8 @@ import torch
 import reduction_lab
 import tilelang
 import tilelang.language as T
-from reduction_lab.checks import check_matrix, check_out
+from reduction_lab.checks import check_out
+from reduction_lab.labs.cases import check_rows_input
 from reduction_lab.tilelang_kernels import current_target, retarget
 
 tilelang.set_log_level("WARNING")
@@ -56,12 +57,7 @@ def softmax_kernel(x, block_n: int = 1024, threads: int = 128, cpu: bool = False
 
 def softmax(x: torch.Tensor, dim: int = 1, out: torch.Tensor | None = None) -> torch.Tensor:
     """按行 softmax：(M, N) float32 -> (M, N)。这个函数已经写好，不需要改。"""
-    check_matrix(x, "x", dtypes=(torch.float32,), device=reduction_lab.DEVICE)
-    if dim not in (1, -1):
-        raise ValueError(f"只支持沿最后一维（dim=1）归一化，得到 dim={dim} (only dim=1 is supported)")
-    if x.shape[0] > 1 and x.stride(0) != x.shape[1]:
-        raise ValueError(f"x 的行必须首尾相接，得到 stride {tuple(x.stride())}；先 .contiguous() "
-                         f"(rows of x must be contiguous)")
+    check_rows_input(x, dim, reduction_lab.DEVICE)        # 二维、float32、设备、行首尾相接、dim 是最后一维
     M, N = x.shape
     if N > MAX_N:
         raise ValueError(f"整行装进一块：N = {N} 超过 {MAX_N}；更长的行见在线 softmax 的实验 "

@@ -25,7 +25,7 @@ from . import cases as C
 from .core import cuda_precheck, time_against
 from .grading import Case, Hint, error_line, find_line, rows_text, zh_part
 from . import reduce_sum_cuda
-from .reduce_sum_cuda import SIGNATURE, RowSumCudaLab
+from .reduce_sum_cuda import RowSumCudaLab, check_row_signature
 
 FILE = "cluster_reduce.cu"
 KERNEL = "cluster_reduce_rowwise_kernel"
@@ -201,17 +201,11 @@ class ClusterReduceCuda(RowSumCudaLab):
 
     # ---- 加载与运行
     def load(self, paths, mode):
-        from ..cuda_kernels import kernel_signature
-
         run = self.run_mode(mode)
         path = paths[FILE]
         text = path.read_text(encoding="utf-8")
         block, cluster = self.block_size(paths), self.cluster_size(paths)
-        sig = kernel_signature(path, self.kernel, defines={"BLOCK_SIZE": block, "CLUSTER_SIZE": cluster})
-        got = [" ".join(t.replace("*", " * ").split()) for _, t, _ in sig]
-        if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in SIGNATURE]:
-            raise TypeError(f"{self.kernel} 的参数应为 (float *out, const float *in, int64_t rows, int64_t cols)，"
-                            f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
+        check_row_signature(path, self.kernel, {"BLOCK_SIZE": block, "CLUSTER_SIZE": cluster})
         return {"op": make_op(path, run, block, cluster, self.kernel), "path": path, "mode": run, "block": block,
                 "cluster": cluster, "text": text, "static": self.check_source(path, text),
                 "fallback": self._fallback_note(mode)}

@@ -230,6 +230,15 @@ def load_module(path: Path, stem: str):
     return module
 
 
+def load_learner_module(path: Path, stem: str, names: tuple[str, ...]):
+    """导入学习者的 Python 文件（:func:`load_module`），并检查骨架里的这些名字还在。"""
+    module = load_module(path, stem)
+    for attr in names:
+        if not hasattr(module, attr):
+            raise AttributeError(f"{path.name} 里没有 {attr}：保留骨架里的名字 ({path.name} has no {attr})")
+    return module
+
+
 def sim_precheck(lab, mode, paths, run, label):
     """gpu 模式：先在模拟器（或 Triton 解释器）里跑一个小用例。GPU 不报告屏障发散、
     共享内存竞争、越界读与未初始化的读，这里找出它们。sim 模式下用例本身就在模拟器里运行。"""

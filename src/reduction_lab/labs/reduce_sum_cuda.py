@@ -24,6 +24,18 @@ FILE = "reduce_sum.cu"
 SIGNATURE = ["float *", "const float *", "int64_t", "int64_t"]
 
 
+def check_row_signature(path: Path, kernel: str, defines: dict) -> None:
+    """学习者的内核必须是 ``kernel(float *out, const float *in, int64_t rows, int64_t cols)``（按行归约的 CUDA C
+    实验共用）。先用模拟器的前端解析一遍：语法错误在这里报出。"""
+    from ..cuda_kernels import kernel_signature
+
+    sig = kernel_signature(path, kernel, defines=defines)
+    got = [" ".join(t.replace("*", " * ").split()) for _, t, _ in sig]
+    if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in SIGNATURE]:
+        raise TypeError(f"{kernel} 的参数应为 (float *out, const float *in, int64_t rows, int64_t cols)，"
+                        f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
+
+
 def make_op(path: Path, mode: str, block: int = BLOCK, kernel: str = KERNEL, cluster: int | None = None):
     """课程的算子接口：``reduce_sum(x, dim=1, out=None)``，检查输入后启动学习者的内核
     （grid = 行数，block = ``block``，并以 ``-DBLOCK_SIZE=block`` 编译）。``cluster``：一行交给一个线程块簇时
@@ -67,16 +79,10 @@ class RowSumCudaLab(Lab):
         return None
 
     def load(self, paths, mode):
-        from ..cuda_kernels import kernel_signature
-
         path = paths[self.file]
         text = path.read_text(encoding="utf-8")
         block = self.block_size(paths)
-        sig = kernel_signature(path, self.kernel, defines={"BLOCK_SIZE": block})   # 解析一遍：语法错误在这里报出
-        got = [" ".join(t.replace("*", " * ").split()) for _, t, _ in sig]
-        if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in SIGNATURE]:
-            raise TypeError(f"{self.kernel} 的参数应为 (float *out, const float *in, int64_t rows, int64_t cols)，"
-                            f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
+        check_row_signature(path, self.kernel, {"BLOCK_SIZE": block})   # 解析一遍：语法错误在这里报出
         hint = self.check_source(path, text)
         return {"op": make_op(path, mode, block, self.kernel), "path": path, "mode": mode, "block": block,
                 "text": text, "static": hint}

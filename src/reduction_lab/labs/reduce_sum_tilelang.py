@@ -11,7 +11,7 @@ import re
 import torch
 
 from . import cases as C
-from .core import Lab, load_module, time_against
+from .core import Lab, load_learner_module, time_against
 from .grading import Case, Hint, find_line, root_cause, traceback_line, zh_part
 
 FILE = "reduce_sum.py"
@@ -49,10 +49,7 @@ class ReduceSumTileLang(Lab):
         return C.row_sum_cases(mode)
 
     def load(self, paths, mode):
-        module = load_module(paths[FILE], "reduce_sum_tilelang")
-        for attr in ("reduce_sum", "reduce_sum_kernel"):
-            if not hasattr(module, attr):
-                raise AttributeError(f"{FILE} 里没有 {attr}：保留骨架里的名字 ({FILE} has no {attr})")
+        module = load_learner_module(paths[FILE], "reduce_sum_tilelang", ("reduce_sum", "reduce_sum_kernel"))
         text = paths[FILE].read_text(encoding="utf-8")
         return {"op": module.reduce_sum, "path": paths[FILE], "text": text, "block_n": _block_n(text)}
 

@@ -22,11 +22,11 @@ from . import cases as C
 from .core import Lab, softmax_bench
 from .grading import Case, Hint, compare, error_line, find_line, row_preview, rows_text, tolerance, zh_part
 from .hints import compile_hint, kernel_name_hint, simt_hint
-from .warp_reduce_cuda import DEFAULT_BLOCK, block_of, block_size_hint, block_sizes_precheck
+from .reduce_sum_cuda import check_row_signature
+from .warp_reduce_cuda import DEFAULT_BLOCK, block_size_from, block_size_hint, block_sizes_precheck
 
 FILE = "softmax.cu"
 KERNEL = "softmax_rowwise_kernel"
-SIGNATURE = ["float *", "const float *", "int64_t", "int64_t"]
 #: 整行放进动态共享内存：不申请更大的上限（cudaFuncAttributeMaxDynamicSharedMemorySize）时每块 48 KiB
 MAX_COLS = 48 * 1024 // 4
 
@@ -96,21 +96,11 @@ class SoftmaxCuda(Lab):
     def cases(self, mode):
         return C.softmax_cuda_cases(mode)
 
-    def block_size(self, paths) -> int:
-        value, _ = block_of(paths[FILE].read_text(encoding="utf-8"))
-        return value if isinstance(value, int) and 32 <= value <= 1024 and value % 32 == 0 else DEFAULT_BLOCK
-
     def load(self, paths, mode):
-        from ..cuda_kernels import kernel_signature
-
         path = paths[FILE]
         text = path.read_text(encoding="utf-8")
-        block = self.block_size(paths)
-        sig = kernel_signature(path, KERNEL, defines={"BLOCK_SIZE": block})   # 解析一遍：语法错误在这里报出
-        got = [" ".join(t.replace("*", " * ").split()) for _, t, _ in sig]
-        if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in SIGNATURE]:
-            raise TypeError(f"{KERNEL} 的参数应为 (float *out, const float *in, int64_t rows, int64_t cols)，"
-                            f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
+        block = block_size_from(text)
+        check_row_signature(path, KERNEL, {"BLOCK_SIZE": block})   # 解析一遍：语法错误在这里报出
         return {"op": make_op(path, mode, block), "path": path, "mode": mode, "block": block, "text": text,
                 "static": block_size_hint(FILE, text)}
 

@@ -15,7 +15,7 @@ import re
 import torch
 
 from . import cases as C
-from .core import Lab, load_module, softmax_bench
+from .core import Lab, load_learner_module, softmax_bench
 from .grading import Case, Hint, compare, find_line, row_preview, rows_text, tolerance
 from .reduce_sum_tilelang import tilelang_error_hint
 
@@ -34,10 +34,7 @@ class SoftmaxTileLang(Lab):
         return C.softmax_tilelang_cases(mode)
 
     def load(self, paths, mode):
-        module = load_module(paths[FILE], "softmax_tilelang")
-        for attr in ("softmax", "softmax_kernel"):
-            if not hasattr(module, attr):
-                raise AttributeError(f"{FILE} 里没有 {attr}：保留骨架里的名字 ({FILE} has no {attr})")
+        module = load_learner_module(paths[FILE], "softmax_tilelang", ("softmax", "softmax_kernel"))
         return {"op": module.softmax, "path": paths[FILE], "text": paths[FILE].read_text(encoding="utf-8")}
 
     def run_case(self, impl, case: Case, mode):

@@ -12,7 +12,7 @@ import re
 import torch
 
 from . import cases as C
-from .core import Lab, load_module, sim_precheck, softmax_bench
+from .core import Lab, load_learner_module, sim_precheck, softmax_bench
 from .grading import (Case, Hint, compare, error_line, find_line, root_cause, row_preview, rows_text, tolerance,
                       traceback_line, zh_part)
 
@@ -34,10 +34,7 @@ class SoftmaxTriton(Lab):
         return C.softmax_cases(mode)
 
     def load(self, paths, mode):
-        module = load_module(paths[self.file], self.name.replace("-", "_"))
-        for attr in ("softmax", self.kernel):
-            if not hasattr(module, attr):
-                raise AttributeError(f"{self.file} 里没有 {attr}：保留骨架里的名字 ({self.file} has no {attr})")
+        module = load_learner_module(paths[self.file], self.name.replace("-", "_"), ("softmax", self.kernel))
         return {"module": module, "op": module.softmax, "path": paths[self.file], "text": paths[self.file].read_text("utf-8")}
 
     def run_case(self, impl, case: Case, mode):

@@ -52,6 +52,13 @@ def block_of(text: str) -> tuple[int | str | None, int | None]:
     return (int(v) if v.isdigit() else v), line
 
 
+def block_size_from(text: str) -> int:
+    """启动用的线程块大小：学习者文件里合适的 ``BLOCK_SIZE``（32 到 1024 之间的 32 的倍数），否则默认值
+    （不合适的值由 :func:`block_size_hint` 报出，用例不运行）。"""
+    value, _ = block_of(text)
+    return value if isinstance(value, int) and 32 <= value <= 1024 and value % 32 == 0 else DEFAULT_BLOCK
+
+
 def block_size_hint(file: str, text: str) -> Hint | None:
     """``#define BLOCK_SIZE`` 不是 32 到 1024 之间的 32 的倍数时的诊断（按整个 warp 洗牌的实验共用）；合适时返回 None。"""
     value, line = block_of(text)
@@ -133,8 +140,7 @@ class WarpReduceCuda(RowSumCudaLab):
         return C.warp_reduce_cases(mode)
 
     def block_size(self, paths) -> int:
-        value, _ = block_of(paths[FILE].read_text(encoding="utf-8"))
-        return value if isinstance(value, int) and 32 <= value <= 1024 and value % 32 == 0 else DEFAULT_BLOCK
+        return block_size_from(paths[FILE].read_text(encoding="utf-8"))
 
     def check_source(self, path, text):
         return block_size_hint(FILE, text)

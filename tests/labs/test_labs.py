@@ -42,7 +42,7 @@ def _copy_solution(name, tmp_path) -> Path:
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "warp-reduce-cuda", "softmax-cuda",
+    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda",
                      "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang", "softmax-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
@@ -145,6 +145,37 @@ MISTAKES = [
     ("warp-reduce-cuda", "no-write", "            out[row] = v;", "            ;", "not-written", None),
     ("warp-reduce-cuda", "endless-loop", "offset > 0; offset >>= 1)\n        acc", "offset > 0; offset >>= 0)\n        acc",
      "endless-loop", "offset >>= 0"),
+    # full-sum-cuda：不用原子操作的 *out += s 是全局内存数据竞争（GPU 上只是偶尔少加几块）
+    ("full-sum-cuda", "plain-add", "            atomicAdd(out, s);", "            *out += s;", "global-race", "*out += s;"),
+    ("full-sum-cuda", "plain-store", "            atomicAdd(out, s);", "            *out = s;", "global-race", "*out = s;"),
+    ("full-sum-cuda", "no-grid-stride", "j < n; j += stride", "j < n && j < stride; j += stride", "no-grid-stride",
+     "acc += in[j]"),
+    ("full-sum-cuda", "block-stride", "int64_t stride = (int64_t)gridDim.x * blockDim.x;", "int64_t stride = blockDim.x;",
+     "block-stride", "int64_t stride = blockDim.x;"),
+    ("full-sum-cuda", "no-block-offset", "int64_t i = (int64_t)blockIdx.x * blockDim.x + tid;", "int64_t i = tid;",
+     "no-block-offset", "int64_t i = tid;"),
+    ("full-sum-cuda", "first-block-only", "        if (lane == 0)\n            atomicAdd",
+     "        if (lane == 0 && blockIdx.x == 0)\n            atomicAdd", "first-block-only", "atomicAdd(out, s);"),
+    ("full-sum-cuda", "first-warp-only", "float s = warp_sum(lane < n_warps ? warp_sums[lane] : 0.0f);",
+     "float s = warp_sums[0];", "first-warp-only", "atomicAdd(out, s);"),
+    # 每个线程都原子加：结果是对的，模拟器数出的原子操作是每块 blockDim.x 次
+    ("full-sum-cuda", "atomic-per-thread", "    // 3. warp 内归约", "    atomicAdd(out, acc);\n    return;\n    // 3. warp 内归约",
+     "too-many-atomics", "atomicAdd(out, acc);"),
+    ("full-sum-cuda", "every-lane-adds", "        if (lane == 0)\n            atomicAdd(out, s);", "        atomicAdd(out, s);",
+     "too-many-atomics", "atomicAdd(out, s);"),
+    ("full-sum-cuda", "missing-barrier", "        warp_sums[warp] = acc;\n    __syncthreads();", "        warp_sums[warp] = acc;",
+     "shared-race", "warp_sums[lane]"),
+    ("full-sum-cuda", "barrier-in-branch", "    if (lane == 0)\n        warp_sums[warp] = acc;\n    __syncthreads();",
+     "    if (lane == 0) {\n        warp_sums[warp] = acc;\n        __syncthreads();\n    }", "barrier-divergence",
+     "__syncthreads();"),
+    ("full-sum-cuda", "lanes-beyond-n-warps", "lane < n_warps ? warp_sums[lane] : 0.0f", "warp_sums[lane]",
+     "uninitialized-read", "warp_sums[lane]"),
+    ("full-sum-cuda", "off-by-one", "j < n;", "j <= n;", "out-of-bounds", "acc += in[j]"),
+    ("full-sum-cuda", "int-accumulator", "float acc = 0.0f;", "int acc = 0;", "int-acc", "int acc = 0;"),
+    ("full-sum-cuda", "no-write", "            atomicAdd(out, s);", "            ;", "not-written", None),
+    ("full-sum-cuda", "endless-loop", "j += stride", "j += 0", "endless-loop", "j += 0"),
+    ("full-sum-cuda", "block-not-multiple-of-32", "#define BLOCK_SIZE 256", "#define BLOCK_SIZE 100", "block-size",
+     "#define BLOCK_SIZE 100"),
     # cluster-reduce-cuda：簇屏障与分布式共享内存
     ("cluster-reduce-cuda", "no-first-cluster-sync", "    cluster.sync();\n    if (rank == 0 && tid == 0) {",
      "    if (rank == 0 && tid == 0) {", "cluster-race", "map_shared_rank(&partial, r)"),
@@ -295,6 +326,20 @@ CORRECT_VARIANTS = [
     ("warp-reduce-cuda", "xor-butterfly", [("__shfl_down_sync", "__shfl_xor_sync")] * 2),
     ("warp-reduce-cuda", "block-512", [("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 512")]),
     ("reduce-sum-cuda", "double-accumulator", [("float acc = 0.0f;", "double acc = 0.0;")]),
+    # full-sum-cuda：32 位的起点与步长在这些 n 上不溢出；一个 warp 的线程块；双精度的累加器
+    ("full-sum-cuda", "block-32", [("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 32")]),
+    ("full-sum-cuda", "block-1024", [("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 1024")]),
+    ("full-sum-cuda", "double-accumulator", [("float acc = 0.0f;", "double acc = 0.0;")]),
+    # 块内归约改成共享内存的树形归约（s 从 512 起、只加存在的槽位：评分也用 96 个线程，不是 2 的幂）
+    ("full-sum-cuda", "tree-in-shared",
+     [("    acc = warp_sum(acc);\n    if (lane == 0)\n        warp_sums[warp] = acc;\n    __syncthreads();\n\n"
+       "    // 4. 第 0 个 warp 归约各 warp 的和\n    if (warp == 0) {\n"
+       "        float s = warp_sum(lane < n_warps ? warp_sums[lane] : 0.0f);\n        // 5. 每块一次原子加\n"
+       "        if (lane == 0)\n            atomicAdd(out, s);\n    }\n",
+       "    __shared__ float sdata[1024];\n    sdata[tid] = acc;\n    __syncthreads();\n"
+       "    for (unsigned int s = 512; s > 0; s >>= 1) {\n        if (tid < s && tid + s < blockDim.x)\n"
+       "            sdata[tid] += sdata[tid + s];\n        __syncthreads();\n    }\n"
+       "    if (tid == 0)\n        atomicAdd(out, sdata[0]);\n")]),
     # softmax-cuda：除以 s 而不是乘以 1/s；一个 warp 的线程块；每个线程先求最大值再另读一遍共享内存（不是显存）
     ("softmax-cuda", "divide", [("row_out[j] = row_buf[j] * inv;", "row_out[j] = row_buf[j] / s;")]),
     ("softmax-cuda", "block-32", [("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 32")]),
@@ -347,6 +392,8 @@ GPU_HIDDEN = [("warp-reduce-cuda", m) for m in ("mask-excludes-source", "half-ma
                                                 "endless-loop")] + \
              [("reduce-sum-cuda", m) for m in ("barrier-in-branch", "missing-barrier", "off-by-one", "endless-loop")] + \
              [("softmax-cuda", m) for m in ("missing-first-barrier", "missing-second-barrier", "off-by-one")] + \
+             [("full-sum-cuda", m) for m in ("plain-add", "plain-store", "missing-barrier", "barrier-in-branch",
+                                             "lanes-beyond-n-warps", "off-by-one", "endless-loop")] + \
              [("cluster-reduce-cuda", m) for m in ("no-first-cluster-sync", "no-final-cluster-sync",
                                                    "cluster-sync-in-rank0-branch", "rank-past-the-cluster")]
 
@@ -374,7 +421,8 @@ def test_gpu_mode_precheck_finds_what_the_gpu_hides(name, mistake, tmp_path):
 def test_gpu_mode_precheck_passes_the_solutions(tmp_path):
     from reduction_lab.labs import core
 
-    for name in ("reduce-sum-cuda", "warp-reduce-cuda", "softmax-cuda", "cluster-reduce-cuda", "bank-conflicts"):
+    for name in ("reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda", "cluster-reduce-cuda",
+                 "bank-conflicts"):
         lab = labs.get(name)
         paths = core._learner_paths(lab, _copy_solution(name, tmp_path))
         lines, hints = lab.extra_checks(lab.load(paths, "gpu"), "gpu", paths)
@@ -396,6 +444,7 @@ def test_cluster_lab_on_a_gpu_without_clusters_runs_the_cases_in_the_simulator(t
 
 #: gpu 模式下模拟器检查先发现、GPU 上可能非法访存的错误（越界、读已退出的块、越界的簇内编号）
 GPU_UNSAFE_MISTAKES = [("reduce-sum-cuda", "off-by-one"), ("warp-reduce-cuda", "lanes-beyond-row-end"),
+                       ("full-sum-cuda", "off-by-one"),
                        ("cluster-reduce-cuda", "row-is-block-index"), ("cluster-reduce-cuda", "no-final-cluster-sync"),
                        ("cluster-reduce-cuda", "rank-past-the-cluster")]
 
@@ -418,6 +467,54 @@ def test_gpu_mode_does_not_launch_what_can_break_the_context(name, mistake, tmp_
     assert result.hint_keys()[0] == m[4] and m[4] in core.GPU_UNSAFE, result.report()
     assert all(r.note.startswith("未运行：模拟器检查") for r in result.results), result.report()
     assert "用例没有在 GPU 上运行" in result.report()
+
+
+def test_full_sum_weights_model_the_mistakes():
+    """诊断用的模型：正确的网格步长每个元素正好一次；几种错误的分法与逐个线程模拟的结果一致。"""
+    from reduction_lab.labs.full_sum_cuda import weights
+
+    def simulate(n, G, B, start, stride, blocks=None, lanes=None):
+        w = torch.zeros(n, dtype=torch.float64)
+        for b in (range(G) if blocks is None else blocks):
+            for t in (range(B) if lanes is None else lanes):
+                for j in range(start(b, t), n, stride):
+                    w[j] += 1
+        return w
+
+    for n, G, B in [(1000, 3, 64), (5000, 8, 96), (31, 2, 32), (4097, 3, 256)]:
+        assert torch.equal(simulate(n, G, B, lambda b, t: b * B + t, G * B), torch.ones(n, dtype=torch.float64))
+        assert torch.equal(simulate(n, G, B, lambda b, t: b * B + t, B), weights(n, G, B, "block-stride"))
+        assert torch.equal(simulate(n, G, B, lambda b, t: t, G * B), weights(n, G, B, "no-block-offset"))
+        assert torch.equal(simulate(n, G, B, lambda b, t: b * B + t, G * B, blocks=[0]), weights(n, G, B, "first-block-only"))
+        assert torch.equal(simulate(n, G, B, lambda b, t: b * B + t, G * B, lanes=range(32)),
+                           weights(n, G, B, "first-warp-only"))
+
+
+def test_full_sum_tolerance_holds_for_float32_orders():
+    """容许值 2u sqrt(k) sum|x|：float32 按网格步长、块内与原子加的各种先后求和，都在它之内；模拟器的大用例上它比
+    一个典型的元素小得多。"""
+    from reduction_lab.labs.full_sum_cuda import sum_tolerance
+
+    g = torch.Generator().manual_seed(0)
+    for n, G, B, kind in [(100003, 8, 256, "randn"), (5000, 8, 96, "negative"), (1 << 20, 1056, 256, "randn"),
+                          (1 << 20, 1056, 256, "offset")]:
+        x = torch.randn(n, generator=g)
+        x = -5 - x.abs() if kind == "negative" else x + 100 if kind == "offset" else x
+        ref = x.double().sum().item()
+        tol = sum_tolerance(x, G, B)
+        pad = torch.zeros(-(-n // (G * B)) * G * B)
+        pad[:n] = x
+        per_thread = torch.zeros(G * B)
+        for row in pad.reshape(-1, G * B):          # 网格步长：每个线程依次加（float32）
+            per_thread = per_thread + row
+        blocks = per_thread.reshape(G, B).sum(1)    # 块内（float32）
+        for _ in range(3):                           # 原子加：随机的先后
+            acc = torch.zeros(())
+            for v in blocks[torch.randperm(G, generator=g)]:
+                acc = acc + v
+            assert abs(acc.item() - ref) <= tol, (n, kind, acc.item() - ref, tol)
+        if n == 100003:                              # 模拟器里最大的用例：少加一个典型大小（~0.8）的元素就超出
+            assert tol < 0.1, tol
 
 
 def test_cluster_lab_model_matches_the_kernel():

@@ -86,6 +86,36 @@ def softmax_cuda_cases(mode: str) -> list[Case]:
     return cases + error_cases(torch.float16)
 
 
+def full_sum_cases(mode: str) -> list[Case]:
+    """full-sum-cuda：一维数组的和。n 从 1 到比整个网格的线程数多得多（每个线程要走几十轮网格步长），
+    1 块与 3 块（不是 2 的幂）的网格，1 个、3 个与 32 个 warp 的线程块；「原子操作计数」在模拟器里数
+    ``atomic_ops``（每块一次）与读的字节数。报错约定换成一维输入的：dtype、不连续、空数组、二维、out 的形状。"""
+    cases = [
+        Case("一个元素", (1,)),
+        Case("比一个 warp 少", (31,)),
+        Case("正好一个线程块", (256,)),
+        Case("几个线程块", (1000,)),
+        Case("网格步长好几轮", (20000,)),
+        Case("网格步长几十轮", (100003,)),
+        Case("全是负数", (5000,), kind="negative"),
+        Case("只有一个线程块", (3000,), grid=1),
+        Case("3 个线程块", (4097,), grid=3),
+        Case("一个 warp（block = 32）", (1000,), block=32),
+        Case("3 个 warp（block = 96）", (5000,), block=96),
+        Case("32 个 warp（block = 1024）", (30000,), block=1024),
+        Case("原子操作计数", (5000,), kind="atomics"),
+    ]
+    if mode == "gpu":
+        cases += [Case("大数组", (1 << 24,), gpu_only=True), Case("大数组", ((1 << 26) + 5,), gpu_only=True)]
+    return cases + [
+        Case("报错：float16 输入", (128,), torch.float16, kind="error", bad="dtype", expect=TypeError),
+        Case("报错：不连续的输入", (128,), kind="error", bad="strided", expect=ValueError),
+        Case("报错：空数组", (0,), kind="error", bad="empty", expect=ValueError),
+        Case("报错：二维输入", (16, 128), kind="error", bad="2d", expect=ValueError),
+        Case("报错：out 形状不对", (128,), kind="error", bad="out_shape", expect=ValueError),
+    ]
+
+
 def softmax_cases(mode: str) -> list[Case]:
     cases = [Case("课程用例", s) for s in SEED_SHAPES]
     cases += [
@@ -174,10 +204,34 @@ def bad_call(op, case: Case, mode: str, out_shape):
     raise AssertionError(case.bad)
 
 
-def run_error_case(op, case: Case, mode: str, out_shape=lambda x: x.shape[:1]):
-    """运行一个报错用例；``out_shape(x)`` 是正确的输出形状。"""
+def bad_vector_call(op, case: Case, mode: str):
+    """一维输入的算子（全数组求和）的坏输入。"""
+    dev = device_of(mode)
+    if case.bad == "dtype":
+        return op(torch.randn(128, device=dev).to(case.dtype))
+    if case.bad == "strided":
+        return op(torch.randn(256, device=dev)[::2])
+    if case.bad == "empty":
+        return op(torch.empty(0, device=dev))
+    if case.bad == "2d":
+        return op(torch.randn(16, 128, device=dev))
+    if case.bad == "out_shape":
+        return op(torch.randn(128, device=dev), out=torch.empty(1, device=dev))
+    raise AssertionError(case.bad)
+
+
+def run_vector_error_case(op, case: Case, mode: str):
+    """运行一维输入的算子的一个报错用例。"""
+    return run_error_case(op, case, mode, call=lambda: bad_vector_call(op, case, mode))
+
+
+def run_error_case(op, case: Case, mode: str, out_shape=lambda x: x.shape[:1], call=None):
+    """运行一个报错用例；``out_shape(x)`` 是正确的输出形状；``call()``：另一种构造坏输入的方式。"""
     try:
-        bad_call(op, case, mode, out_shape)
+        if call is not None:
+            call()
+        else:
+            bad_call(op, case, mode, out_shape)
     except case.expect as exc:
         return True, None, f"{type(exc).__name__}", None
     except Exception as exc:  # noqa: BLE001

@@ -39,6 +39,8 @@ class Case:
     block: int | None = None
     #: 这个用例的簇大小（每簇的线程块数；None：实验的默认值，只有簇的实验用它）
     cluster: int | None = None
+    #: 这个用例的线程块数（None：实验的默认值，只有固定网格的实验用它）
+    grid: int | None = None
 
     @property
     def label(self) -> str:

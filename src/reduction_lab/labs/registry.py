@@ -5,6 +5,7 @@ from __future__ import annotations
 from .bank_conflicts import BankConflicts
 from .cluster_reduce_cuda import ClusterReduceCuda
 from .core import Lab
+from .full_sum_cuda import FullSumCuda
 from .online_softmax import OnlineSoftmax
 from .reduce_sum_cuda import ReduceSumCuda
 from .reduce_sum_tilelang import ReduceSumTileLang
@@ -19,6 +20,7 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in (
     OnlineSoftmax(),
     ReduceSumCuda(),
     WarpReduceCuda(),
+    FullSumCuda(),
     SoftmaxCuda(),
     ClusterReduceCuda(),
     BankConflicts(),

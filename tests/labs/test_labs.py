@@ -469,6 +469,17 @@ def test_gpu_mode_does_not_launch_what_can_break_the_context(name, mistake, tmp_
     assert "用例没有在 GPU 上运行" in result.report()
 
 
+@pytest.mark.skipif(rl.MODE != "gpu", reason="计时表只在 gpu 模式下、全部用例通过之后才有（sim 模式不计时）")
+@pytest.mark.parametrize("name", [_param(n) for n in NAMES])
+def test_gpu_timing_table(name, tmp_path):
+    """gpu 模式：参考解全部通过之后，报告里有计时表（你的内核、对照与设备拷贝）；full-sum-cuda 另报原子加带来的结果种数。"""
+    result = labs.check(name, _copy_solution(name, tmp_path))
+    assert result.passed and result.bench, result.report()
+    assert result.bench[-1].name == "设备拷贝 copy_" and all(b.ms > 0 for b in result.bench), result.report()
+    if name == "full-sum-cuda":
+        assert "确定性：同一个输入运行 20 次" in result.report()
+
+
 def test_full_sum_weights_model_the_mistakes():
     """诊断用的模型：正确的网格步长每个元素正好一次；几种错误的分法与逐个线程模拟的结果一致。"""
     from reduction_lab.labs.full_sum_cuda import weights

@@ -282,7 +282,7 @@ class FullSumCuda(Lab):
         x = torch.randn(n, device="cuda")
         out = torch.empty((), device="cuda")
         op = impl["op"]
-        calls = {"你的内核": lambda: op(x, out=out), "torch.sum": lambda: torch.sum(x, out=out)}
+        calls = {"你的内核": lambda: op(x, out=out), "torch.sum": lambda: torch.sum(x, dim=0, out=out)}
         method, rows = time_against(calls, 4 * n + 4, x, f"n = 2^26 float32，block = {impl['block']}，"
                                                         f"grid = {grid_for(n, impl['block'], 'gpu')}，你的内核含把 out 清零的一次启动")
         values = []

@@ -42,7 +42,7 @@ def _copy_solution(name, tmp_path) -> Path:
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "online-softmax", "reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda",
+    assert NAMES == ["softmax-triton", "online-softmax", "rms-norm-triton", "reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda",
                      "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang", "softmax-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
@@ -240,6 +240,25 @@ MISTAKES = [
      "        d = d + tl.sum(tl.exp(x - m), axis=0)\n", "memory-loads", "tl.load"),
     ("online-softmax", "other-zero", 'mask=cols < n_cols, other=-float("inf"))', "mask=cols < n_cols, other=0.0)",
      "mask-other", "other=0.0"),
+    # rms-norm-triton：softmax 的 -inf 习惯在平方和里是错的；均值除以 N 而不是 BLOCK_SIZE
+    ("rms-norm-triton", "other-neg-inf", "cols, mask=mask, other=0.0).to(tl.float32)\n    w",
+     'cols, mask=mask, other=-float("inf")).to(tl.float32)\n    w', "mask-other", 'other=-float("inf")'),
+    ("rms-norm-triton", "mean-over-block", "axis=0) / n_cols", "axis=0) / BLOCK_SIZE", "mean-over-block", "/ BLOCK_SIZE"),
+    ("rms-norm-triton", "no-mean", "ms = tl.sum(x * x, axis=0) / n_cols", "ms = tl.sum(x * x, axis=0)", "no-mean",
+     "tl.sum(x * x"),
+    ("rms-norm-triton", "no-eps", "tl.rsqrt(ms + eps)", "tl.rsqrt(ms)", "no-eps", "tl.rsqrt(ms)"),
+    ("rms-norm-triton", "sqrt", "tl.rsqrt(ms + eps)", "tl.sqrt(ms + eps)", "sqrt-not-rsqrt", "tl.sqrt(ms + eps)"),
+    ("rms-norm-triton", "no-weight", "y = x * tl.rsqrt(ms + eps) * w", "y = x * tl.rsqrt(ms + eps)", "no-weight",
+     "y = x * tl.rsqrt"),
+    ("rms-norm-triton", "unmasked-load", "cols, mask=mask, other=0.0).to(tl.float32)\n    w", "cols).to(tl.float32)\n    w",
+     "out-of-bounds", "tl.load"),
+    ("rms-norm-triton", "load-twice", "    y = x * tl.rsqrt(ms + eps) * w",
+     "    x2 = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=0.0).to(tl.float32)\n"
+     "    y = x2 * tl.rsqrt(ms + eps) * w", "memory-loads", "x2 = tl.load"),
+    ("rms-norm-triton", "store-float16", "y.to(out_ptr.dtype.element_ty)", "y.to(tl.float16)", "low-precision",
+     "tl.float16"),
+    ("rms-norm-triton", "no-store", "    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)",
+     "    pass", "not-written", None),
     ("softmax-cuda", "max-init-zero", "float m = -INFINITY;", "float m = 0.0f;", "max-init", "float m = 0.0f;"),
     ("softmax-cuda", "no-max-subtraction", "expf(row_buf[j] - m)", "expf(row_buf[j])", "no-max-subtraction",
      "expf(row_buf[j])"),

@@ -132,6 +132,13 @@ def softmax_cases(mode: str) -> list[Case]:
     return cases + error_cases(torch.int32)
 
 
+def rms_norm_cases(mode: str) -> list[Case]:
+    """rms-norm-triton：:func:`softmax_cases` 的形状，另加一行全是 0 的输入（没有 eps 时 0 / 0）；访存计数同 softmax。"""
+    cases = softmax_cases(mode)
+    at = next(i for i, c in enumerate(cases) if c.kind == "memory")
+    return cases[:at] + [Case("有一行全是 0", (3, 300), kind="zero-row")] + cases[at:]
+
+
 def softmax_tilelang_cases(mode: str) -> list[Case]:
     """softmax-tilelang：:func:`softmax_cases` 去掉访存计数（TileLang 没有计数器）与 bfloat16（实验只收 float32）。"""
     return [c for c in softmax_cases(mode) if c.kind != "memory" and c.dtype != torch.bfloat16]
@@ -143,7 +150,7 @@ def device_of(mode: str) -> str:
 
 def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
     """用例的输入：固定种子的正态分布；negative 整行为负（-5 - |z|）；large 乘以 1000；
-    far-negative 整行是很大的负数（-1000 - 10|z|：减去 0 再取 exp 全部下溢成 0）。"""
+    far-negative 整行是很大的负数（-1000 - 10|z|：减去 0 再取 exp 全部下溢成 0）；zero-row 第 1 行全是 0。"""
     g = torch.Generator().manual_seed(seed + sum(case.shape))
     x = torch.randn(*case.shape, generator=g, dtype=torch.float32)
     if case.kind == "negative":
@@ -152,6 +159,8 @@ def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
         x = x * 1000.0
     elif case.kind == "far-negative":
         x = -1000.0 - 10.0 * x.abs()
+    elif case.kind == "zero-row":
+        x[1] = 0.0
     return x.to(device=device_of(mode), dtype=case.dtype)
 
 

@@ -9,6 +9,7 @@ from .full_sum_cuda import FullSumCuda
 from .online_softmax import OnlineSoftmax
 from .reduce_sum_cuda import ReduceSumCuda
 from .reduce_sum_tilelang import ReduceSumTileLang
+from .rms_norm_triton import RmsNormTriton
 from .softmax_cuda import SoftmaxCuda
 from .softmax_tilelang import SoftmaxTileLang
 from .softmax_triton import SoftmaxTriton
@@ -18,6 +19,7 @@ from .warp_reduce_cuda import WarpReduceCuda
 LABS: dict[str, Lab] = {lab.name: lab for lab in (
     SoftmaxTriton(),
     OnlineSoftmax(),
+    RmsNormTriton(),
     ReduceSumCuda(),
     WarpReduceCuda(),
     FullSumCuda(),

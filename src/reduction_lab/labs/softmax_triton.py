@@ -55,8 +55,8 @@ class SoftmaxTriton(Lab):
             op(x, out=out)
             torch.cuda.synchronize()
             rep = None
-        ref = torch.softmax(x.double(), dim=1)
-        atol, rtol = tolerance(8, x.dtype)          # 每个输出只依赖一行：误差不随 N 增长
+        ref = self.reference(x)
+        atol, rtol = self.tolerance(x)
         ok, err, bad = compare(out, ref, atol, rtol)
         if not ok:
             return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(case, x, out, ref, bad, impl)
@@ -66,6 +66,13 @@ class SoftmaxTriton(Lab):
                 return False, err, "访存量不对", self.memory_hint(rep, M, N, impl)
             return True, err, f"读 {rep.elements_loaded}、写 {rep.elements_stored} 个元素", None
         return True, err, "", None
+
+    def reference(self, x: torch.Tensor) -> torch.Tensor:
+        """float64 的参考结果。"""
+        return torch.softmax(x.double(), dim=1)
+
+    def tolerance(self, x: torch.Tensor) -> tuple[float, float]:
+        return tolerance(8, x.dtype)          # 每个输出只依赖一行：误差不随 N 增长
 
     def memory_hint(self, rep, M, N, impl) -> Hint:
         text = impl["text"]

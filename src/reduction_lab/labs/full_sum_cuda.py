@@ -20,8 +20,8 @@ import torch
 
 from ..checks import check_out, check_vector
 from .core import Lab, time_against
-from .grading import Case, Hint, error_line, find_line, zh_part
-from .hints import compile_hint, kernel_name_hint, simt_hint
+from .grading import Case, Hint, find_line
+from .hints import cuda_error_hint
 from .warp_reduce_cuda import block_size_from, block_size_hint
 
 FILE = "full_sum.cu"
@@ -246,16 +246,8 @@ class FullSumCuda(Lab):
         return rep.atomic_ops
 
     def on_error(self, case, exc, paths):
-        text = paths[FILE].read_text(encoding="utf-8")
-        h = (simt_hint(exc, FILE, text, FIXES) or compile_hint(exc, FILE)
-             or kernel_name_hint(exc, FILE, KERNEL, text))
-        if h is not None:
-            return h
-        if isinstance(exc, TypeError) and KERNEL in str(exc):
-            return Hint("signature", "内核的签名不对", FILE, find_line(text, KERNEL), detail=str(exc),
-                        fix="保留骨架里的内核名和参数：(float *out, const float *in, int64_t n)。")
-        return Hint("exception", f"运行时抛出 {type(exc).__name__}", FILE, error_line(exc),
-                    detail=zh_part(str(exc))[:800])
+        return cuda_error_hint(exc, FILE, KERNEL, paths[FILE].read_text(encoding="utf-8"),
+                               "(float *out, const float *in, int64_t n)", FIXES)
 
     def extra_checks(self, impl, mode, paths):
         """模拟器检查（:func:`.core.cuda_precheck`）：n = 1000、3 个线程块，学习者的 BLOCK_SIZE 之外另用 32 与 96 个

@@ -121,3 +121,16 @@ def compile_hint(exc: BaseException, file: str) -> Hint | None:
         return Hint("compile-error", "编译错误", file, int(m.group(1)), detail=m.group(0),
                     fix="按编译器的提示修改这一行。")
     return None
+
+
+def cuda_error_hint(exc: BaseException, file: str, kernel: str, text: str, params: str,
+                    fixes: dict[str, str] | None = None) -> Hint:
+    """CUDA C 实验的内核出错时的诊断：模拟器的错误、编译错误、找不到内核名、签名不对（``params`` 是骨架里的参数表），
+    其余的异常原样报出（带行号）。"""
+    h = simt_hint(exc, file, text, fixes) or compile_hint(exc, file) or kernel_name_hint(exc, file, kernel, text)
+    if h is not None:
+        return h
+    if isinstance(exc, TypeError) and kernel in str(exc):
+        return Hint("signature", "内核的签名不对", file, find_line(text, kernel), detail=str(exc),
+                    fix=f"保留骨架里的内核名和参数：{params}。")
+    return Hint("exception", f"运行时抛出 {type(exc).__name__}", file, error_line(exc), detail=zh_part(str(exc))[:800])

@@ -15,13 +15,15 @@ import torch
 from ..checks import check_out
 from . import cases as C
 from .core import Lab, cuda_precheck, time_against
-from .grading import Case, Hint, error_line, find_line, zh_part
-from .hints import compile_hint, kernel_name_hint, simt_hint
+from .grading import Case, Hint, find_line
+from .hints import cuda_error_hint
 
 KERNEL = "reduce_sum_rowwise_kernel"
 BLOCK = 256
 FILE = "reduce_sum.cu"
 SIGNATURE = ["float *", "const float *", "int64_t", "int64_t"]
+#: 诊断里写出的参数表
+ROW_PARAMS = "(float *out, const float *in, int64_t rows, int64_t cols)"
 
 
 def check_row_signature(path: Path, kernel: str, defines: dict) -> None:
@@ -32,7 +34,7 @@ def check_row_signature(path: Path, kernel: str, defines: dict) -> None:
     sig = kernel_signature(path, kernel, defines=defines)
     got = [" ".join(t.replace("*", " * ").split()) for _, t, _ in sig]
     if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in SIGNATURE]:
-        raise TypeError(f"{kernel} 的参数应为 (float *out, const float *in, int64_t rows, int64_t cols)，"
+        raise TypeError(f"{kernel} 的参数应为 {ROW_PARAMS}，"
                         f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
 
 
@@ -138,16 +140,8 @@ class RowSumCudaLab(Lab):
         return None
 
     def on_error(self, case, exc, paths):
-        text = paths[self.file].read_text(encoding="utf-8")
-        h = (simt_hint(exc, self.file, text, self.fixes) or compile_hint(exc, self.file)
-             or kernel_name_hint(exc, self.file, self.kernel, text))
-        if h is not None:
-            return h
-        if isinstance(exc, TypeError) and self.kernel in str(exc):
-            return Hint("signature", "内核的签名不对", self.file, find_line(text, self.kernel), detail=str(exc),
-                        fix="保留骨架里的内核名和参数：(float *out, const float *in, int64_t rows, int64_t cols)。")
-        return Hint("exception", f"运行时抛出 {type(exc).__name__}", self.file, error_line(exc),
-                    detail=zh_part(str(exc))[:800])
+        return cuda_error_hint(exc, self.file, self.kernel, paths[self.file].read_text(encoding="utf-8"), ROW_PARAMS,
+                               self.fixes)
 
     def extra_checks(self, impl, mode, paths):
         if impl["static"] is not None:

@@ -20,9 +20,9 @@ import torch
 from ..checks import check_out
 from . import cases as C
 from .core import Lab, softmax_bench
-from .grading import Case, Hint, compare, error_line, find_line, row_preview, rows_text, tolerance, zh_part
-from .hints import compile_hint, kernel_name_hint, simt_hint
-from .reduce_sum_cuda import check_row_signature
+from .grading import Case, Hint, compare, find_line, row_preview, rows_text, tolerance
+from .hints import cuda_error_hint
+from .reduce_sum_cuda import ROW_PARAMS, check_row_signature
 from .warp_reduce_cuda import DEFAULT_BLOCK, block_size_from, block_size_hint, block_sizes_precheck
 
 FILE = "softmax.cu"
@@ -199,16 +199,7 @@ class SoftmaxCuda(Lab):
                     "对照讲义：读进 row_buf 求最大值、expf(x - m) 求和、除以和；检查行偏移 row * cols 与两次块内归约。")
 
     def on_error(self, case, exc, paths):
-        text = paths[FILE].read_text(encoding="utf-8")
-        h = (simt_hint(exc, FILE, text, FIXES) or compile_hint(exc, FILE)
-             or kernel_name_hint(exc, FILE, KERNEL, text))
-        if h is not None:
-            return h
-        if isinstance(exc, TypeError) and KERNEL in str(exc):
-            return Hint("signature", "内核的签名不对", FILE, find_line(text, KERNEL), detail=str(exc),
-                        fix="保留骨架里的内核名和参数：(float *out, const float *in, int64_t rows, int64_t cols)。")
-        return Hint("exception", f"运行时抛出 {type(exc).__name__}", FILE, error_line(exc),
-                    detail=zh_part(str(exc))[:800])
+        return cuda_error_hint(exc, FILE, KERNEL, paths[FILE].read_text(encoding="utf-8"), ROW_PARAMS, FIXES)
 
     def extra_checks(self, impl, mode, paths):
         """模拟器检查用学习者的 BLOCK_SIZE，也用 32 与 96 个线程：行比线程数短（行尾之外的线程），

@@ -85,10 +85,8 @@ def main() -> int:
             row["variants"][name] = {"frac": statistics.median(fs), "rounds": fs}
         print(f"{dname:9s} N={n:7d} {row['plan']}  " + "  ".join(
             f"{k} {v['frac']:.3f}" for k, v in row["variants"].items() if "frac" in v), flush=True)
-        out["rows"].append(row)
         del x, y, ref
-        torch.cuda.empty_cache()
-        t.save_rows(out, args.json)
+        t.add_row(out, row, args.json)
     return 0
 
 

@@ -88,10 +88,8 @@ def main() -> int:
             print(f"{dname} N={n} copy {row['copy']:.0f} auto {row['auto']:.3f} best:",
                   [(c['b'], c['p'], c['st'], c['tma'], c['c'], c['n_clusters'], round(c['frac'], 3)) for c in best],
                   f"t={time.time() - t0:.0f}", flush=True)
-            out["rows"].append(row)
             del x, y, ref
-            torch.cuda.empty_cache()
-            t.save_rows(out, args.json)
+            t.add_row(out, row, args.json)
     return 0
 
 

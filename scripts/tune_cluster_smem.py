@@ -139,10 +139,8 @@ def main() -> int:
               f"t={time.time() - t0:.0f}", flush=True)
         for q in best[:5]:
             print("   ", q, flush=True)
-        out["rows"].append(row)
         del x, y, ref
-        torch.cuda.empty_cache()
-        t.save_rows(out, args.json)
+        t.add_row(out, row, args.json)
     return 0
 
 

@@ -171,10 +171,8 @@ def main() -> int:
             tag = "—" if s is None else f"W={s['ways']} F={s['frac']}"
             print(f"   {cand['c']:2d} x {cand['b']:4d} x {cand['p']}+{cand['sp']:<2d} active {cand['active']:3d} "
                   f"waves {cand['waves']:5.2f}  {tag:12s} {100 * cand.get('frac', float('nan')):5.1f}%", flush=True)
-        out["rows"].append(row)
         del x, y, ref
-        torch.cuda.empty_cache()
-        t.save_rows(out, args.json)
+        t.add_row(out, row, args.json)
     return 0
 
 

@@ -126,6 +126,14 @@ def save_rows(out: dict, path: str | None) -> None:
             json.dump(out, f, ensure_ascii=False, indent=1)
 
 
+def add_row(out: dict, row: dict, path: str | None) -> None:
+    """一个形状测完：记进 ``out["rows"]``，释放缓存的显存（调用者先 ``del`` 掉这个形状的张量），再写出 JSON
+    （:func:`save_rows`）。"""
+    out["rows"].append(row)
+    torch.cuda.empty_cache()
+    save_rows(out, path)
+
+
 def ptxas_report(dtypes) -> int:
     """nvcc 编译每个候选（全部 N 的并集），打印每个内核的寄存器数与溢出字节。"""
     from reduction_lab.occupancy import cuda_resources

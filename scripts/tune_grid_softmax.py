@@ -102,10 +102,8 @@ def main() -> int:
             print(f"{dname} N={n} copy {row['copy']:.0f} auto {row['auto']:.3f} best:",
                   [(c["b"], c["p"], c["st"], c["grid"], c["blocks"], round(c["frac"], 3)) for c in best],
                   f"t={time.time() - t0:.0f}", flush=True)
-            out["rows"].append(row)
             del x, y, ref
-            torch.cuda.empty_cache()
-            t.save_rows(out, args.json)
+            t.add_row(out, row, args.json)
     return 0
 
 

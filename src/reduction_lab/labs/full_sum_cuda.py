@@ -13,6 +13,7 @@ gpu 模式下全部通过之后计时，并把同一个输入运行 20 次，数
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
@@ -22,11 +23,13 @@ from ..checks import check_out, check_vector
 from .core import Lab, time_against
 from .grading import Case, Hint, find_line
 from .hints import cuda_error_hint
+from .reduce_sum_cuda import check_signature
 from .warp_reduce_cuda import block_size_from, block_size_hint
 
 FILE = "full_sum.cu"
 KERNEL = "full_sum_kernel"
 SIGNATURE = ["float *", "const float *", "int64_t"]
+PARAMS = "(float *out, const float *in, int64_t n)"
 #: 模拟器里网格至多这么多块：n 稍大一些，每个线程就要按网格步长读好几个元素
 SIM_GRID = 8
 #: float32 的单位舍入
@@ -56,17 +59,6 @@ def grid_for(n: int, block: int, mode: str) -> int:
     （2048 / block），模拟器里是 :data:`SIM_GRID`。"""
     cap = sm_count() * (2048 // block) if mode == "gpu" else SIM_GRID
     return max(1, min(-(-n // block), cap))
-
-
-def check_signature(path: Path, defines: dict) -> None:
-    """内核必须是 ``full_sum_kernel(float *out, const float *in, int64_t n)``；先用模拟器的前端解析一遍。"""
-    from ..cuda_kernels import kernel_signature
-
-    sig = kernel_signature(path, KERNEL, defines=defines)
-    got = [" ".join(t.replace("*", " * ").split()) for _, t, _ in sig]
-    if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in SIGNATURE]:
-        raise TypeError(f"{KERNEL} 的参数应为 (float *out, const float *in, int64_t n)，"
-                        f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
 
 
 def make_op(path: Path, mode: str, block: int, grid: int | None = None):
@@ -139,7 +131,7 @@ class FullSumCuda(Lab):
         path = paths[FILE]
         text = path.read_text(encoding="utf-8")
         block = block_size_from(text)
-        check_signature(path, {"BLOCK_SIZE": block})
+        check_signature(path, KERNEL, {"BLOCK_SIZE": block}, SIGNATURE, PARAMS)   # 解析一遍：语法错误在这里报出
         return {"op": make_op(path, mode, block), "path": path, "mode": mode, "block": block, "text": text,
                 "static": block_size_hint(FILE, text)}
 
@@ -195,9 +187,9 @@ class FullSumCuda(Lab):
         def same(v: float) -> bool:
             return abs(got - v) <= tol
 
+        probe = functools.cache(lambda: self.probe_atomics(impl, block))   # 模拟器里数原子操作：至多一次
         if got == 0.0 and ref != 0.0:
-            ops = self.probe_atomics(impl, block)
-            if ops == 0:
+            if probe() == 0:
                 return Hint("not-written", "*out 还是 0：没有线程把结果加到 out 上（评分程序在启动前把它清零）", FILE,
                             find_line(text, r"atomicAdd|\*\s*out\s*\+?=|\bout\s*\["), first,
                             "TODO(5)：块内归约之后，if (tid == 0) atomicAdd(out, s);")
@@ -226,7 +218,7 @@ class FullSumCuda(Lab):
         for key, applies, cause, where, fix in checks:
             if applies and same(float((xs * weights(n, grid, block, key)).sum())):
                 return Hint(key, cause, FILE, find_line(text, where), first, fix)
-        ops = self.probe_atomics(impl, block)
+        ops = probe()
         if ops is not None and ops > 4:
             return self.atomics_hint(ops, 4, block, impl)
         return Hint("wrong-sum", "和不对", FILE, None, first,
@@ -246,8 +238,7 @@ class FullSumCuda(Lab):
         return rep.atomic_ops
 
     def on_error(self, case, exc, paths):
-        return cuda_error_hint(exc, FILE, KERNEL, paths[FILE].read_text(encoding="utf-8"),
-                               "(float *out, const float *in, int64_t n)", FIXES)
+        return cuda_error_hint(exc, FILE, KERNEL, paths[FILE].read_text(encoding="utf-8"), PARAMS, FIXES)
 
     def extra_checks(self, impl, mode, paths):
         """模拟器检查（:func:`.core.cuda_precheck`）：n = 1000、3 个线程块，学习者的 BLOCK_SIZE 之外另用 32 与 96 个

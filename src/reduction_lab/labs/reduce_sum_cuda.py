@@ -26,16 +26,21 @@ SIGNATURE = ["float *", "const float *", "int64_t", "int64_t"]
 ROW_PARAMS = "(float *out, const float *in, int64_t rows, int64_t cols)"
 
 
-def check_row_signature(path: Path, kernel: str, defines: dict) -> None:
-    """学习者的内核必须是 ``kernel(float *out, const float *in, int64_t rows, int64_t cols)``（按行归约的 CUDA C
-    实验共用）。先用模拟器的前端解析一遍：语法错误在这里报出。"""
+def check_signature(path: Path, kernel: str, defines: dict, want: list[str], params: str) -> None:
+    """学习者的内核的参数类型必须是 ``want``（``params`` 是报错里写出的参数表）。先用模拟器的前端解析一遍：
+    语法错误在这里报出。"""
     from ..cuda_kernels import kernel_signature
 
     sig = kernel_signature(path, kernel, defines=defines)
     got = [" ".join(t.replace("*", " * ").split()) for _, t, _ in sig]
-    if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in SIGNATURE]:
-        raise TypeError(f"{kernel} 的参数应为 {ROW_PARAMS}，"
+    if [g.replace(" ", "") for g in got] != [w.replace(" ", "") for w in want]:
+        raise TypeError(f"{kernel} 的参数应为 {params}，"
                         f"得到 ({', '.join(f'{t} {n}' for n, t, _ in sig)})")
+
+
+def check_row_signature(path: Path, kernel: str, defines: dict) -> None:
+    """按行归约的 CUDA C 实验共用：``kernel(float *out, const float *in, int64_t rows, int64_t cols)``。"""
+    check_signature(path, kernel, defines, SIGNATURE, ROW_PARAMS)
 
 
 def make_op(path: Path, mode: str, block: int = BLOCK, kernel: str = KERNEL, cluster: int | None = None):

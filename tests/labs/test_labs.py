@@ -880,3 +880,14 @@ def test_check_only_selected_cases(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["lab", "check", "softmax-cuda", str(dest), "--case", "x"]) == 2
     assert "--case" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["softmax-triton", "online-softmax", "rms-norm-triton"])
+def test_triton_compile_error_line_counts_from_the_labs_own_kernel(name):
+    """gpu 模式下 Triton 的编译错误写「at 行:列」，从内核的 def 那一行数起：每个 Triton 实验按自己的内核名找起点。"""
+    from reduction_lab.labs.softmax_triton import _compile_line
+
+    lab = labs.get(name)
+    text = (SOLUTIONS / name / lab.files[0]).read_text(encoding="utf-8")
+    start = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith(f"def {lab.kernel}("))
+    assert _compile_line(RuntimeError("at 3:8: error"), text, lab.kernel) == start + 2

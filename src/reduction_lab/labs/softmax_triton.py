@@ -151,7 +151,7 @@ class SoftmaxTriton(Lab):
                         fix="tl.load 和 tl.store 都要带 mask=cols < n_cols。")
         if isinstance(exc, SyntaxError):
             return Hint("syntax-error", f"语法错误：{exc.msg}", self.file, exc.lineno, fix="按 Python 的提示修改这一行。")
-        line = traceback_line(exc, path) or _compile_line(exc, text)
+        line = traceback_line(exc, path) or _compile_line(exc, text, self.kernel)
         root = root_cause(exc)
         if isinstance(root, NameError):
             name = getattr(root, "name", None) or (re.findall(r"'(\w+)'", str(root)) or ["?"])[0]
@@ -174,10 +174,10 @@ class SoftmaxTriton(Lab):
 
 
 
-def _compile_line(exc: BaseException, text: str) -> int | None:
+def _compile_line(exc: BaseException, text: str, kernel: str) -> int | None:
     """Triton 编译错误写的是相对内核开头的「at 行:列」：换算成文件里的行号。"""
     m = re.search(r"at (\d+):(\d+):", str(exc))
-    start = find_line(text, r"def softmax_kernel", lang="py")
+    start = find_line(text, rf"def {kernel}\b", lang="py")
     if m and start:
         return start + int(m.group(1)) - 1      # 第 1 行是 def 这一行
     return None

@@ -42,7 +42,7 @@ def _copy_solution(name, tmp_path) -> Path:
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "online-softmax", "rms-norm-triton", "reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda",
+    assert NAMES == ["softmax-triton", "online-softmax", "rms-norm-triton", "col-sum-triton", "reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda",
                      "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang", "softmax-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
@@ -259,6 +259,25 @@ MISTAKES = [
      "tl.float16"),
     ("rms-norm-triton", "no-store", "    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)",
      "    pass", "not-written", None),
+    # col-sum-triton：二维块向下循环
+    ("col-sum-triton", "col-offset", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)", "cols = tl.arange(0, BLOCK_N)",
+     "col-offset", "cols = tl.arange"),
+    ("col-sum-triton", "no-row-loop", "for start in range(0, n_rows, BLOCK_M):", "for start in range(0, 1):",
+     "no-row-loop", "tl.load"),
+    ("col-sum-triton", "rows-not-advanced", "rows = start + tl.arange(0, BLOCK_M)", "rows = tl.arange(0, BLOCK_M)",
+     "rows-not-advanced", "rows = tl.arange"),
+    ("col-sum-triton", "wrong-axis", "tl.sum(acc, axis=0)", "tl.sum(acc, axis=1)", "wrong-axis", "axis=1"),
+    # 行距写成 N：只在行距大于 N 的视图上错
+    ("col-sum-triton", "row-stride", "[:, None] * in_row_stride", "[:, None] * n_cols", "row-stride", "* n_cols"),
+    ("col-sum-triton", "other-neg-inf", "mask=mask, other=0.0)", 'mask=mask, other=-float("inf"))', "mask-other",
+     "other="),
+    ("col-sum-triton", "rows-unmasked", "mask = (rows < n_rows)[:, None] & col_mask[None, :]", "mask = col_mask[None, :]",
+     "out-of-bounds", "tl.load"),
+    ("col-sum-triton", "load-twice", "        acc += tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)",
+     "        v = tl.load(ptrs, mask=mask, other=0.0).to(tl.float32)\n"
+     "        acc += tl.load(ptrs, mask=mask, other=0.0).to(tl.float32) + v - v", "memory-loads", "tl.load"),
+    ("col-sum-triton", "no-store", "    tl.store(out_ptr + cols, tl.sum(acc, axis=0), mask=col_mask)", "    pass",
+     "not-written", None),
     ("softmax-cuda", "max-init-zero", "float m = -INFINITY;", "float m = 0.0f;", "max-init", "float m = 0.0f;"),
     ("softmax-cuda", "no-max-subtraction", "expf(row_buf[j] - m)", "expf(row_buf[j])", "no-max-subtraction",
      "expf(row_buf[j])"),
@@ -882,7 +901,7 @@ def test_check_only_selected_cases(tmp_path, capsys):
     assert "--case" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["softmax-triton", "online-softmax", "rms-norm-triton"])
+@pytest.mark.parametrize("name", ["softmax-triton", "online-softmax", "rms-norm-triton", "col-sum-triton"])
 def test_triton_compile_error_line_counts_from_the_labs_own_kernel(name):
     """gpu 模式下 Triton 的编译错误写「at 行:列」，从内核的 def 那一行数起：每个 Triton 实验按自己的内核名找起点。"""
     from reduction_lab.labs.softmax_triton import _compile_line

@@ -139,6 +139,25 @@ def rms_norm_cases(mode: str) -> list[Case]:
     return cases[:at] + [Case("有一行全是 0", (3, 300), kind="zero-row")] + cases[at:]
 
 
+def col_sum_cases(mode: str) -> list[Case]:
+    """col-sum-triton：M 与 N 都不是 32（块大小）的倍数、只有一行或一列、整列为负数、行距大于 N 的视图
+    （行距写成 N 时才错）；访存计数读 MN、写 N。报错约定的「错误的 dim」是 dim=1。"""
+    cases = [Case("课程用例", s) for s in SEED_SHAPES]
+    cases += [
+        Case("M、N 都不是 32 的倍数", (300, 700)),
+        Case("N 比块窄", (100, 20)),
+        Case("只有一行", (1, 1000)),
+        Case("只有一列", (1000, 1)),
+        Case("整列为负数", (70, 50), kind="negative"),
+        Case("行距大于 N 的视图", (50, 40), kind="row-stride"),
+        Case("访存计数", (100, 300), kind="memory"),
+    ]
+    if mode == "gpu":
+        cases += [Case("大形状", (4096, 4097), gpu_only=True), Case("大形状", (100000, 33), gpu_only=True)]
+    errors = error_cases(torch.float16)
+    return cases + [Case("报错：dim=1", (16, 128), kind="error", bad="dim1", expect=ValueError)] + errors[1:]
+
+
 def softmax_tilelang_cases(mode: str) -> list[Case]:
     """softmax-tilelang：:func:`softmax_cases` 去掉访存计数（TileLang 没有计数器）与 bfloat16（实验只收 float32）。"""
     return [c for c in softmax_cases(mode) if c.kind != "memory" and c.dtype != torch.bfloat16]
@@ -150,7 +169,8 @@ def device_of(mode: str) -> str:
 
 def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
     """用例的输入：固定种子的正态分布；negative 整行为负（-5 - |z|）；large 乘以 1000；
-    far-negative 整行是很大的负数（-1000 - 10|z|：减去 0 再取 exp 全部下溢成 0）；zero-row 第 1 行全是 0。"""
+    far-negative 整行是很大的负数（-1000 - 10|z|：减去 0 再取 exp 全部下溢成 0）；zero-row 第 1 行全是 0；
+    row-stride 是更宽的矩阵（:func:`row_stride_base`）的前 N 列。"""
     g = torch.Generator().manual_seed(seed + sum(case.shape))
     x = torch.randn(*case.shape, generator=g, dtype=torch.float32)
     if case.kind == "negative":
@@ -161,7 +181,15 @@ def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
         x = -1000.0 - 10.0 * x.abs()
     elif case.kind == "zero-row":
         x[1] = 0.0
+    elif case.kind == "row-stride":
+        return row_stride_base(case, seed)[:, :case.shape[1]].to(device=device_of(mode), dtype=case.dtype)
     return x.to(device=device_of(mode), dtype=case.dtype)
+
+
+def row_stride_base(case: Case, seed: int = 0) -> torch.Tensor:
+    """``kind == "row-stride"`` 的用例：x 是这个更宽（多 7 列）的矩阵的前 N 列，行距 N + 7。"""
+    M, N = case.shape
+    return torch.randn(M, N + 7, generator=torch.Generator().manual_seed(seed + M + N), dtype=torch.float32)
 
 
 def run_row_sum_case(lab, impl, case: Case, mode: str, call):
@@ -200,6 +228,8 @@ def bad_call(op, case: Case, mode: str, out_shape):
     x = torch.randn(16, 128, device=dev)
     if case.bad == "dim0":
         return op(x, dim=0)
+    if case.bad == "dim1":
+        return op(x, dim=1)
     if case.bad == "dtype":
         return op(x.to(case.dtype))
     if case.bad == "out_shape":

@@ -298,9 +298,9 @@ def row_preview(t, k: int = 4) -> str:
     return vals + (", …" if t.numel() > k else "")
 
 
-def rows_text(rows: list[int], limit: int = 8) -> str:
+def rows_text(rows: list[int], limit: int = 8, unit: str = "行") -> str:
     s = ", ".join(map(str, rows[:limit]))
-    return s + (f" 等 {len(rows)} 行" if len(rows) > limit else "")
+    return s + (f" 等 {len(rows)} {unit}" if len(rows) > limit else "")
 
 
 # ---------------------------------------------------------------- 源码中的位置

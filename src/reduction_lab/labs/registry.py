@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .bank_conflicts import BankConflicts
 from .cluster_reduce_cuda import ClusterReduceCuda
+from .col_sum_triton import ColSumTriton
 from .core import Lab
 from .full_sum_cuda import FullSumCuda
 from .online_softmax import OnlineSoftmax
@@ -20,6 +21,7 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in (
     SoftmaxTriton(),
     OnlineSoftmax(),
     RmsNormTriton(),
+    ColSumTriton(),
     ReduceSumCuda(),
     WarpReduceCuda(),
     FullSumCuda(),

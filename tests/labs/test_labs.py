@@ -910,3 +910,15 @@ def test_triton_compile_error_line_counts_from_the_labs_own_kernel(name):
     text = (SOLUTIONS / name / lab.files[0]).read_text(encoding="utf-8")
     start = next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith(f"def {lab.kernel}("))
     assert _compile_line(RuntimeError("at 3:8: error"), text, lab.kernel) == start + 2
+
+
+@pytest.mark.parametrize("mode", ["sim", "gpu"])
+def test_row_stride_input_keeps_its_row_stride(mode):
+    """「行距大于 N 的视图」在两种模式下都是视图（gpu 模式下搬到设备上之后才切片）。"""
+    from reduction_lab.labs import cases as C
+
+    if mode == "gpu" and rl.MODE != "gpu":
+        pytest.skip("需要 GPU：gpu 模式的输入在 cuda 上")
+    case = next(c for c in C.col_sum_cases(mode) if c.kind == "row-stride")
+    x = C.make_input(case, mode)
+    assert x.shape == case.shape and x.stride() == (case.shape[1] + 7, 1)

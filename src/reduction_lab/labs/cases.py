@@ -182,7 +182,8 @@ def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
     elif case.kind == "zero-row":
         x[1] = 0.0
     elif case.kind == "row-stride":
-        return row_stride_base(case, seed)[:, :case.shape[1]].to(device=device_of(mode), dtype=case.dtype)
+        # 先搬到设备上再切片：非稠密的视图 .to() 之后是连续的拷贝，行距就不再大于 N
+        return row_stride_base(case, seed).to(device=device_of(mode), dtype=case.dtype)[:, :case.shape[1]]
     return x.to(device=device_of(mode), dtype=case.dtype)
 
 

@@ -16,7 +16,7 @@ import torch
 from . import cases as C
 from .core import load_learner_module, time_against
 from .grading import Case, Hint, compare, find_line, rows_text, tolerance
-from .softmax_triton import SoftmaxTriton
+from .softmax_triton import SoftmaxTriton, run_counted
 
 FILE = "col_sum.py"
 #: 包装函数里的块大小（BLOCK_M = BLOCK_N）
@@ -50,23 +50,13 @@ class ColSumTriton(SoftmaxTriton):
         return {"module": module, "op": module.col_sum, "path": paths[FILE], "text": paths[FILE].read_text("utf-8")}
 
     def run_case(self, impl, case: Case, mode):
-        import numpy as np
-
-        from ..memcount import count_memory
-
         op = impl["op"]
         if case.kind == "error":
             return C.run_error_case(op, case, mode, out_shape=lambda x: x.shape[1:])
         x = C.make_input(case, mode)
         M, N = x.shape
         out = torch.full((N,), float("nan"), device=x.device)
-        if mode == "sim" or case.kind == "memory":
-            with count_memory() as rep, np.errstate(all="ignore"):
-                op(x, out=out)
-        else:
-            op(x, out=out)
-            torch.cuda.synchronize()
-            rep = None
+        rep = run_counted(op, x, out, mode, case)
         ref = x.double().sum(dim=0).cpu()
         atol, rtol = tolerance(M, torch.float32)
         ok, err, bad = compare(out, ref, atol, rtol)

@@ -38,23 +38,12 @@ class SoftmaxTriton(Lab):
         return {"module": module, "op": module.softmax, "path": paths[self.file], "text": paths[self.file].read_text("utf-8")}
 
     def run_case(self, impl, case: Case, mode):
-        from ..memcount import count_memory
-
         op = impl["op"]
         if case.kind == "error":
             return C.run_error_case(op, case, mode, out_shape=lambda x: x.shape)
         x = C.make_input(case, mode)
         out = torch.full(x.shape, float("nan"), dtype=x.dtype, device=x.device)
-        import numpy as np
-
-        if mode == "sim" or case.kind == "memory":
-            # 解释器里运行：越界的读写在发生之前报出；访存计数用例还要数清读写了多少元素
-            with count_memory() as rep, np.errstate(all="ignore"):
-                op(x, out=out)
-        else:
-            op(x, out=out)
-            torch.cuda.synchronize()
-            rep = None
+        rep = run_counted(op, x, out, mode, case)
         ref = self.reference(x)
         atol, rtol = self.tolerance(x)
         ok, err, bad = compare(out, ref, atol, rtol)
@@ -172,6 +161,22 @@ class SoftmaxTriton(Lab):
     def bench(self, impl):
         return softmax_bench(impl["op"], "")
 
+
+
+def run_counted(op, x, out, mode: str, case: Case):
+    """运行 ``op(x, out=out)``：sim 模式与访存计数用例在 Triton 解释器里（:func:`reduction_lab.count_memory`：越界的读写
+    在发生之前报出，并数清读写了多少元素），返回计数；gpu 模式在 GPU 上运行并同步，返回 None。"""
+    import numpy as np
+
+    from ..memcount import count_memory
+
+    if mode == "sim" or case.kind == "memory":
+        with count_memory() as rep, np.errstate(all="ignore"):
+            op(x, out=out)
+        return rep
+    op(x, out=out)
+    torch.cuda.synchronize()
+    return None
 
 
 def _compile_line(exc: BaseException, text: str, kernel: str) -> int | None:

@@ -5,7 +5,8 @@
 每个 (dtype, N)（M = 2**26 // N，输入同 scripts/tune_cuda_softmax.py）取 ``cuda_kernels.softmax`` 的默认配置
 （只测它是寄存器版簇内核的那些 N），只换编译期常量：
 ``LOAD_HINT`` 0 普通的读、1 ``ld.global.cs``（``__ldcs``）、2 ``ld.global.nc.L1::no_allocate.L2::256B``；
-``STORE_HINT`` 0 ``st.global.cs``（默认，``__stcs``）、1 ``st.global.wb``（``__stwb``，普通的写回）。
+``STORE_HINT`` 0 ``st.global.cs``（``__stcs``，流式写）、1 ``st.global.wb``（``__stwb``，普通的写回；
+docs/data/h200_cuda_softmax_hints.json 之后的默认）。那次运行里 ``default`` 是当时的默认 (0, 0)，现在叫 ``st.cs``。
 每个变体先与 float64 的 torch.softmax 比对，再用 triton.testing.do_bench 的中位数计时（每次调用前清空 L2）；
 各变体与同样字节数的 ``y.copy_(x)`` 轮流测 ``--rounds`` 轮，``frac`` = 拷贝时间 / 时间，取各轮的中位数
 （主机与 GPU 的状态在一次运行里也会漂：轮流测让每个变体都碰上同样的漂移）。
@@ -29,7 +30,7 @@ TOTAL = 1 << 26
 SHAPES = ("float32:131072,float32:262144,bfloat16:65536,bfloat16:131072,bfloat16:262144,float16:65536,"
           "bfloat16:1048576")
 #: (名字, LOAD_HINT, STORE_HINT)
-VARIANTS = (("default", 0, 0), ("ld.cs", 1, 0), ("ld.L2::256B", 2, 0), ("st.wb", 0, 1))
+VARIANTS = (("st.cs", 0, 0), ("ld.cs", 1, 0), ("ld.L2::256B", 2, 0), ("st.wb", 0, 1))
 
 
 def main() -> int:

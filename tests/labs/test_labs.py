@@ -42,7 +42,7 @@ def _copy_solution(name, tmp_path) -> Path:
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "online-softmax", "rms-norm-triton", "col-sum-triton", "reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda",
+    assert NAMES == ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton", "col-sum-triton", "reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda",
                      "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang", "softmax-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
@@ -240,6 +240,35 @@ MISTAKES = [
      "        d = d + tl.sum(tl.exp(x - m), axis=0)\n", "memory-loads", "tl.load"),
     ("online-softmax", "other-zero", 'mask=cols < n_cols, other=-float("inf"))', "mask=cols < n_cols, other=0.0)",
      "mask-other", "other=0.0"),
+    # softmax-rows-triton：一个 program 处理 BLOCK_M 行：mask 要管行，行号带上 pid * BLOCK_M，沿 axis=1 归约再 [:, None]
+    ("softmax-rows-triton", "no-row-mask", "mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)",
+     "mask = cols[None, :] < n_cols", "row-mask", "mask = cols[None, :] < n_cols"),
+    ("softmax-rows-triton", "rows-without-pid", "rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)", "rows = tl.arange(0, BLOCK_M)",
+     "row-offset", "rows = tl.arange(0, BLOCK_M)"),
+    ("softmax-rows-triton", "rows-pid-plus", "rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)",
+     "rows = pid + tl.arange(0, BLOCK_M)", "row-offset", "rows = pid + tl.arange(0, BLOCK_M)"),
+    ("softmax-rows-triton", "axis0-both", "m = tl.max(x, axis=1)\n    num = tl.exp(x - m[:, None])\n    # 4. 每行的指数之和\n"
+     "    d = tl.sum(num, axis=1)\n    y = num / d[:, None]",
+     "m = tl.max(x, axis=0)\n    num = tl.exp(x - m[None, :])\n    # 4. 每行的指数之和\n    d = tl.sum(num, axis=0)\n"
+     "    y = num / d[None, :]", "wrong-axis", "m = tl.max(x, axis=0)"),
+    ("softmax-rows-triton", "max-axis0", "m = tl.max(x, axis=1)\n    num = tl.exp(x - m[:, None])",
+     "m = tl.max(x, axis=0)\n    num = tl.exp(x - m[None, :])", "wrong-axis", "m = tl.max(x, axis=0)"),
+    ("softmax-rows-triton", "sum-axis0", "d = tl.sum(num, axis=1)\n    y = num / d[:, None]",
+     "d = tl.sum(num, axis=0)\n    y = num / d[None, :]", "wrong-axis", "d = tl.sum(num, axis=0)"),
+    ("softmax-rows-triton", "no-broadcast", "num = tl.exp(x - m[:, None])", "num = tl.exp(x - m)", "broadcast",
+     "num = tl.exp(x - m)"),
+    ("softmax-rows-triton", "row-stride-is-n", "rows[:, None] * in_row_stride", "rows[:, None] * n_cols", "row-stride",
+     "rows[:, None] * n_cols"),
+    ("softmax-rows-triton", "other-zero", 'other=-float("inf")', "other=0.0", "mask-other", "other=0.0"),
+    ("softmax-rows-triton", "no-max", "num = tl.exp(x - m[:, None])", "num = tl.exp(x)", "no-max-subtraction", "tl.exp(x)"),
+    ("softmax-rows-triton", "store-bfloat16", "y.to(out_ptr.dtype.element_ty)", "y.to(tl.bfloat16)", "low-precision",
+     "tl.bfloat16"),
+    ("softmax-rows-triton", "load-twice", "    num = tl.exp(x - m[:, None])",
+     '    x2 = tl.load(in_ptr + rows[:, None] * in_row_stride + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)\n'
+     "    num = tl.exp(x2 - m[:, None])", "memory-loads", "x2 = tl.load"),
+    ("softmax-rows-triton", "no-store",
+     "    tl.store(out_ptr + rows[:, None] * out_row_stride + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)",
+     "    pass", "not-written", None),
     # rms-norm-triton：softmax 的 -inf 习惯在平方和里是错的；均值除以 N 而不是 BLOCK_SIZE
     ("rms-norm-triton", "other-neg-inf", "cols, mask=mask, other=0.0).to(tl.float32)\n    w",
      'cols, mask=mask, other=-float("inf")).to(tl.float32)\n    w', "mask-other", 'other=-float("inf")'),
@@ -395,6 +424,10 @@ CORRECT_VARIANTS = [
        "            total += *cluster.map_shared_rank(&partial, r);\n        out[row] = total;\n    }\n",
        "    if (rank != 0 && tid == 0)\n        atomicAdd(cluster.map_shared_rank(&partial, 0), partial);\n"
        "    cluster.sync();\n    if (rank == 0 && tid == 0)\n        out[row] = partial;\n")]),
+    # softmax-rows-triton：乘以和的倒数；exp2 换底；行号不转 int64（这些形状上不溢出）
+    ("softmax-rows-triton", "reciprocal", [("y = num / d[:, None]", "y = num * (1.0 / d)[:, None]")]),
+    ("softmax-rows-triton", "exp2", [("num = tl.exp(x - m[:, None])", "num = tl.exp2((x - m[:, None]) * 1.4426950408889634)")]),
+    ("softmax-rows-triton", "int32-rows", [("pid = tl.program_id(0).to(tl.int64)", "pid = tl.program_id(0)")]),
     ("cluster-reduce-cuda", "cluster-2", [("#define CLUSTER_SIZE 4", "#define CLUSTER_SIZE 2")]),
     ("cluster-reduce-cuda", "cluster-8-block-128", [("#define CLUSTER_SIZE 4", "#define CLUSTER_SIZE 8"),
                                                     ("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 128")]),
@@ -901,7 +934,30 @@ def test_check_only_selected_cases(tmp_path, capsys):
     assert "--case" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["softmax-triton", "online-softmax", "rms-norm-triton", "col-sum-triton"])
+def test_softmax_rows_default_block_m_matches_the_skeleton():
+    """评分程序的「沿错了轴」模型按 default_block_m 分组：它必须与骨架里包装函数的 rows_per_program 一致。"""
+    from reduction_lab.labs.core import load_learner_module
+    from reduction_lab.labs.softmax_rows_triton import default_block_m
+
+    lab = labs.get("softmax-rows-triton")
+    module = load_learner_module(lab.skeleton_dir() / lab.files[0], "softmax_rows_skeleton", ("rows_per_program",))
+    for n in (1, 2, 100, 128, 300, 781, 1000, 1024, 2048, 4096, 4097, 32768):
+        for dt in (torch.float32, torch.bfloat16, torch.float16):
+            assert module.rows_per_program(n, dt) == default_block_m(n, dt), (n, dt)
+
+
+@pytest.mark.parametrize("block_m", [0, 3, 128, True, 2.0])
+def test_softmax_rows_rejects_a_bad_block_m(block_m, tmp_path):
+    from reduction_lab.labs.core import load_learner_module
+
+    dest = _copy_solution("softmax-rows-triton", tmp_path)
+    module = load_learner_module(dest / "softmax_rows.py", "softmax_rows_sol", ("softmax",))
+    with pytest.raises(ValueError, match="block_m"):
+        module.softmax(torch.randn(4, 8, device=rl.DEVICE), block_m=block_m)
+
+
+@pytest.mark.parametrize("name", ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton",
+                                  "col-sum-triton"])
 def test_triton_compile_error_line_counts_from_the_labs_own_kernel(name):
     """gpu 模式下 Triton 的编译错误写「at 行:列」，从内核的 def 那一行数起：每个 Triton 实验按自己的内核名找起点。"""
     from reduction_lab.labs.softmax_triton import _compile_line

@@ -132,6 +132,30 @@ def softmax_cases(mode: str) -> list[Case]:
     return cases + error_cases(torch.int32)
 
 
+def softmax_rows_cases(mode: str) -> list[Case]:
+    """softmax-rows-triton：课程的形状换成 bfloat16（一个 program 装下好几行，(1, 128) 里只有一行是数据），
+    另加 float32 与 float16、M 不是 BLOCK_M 的倍数、BLOCK_M = 1 与 16（``block`` 在这个实验里是 BLOCK_M）、
+    整行为负数、数值很大、行距大于 N 的视图；访存计数读写各 MN 个元素。"""
+    bf = torch.bfloat16
+    cases = [Case("课程用例（bfloat16）", s, bf) for s in SEED_SHAPES]
+    cases += [
+        Case("float32", (16, 256)),
+        Case("float16，N 不是 2 的幂", (3, 781), torch.float16),
+        Case("M 不是 BLOCK_M 的倍数", (37, 100), bf),
+        Case("一行一列", (1, 1), bf),
+        Case("BLOCK_M = 1", (5, 300), bf, block=1),
+        Case("BLOCK_M = 16，长一点的行", (20, 1000), bf, block=16),
+        Case("整行为负数", (6, 1000), bf, kind="negative"),
+        Case("数值很大", (4, 300), bf, kind="large"),
+        Case("行距大于 N 的视图", (9, 50), bf, kind="row-stride"),
+        Case("访存计数", (8, 781), bf, kind="memory"),
+    ]
+    if mode == "gpu":
+        cases += [Case("大形状", (4096, 4097), bf, gpu_only=True),
+                  Case("大形状", (100000, 64), torch.float16, gpu_only=True)]
+    return cases + error_cases(torch.int32)
+
+
 def rms_norm_cases(mode: str) -> list[Case]:
     """rms-norm-triton：:func:`softmax_cases` 的形状，另加一行全是 0 的输入（没有 eps 时 0 / 0）；访存计数同 softmax。"""
     cases = softmax_cases(mode)

@@ -13,12 +13,14 @@ from .reduce_sum_tilelang import ReduceSumTileLang
 from .rms_norm_triton import RmsNormTriton
 from .softmax_cuda import SoftmaxCuda
 from .softmax_tilelang import SoftmaxTileLang
+from .softmax_rows_triton import SoftmaxRowsTriton
 from .softmax_triton import SoftmaxTriton
 from .warp_reduce_cuda import WarpReduceCuda
 
 #: 按讲义的顺序
 LABS: dict[str, Lab] = {lab.name: lab for lab in (
     SoftmaxTriton(),
+    SoftmaxRowsTriton(),
     OnlineSoftmax(),
     RmsNormTriton(),
     ColSumTriton(),

@@ -144,7 +144,7 @@ for n in (512, 1024, 2048, 4096):
 
 # %% [markdown]
 # 默认的`BLOCK_M`让每个线程至少有64字节在途，bfloat16与float32一样；`BLOCK_M = 1`时短行的bfloat16每个线程只有8到32字节。
-# 在GPU上，`lab check`在全部用例通过之后在65536 x 1024的bfloat16上计时：默认的`BLOCK_M`、`BLOCK_M = 1`、`torch.softmax`
+# 在GPU上，`lab check`在全部用例通过之后在262144 x 256的bfloat16上计时：默认的`BLOCK_M`、`BLOCK_M = 1`、`torch.softmax`
 # 与设备拷贝`copy_`。本课程自己的内核在H200上的扫描见[16位输入与向量加载](../../triton/half-precision/)一讲。
 
 # %% [markdown]

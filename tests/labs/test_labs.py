@@ -424,6 +424,13 @@ CORRECT_VARIANTS = [
        "            total += *cluster.map_shared_rank(&partial, r);\n        out[row] = total;\n    }\n",
        "    if (rank != 0 && tid == 0)\n        atomicAdd(cluster.map_shared_rank(&partial, 0), partial);\n"
        "    cluster.sync();\n    if (rank == 0 && tid == 0)\n        out[row] = partial;\n")]),
+    # 全局常量写成 tl.constexpr(…)、辅助函数加上 @triton.jit：解释器与编译器都接受
+    ("softmax-triton", "constexpr-global", [("@triton.jit\ndef softmax_kernel",
+                                             'NEG = tl.constexpr(-float("inf"))\n\n\n@triton.jit\ndef softmax_kernel'),
+                                            ('other=-float("inf")', "other=NEG")]),
+    ("softmax-triton", "jit-helper", [("@triton.jit\ndef softmax_kernel",
+                                       "@triton.jit\ndef row_max(x):\n    return tl.max(x, axis=0)\n\n\n@triton.jit\ndef softmax_kernel"),
+                                      ("tl.exp(x - tl.max(x, axis=0))", "tl.exp(x - row_max(x))")]),
     # softmax-rows-triton：乘以和的倒数；exp2 换底；行号不转 int64（这些形状上不溢出）
     ("softmax-rows-triton", "reciprocal", [("y = num / d[:, None]", "y = num * (1.0 / d)[:, None]")]),
     ("softmax-rows-triton", "exp2", [("num = tl.exp(x - m[:, None])", "num = tl.exp2((x - m[:, None]) * 1.4426950408889634)")]),
@@ -445,6 +452,53 @@ def test_correct_variants_pass(name, variant, edits, tmp_path):
     f.write_text(text, encoding="utf-8")
     result = labs.check(name, dest, bench=False)
     assert result.passed, result.report()
+
+
+# Triton 解释器接受、编译器拒绝的写法：sim 模式下由评分程序的 sm_90 编译检查报出，gpu 模式下由真正的编译报出，
+# 诊断相同。(实验, 名字, [(原文, 改成)], 诊断所指的行里应有的文字)
+GPU_ONLY_COMPILE_ERRORS = [
+    ("softmax-triton", "python-global",
+     [("@triton.jit\ndef softmax_kernel", 'NEG = -float("inf")\n\n\n@triton.jit\ndef softmax_kernel'),
+      ('other=-float("inf")', "other=NEG")], "other=NEG"),
+    ("softmax-triton", "helper-without-jit",
+     [("@triton.jit\ndef softmax_kernel", "def row_max(x):\n    return tl.max(x, axis=0)\n\n\n@triton.jit\ndef softmax_kernel"),
+      ("tl.exp(x - tl.max(x, axis=0))", "tl.exp(x - row_max(x))")], "row_max(x)"),
+    ("softmax-rows-triton", "python-global",
+     [("@triton.jit\ndef softmax_rows_kernel", "LOG2E = 1.4426950408889634\n\n\n@triton.jit\ndef softmax_rows_kernel"),
+      ("num = tl.exp(x - m[:, None])", "num = tl.exp2((x - m[:, None]) * LOG2E)")], "LOG2E"),
+    ("rms-norm-triton", "helper-without-jit",
+     [("@triton.jit\ndef rms_norm_kernel", "def mean_square(x, n):\n    return tl.sum(x * x, axis=0) / n\n\n\n"
+                                         "@triton.jit\ndef rms_norm_kernel"),
+      ("ms = tl.sum(x * x, axis=0) / n_cols", "ms = mean_square(x, n_cols)")], "mean_square(x, n_cols)"),
+]
+
+
+@pytest.mark.parametrize("name,mistake,edits,line_text", GPU_ONLY_COMPILE_ERRORS,
+                         ids=[f"{m[0]}-{m[1]}" for m in GPU_ONLY_COMPILE_ERRORS])
+def test_gpu_only_compile_errors_get_their_hint(name, mistake, edits, line_text, tmp_path):
+    dest = _copy_solution(name, tmp_path)
+    f = dest / labs.get(name).files[0]
+    text = f.read_text(encoding="utf-8")
+    for old, new in edits:
+        assert old in text, mistake
+        text = text.replace(old, new, 1)
+    f.write_text(text, encoding="utf-8")
+    result = labs.check(name, dest, bench=False)
+    assert not result.passed
+    hint = result.hints[0]
+    assert hint.key == "gpu-compile", result.report()
+    assert hint.line is not None and line_text in text.splitlines()[hint.line - 1], result.report()
+    if rl.MODE == "sim":                  # 用例都在解释器里通过了，是编译检查拦下的
+        assert all(r.ok for r in result.results), result.report()
+        assert "编译失败" in result.report()
+
+
+@pytest.mark.skipif(rl.MODE != "sim", reason="sim 模式的编译检查；gpu 模式下用例本身就在 GPU 上编译")
+@pytest.mark.parametrize("name", [n for n in NAMES if labs.get(n).backend == "triton"])
+def test_sim_mode_compiles_the_triton_kernel_for_sm90(name, tmp_path):
+    result = labs.check(name, _copy_solution(name, tmp_path), bench=False)
+    assert result.passed
+    assert "编译检查（sm_90" in result.report() and "内核能编译成 GPU 的机器码" in result.report()
 
 
 def test_planted_mistake_fix_texts_are_lab_specific(tmp_path):

@@ -84,6 +84,10 @@ class Lab:
         """用例之外的检查（例如 gpu 模式下先让模拟器检查一遍），返回 (报告里的说明行, 诊断)。"""
         return [], []
 
+    def final_checks(self, impl, mode: str, paths: dict[str, Path]) -> tuple[list[str], list[Hint]]:
+        """全部用例通过之后的检查（例如 sim 模式下把 Triton 内核编译成 GPU 的机器码），返回 (说明行, 诊断)。"""
+        return [], []
+
     def bench(self, impl) -> tuple[str, list[BenchRow]]:
         """gpu 模式、全部用例通过之后：学习者的内核与 torch、设备拷贝的计时。"""
         return "", []
@@ -187,6 +191,9 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
                                    lambda c, e: lab.on_error(c, e, paths), only)
     # 顺序：没完成的 TODO（最可能的原因）、模拟器检查（GPU 不会报出的根源）、各用例的诊断
     hints = extra_hints + merge_hints(result.results)
+    if not hints and not todos and result.results and all(r.ok for r in result.results if not r.skipped):
+        final_lines, hints = lab.final_checks(impl, mode, paths)
+        result.extra = result.extra + final_lines
     if hints and todos:
         hints = todos + hints
     result.hints = hints

@@ -142,6 +142,9 @@ class SoftmaxTriton(Lab):
             return Hint("syntax-error", f"语法错误：{exc.msg}", self.file, exc.lineno, fix="按 Python 的提示修改这一行。")
         line = traceback_line(exc, path) or _compile_line(exc, text, self.kernel)
         root = root_cause(exc)
+        msg = f"{type(root).__name__}: {root}"
+        if "Cannot access global variable" in str(exc) or "Unsupported function referenced" in msg:
+            return self.compile_hint(str(exc) if "Cannot access global variable" in str(exc) else msg, text)
         if isinstance(root, NameError):
             name = getattr(root, "name", None) or (re.findall(r"'(\w+)'", str(root)) or ["?"])[0]
             return Hint("undeclared", f"用到了没有定义的名字 {name}", self.file, line, detail=str(root),
@@ -157,6 +160,50 @@ class SoftmaxTriton(Lab):
                 impl["op"](x)
 
         return sim_precheck(self, mode, paths, run, "Triton 解释器，3x781")
+
+    def final_checks(self, impl, mode, paths):
+        """sim 模式：把内核编译成 sm_90 的机器码（:mod:`.sm90_compile`），找出解释器接受、GPU 上编译不过的写法。
+        启动参数取自包装函数在第一个用例的输入上真正启动内核的那一次。"""
+        if mode != "sim":
+            return [], []
+        from . import sm90_compile
+
+        import numpy as np
+
+        case = next(c for c in self.cases(mode) if c.kind != "error")
+        x = C.make_input(case, mode)
+        with np.errstate(all="ignore"):               # 被屏蔽的车道里 -inf - (-inf)：与用例里一样不报警告
+            args, kwargs = sm90_compile.record_launch(impl["module"], self.kernel, lambda: impl["op"](x))
+        spec = sm90_compile.launch_spec(getattr(impl["module"], self.kernel), args, kwargs)
+        label = f"编译检查（sm_90，{case.label} {str(case.dtype).replace('torch.', '')} 的启动参数，不需要 GPU）"
+        err = sm90_compile.compile_error(impl["path"], self.kernel, spec)
+        if err is None:
+            return [f"{label}：内核能编译成 GPU 的机器码。", ""], []
+        if sm90_compile.environment_problem(err):      # 这台机器上编译不了（不是学习者代码的问题）：说明，不判错
+            return [f"{label}：没有运行（{err.strip().splitlines()[-1][:200]}）。", ""], []
+        return [f"{label}：编译失败。", ""], [self.compile_hint(err, impl["text"])]
+
+    def compile_hint(self, err: str, text: str) -> Hint:
+        """编译器拒绝内核时的诊断（sim 模式的编译检查与 gpu 模式的真正编译共用）。"""
+        line = _compile_line(err, text, self.kernel)
+        if "Cannot access global variable" in err:
+            name = (re.findall(r"global variable (\w+)", err) or ["?"])[0]
+            cause = f"GPU 上编译不过：内核读了普通的 Python 全局变量 {name}（Triton 解释器接受，编译器不接受）"
+            fix = (f"编译器只接受 tl.constexpr 的全局变量：写成 {name} = tl.constexpr(…)，"
+                   f"或者把 {name} 作为内核的参数传进来。")
+            line = line or find_line(text, rf"\b{name}\b", lang="py")
+        elif "Unsupported function referenced" in err:
+            cause = "GPU 上编译不过：内核调用了没有 @triton.jit 的函数（Triton 解释器照样执行，编译器不接受）"
+            fix = "内核里调用的辅助函数也要加 @triton.jit（它只能用 tl 的运算）。"
+            name = (re.findall(r"<function (\w+)", err) or [None])[0]
+            if name and line is None:
+                start = find_line(text, rf"def {self.kernel}\b", lang="py") or 1
+                at = find_line("\n".join(text.splitlines()[start:]), rf"\b{name}\s*\(", lang="py")
+                line = start + at if at else find_line(text, rf"def {name}\b", lang="py")
+        else:
+            cause = "GPU 上编译不过：Triton 解释器接受了这段代码，编译器不接受"
+            fix = "按编译器的提示修改这一行；解释器逐句执行 Python，编译器只接受 Triton 语言里的写法。"
+        return Hint("gpu-compile", cause, self.file, line, zh_part(err)[:600], fix)
 
     def bench(self, impl):
         return softmax_bench(impl["op"], "")

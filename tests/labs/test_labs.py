@@ -42,7 +42,8 @@ def _copy_solution(name, tmp_path) -> Path:
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton", "col-sum-triton", "reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda",
+    assert NAMES == ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton", "col-sum-triton", "reduce-sum-cuda", "warp-reduce-cuda",
+                     "vector-loads-cuda", "full-sum-cuda", "softmax-cuda",
                      "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang", "softmax-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
@@ -145,6 +146,25 @@ MISTAKES = [
     ("warp-reduce-cuda", "no-write", "            out[row] = v;", "            ;", "not-written", None),
     ("warp-reduce-cuda", "endless-loop", "offset > 0; offset >>= 1)\n        acc", "offset > 0; offset >>= 0)\n        acc",
      "endless-loop", "offset >>= 0"),
+    # vector-loads-cuda：整包读之前没有先读到 16 字节边界，模拟器在不对齐的那次加载上停下（GPU 上是 misaligned address）
+    ("vector-loads-cuda", "no-head", "    int64_t head = (int64_t)((16 - (size_t)row_in % 16) % 16) / 2;\n",
+     "    int64_t head = 0;\n", "misaligned", "sum_pack(pk[k])"),
+    ("vector-loads-cuda", "head-in-bytes", "% 16) % 16) / 2;", "% 16) % 16);", "misaligned", "sum_pack(pk[k])"),
+    ("vector-loads-cuda", "packs-from-row-start", "const pack8 *pk = (const pack8 *)(row_in + head);",
+     "const pack8 *pk = (const pack8 *)row_in;", "misaligned", "sum_pack(pk[k])"),
+    ("vector-loads-cuda", "no-tail",
+     "    for (int64_t j = head + VEC * n_pack + tid; j < cols; j += blockDim.x)\n        acc += __bfloat162float(row_in[j]);\n",
+     "", "no-tail", "sum_pack(pk[k])"),
+    ("vector-loads-cuda", "no-head-loop", "    for (int64_t j = tid; j < head; j += blockDim.x)\n        acc += __bfloat162float(row_in[j]);\n",
+     "", "no-head", "sum_pack(pk[k])"),
+    ("vector-loads-cuda", "head-not-clamped", "    head = head < cols ? head : cols;\n", "", "head-past-end", "int64_t head ="),
+    ("vector-loads-cuda", "pack-stride-1", "k < n_pack; k += blockDim.x", "k < n_pack; k += 1", "pack-stride", "k += 1"),
+    ("vector-loads-cuda", "scalar-main-loop", "        acc += sum_pack(pk[k]);",
+     "        for (int e = 0; e < VEC; e++)\n            acc += __bfloat162float(row_in[head + VEC * k + e]);", "scalar-loads",
+     "row_in[head + VEC * k + e]"),
+    ("vector-loads-cuda", "no-write", "        out[row] = sdata[0];", "        ;", "not-written", None),
+    ("vector-loads-cuda", "tail-past-end", "j < cols; j += blockDim.x)\n        acc += __bfloat162float(row_in[j]);\n\n",
+     "j <= cols; j += blockDim.x)\n        acc += __bfloat162float(row_in[j]);\n\n", "out-of-bounds", "row_in[j]"),
     # full-sum-cuda：不用原子操作的 *out += s 是全局内存数据竞争（GPU 上只是偶尔少加几块）
     ("full-sum-cuda", "plain-add", "            atomicAdd(out, s);", "            *out += s;", "global-race", "*out += s;"),
     ("full-sum-cuda", "plain-store", "            atomicAdd(out, s);", "            *out = s;", "global-race", "*out = s;"),
@@ -431,6 +451,13 @@ CORRECT_VARIANTS = [
     ("softmax-triton", "jit-helper", [("@triton.jit\ndef softmax_kernel",
                                        "@triton.jit\ndef row_max(x):\n    return tl.max(x, axis=0)\n\n\n@triton.jit\ndef softmax_kernel"),
                                       ("tl.exp(x - tl.max(x, axis=0))", "tl.exp(x - row_max(x))")]),
+    # vector-loads-cuda：两头合成一个循环；对齐检查用 uintptr_t
+    ("vector-loads-cuda", "one-edge-loop",
+     [("    for (int64_t j = tid; j < head; j += blockDim.x)\n        acc += __bfloat162float(row_in[j]);\n"
+       "    for (int64_t j = head + VEC * n_pack + tid; j < cols; j += blockDim.x)\n        acc += __bfloat162float(row_in[j]);\n",
+       "    int64_t n_edge = cols - VEC * n_pack;\n    for (int64_t e = tid; e < n_edge; e += blockDim.x)\n"
+       "        acc += __bfloat162float(row_in[e < head ? e : e + VEC * n_pack]);\n")]),
+    ("vector-loads-cuda", "uintptr", [("(size_t)row_in % 16", "(uintptr_t)row_in % 16")]),
     # softmax-rows-triton：乘以和的倒数；exp2 换底；行号不转 int64（这些形状上不溢出）
     ("softmax-rows-triton", "reciprocal", [("y = num / d[:, None]", "y = num * (1.0 / d)[:, None]")]),
     ("softmax-rows-triton", "exp2", [("num = tl.exp(x - m[:, None])", "num = tl.exp2((x - m[:, None]) * 1.4426950408889634)")]),

@@ -236,7 +236,8 @@ def _check_pointer(value, ctype: str, pname: str, kernel: str, mode: str):
 _STDINT = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?:stdint\.h|cstdint)>[ \t]*$", re.M)
 _STDINT_TYPES = ("typedef signed char int8_t; typedef short int16_t; typedef int int32_t; "
                  "typedef long long int64_t; typedef unsigned char uint8_t; typedef unsigned short uint16_t; "
-                 "typedef unsigned int uint32_t; typedef unsigned long long uint64_t;")
+                 "typedef unsigned int uint32_t; typedef unsigned long long uint64_t; "
+                 "typedef long long intptr_t; typedef unsigned long long uintptr_t;")
 
 
 def nvrtc_source(text: str) -> str:

@@ -156,6 +156,29 @@ def softmax_rows_cases(mode: str) -> list[Case]:
     return cases + error_cases(torch.int32)
 
 
+def vector_loads_cases(mode: str) -> list[Case]:
+    """vector-loads-cuda：bfloat16 的按行求和。N 是 8 的倍数时每行都从 16 字节边界开始（课程的形状）；N 不是 8 的倍数时
+    各行的行首错开（每行的开头 head 不同）；行比一包短、比到边界还短（1 列、5 列）；1 个与 32 个 warp 的线程块；
+    「访存计数」在模拟器里数读的字节与 warp 级的加载请求。报错约定的输入是 bfloat16，不支持的 dtype 是 float32。"""
+    bf = torch.bfloat16
+    cases = [Case("课程用例（行首都对齐）", s, bf) for s in SEED_SHAPES]
+    cases += [
+        Case("N 不是 8 的倍数：行首不对齐", (7, 1003), bf),
+        Case("N 比线程数少", (3, 37), bf),
+        Case("行比一包短", (5, 5), bf),
+        Case("一行一列", (3, 1), bf),
+        Case("整行为负数", (4, 1001), bf, kind="negative"),
+        Case("一个 warp（block = 32）", (3, 300), bf, block=32),
+        Case("32 个 warp（block = 1024）", (2, 20001), bf, block=1024),
+        Case("访存计数", (8, 1003), bf, kind="memory"),
+    ]
+    if mode == "gpu":
+        cases += [Case("大形状", (4096, 4099), bf, gpu_only=True), Case("大形状", (1000, 8000), bf, gpu_only=True)]
+    errors = [Case(c.name, c.shape, bf, kind=c.kind, bad=c.bad, expect=c.expect) if c.bad != "dtype" else c
+              for c in error_cases(torch.float32)]
+    return cases + errors
+
+
 def rms_norm_cases(mode: str) -> list[Case]:
     """rms-norm-triton：:func:`softmax_cases` 的形状，另加一行全是 0 的输入（没有 eps 时 0 / 0）；访存计数同 softmax。"""
     cases = softmax_cases(mode)
@@ -250,7 +273,9 @@ def check_rows_input(x, dim, device: str, dtypes=(torch.float32,)) -> None:
 
 def bad_call(op, case: Case, mode: str, out_shape):
     dev = device_of(mode)
-    x = torch.randn(16, 128, device=dev)
+    # 输入的 dtype：dtype 用例之外是用例的 dtype（只收 bfloat16 的实验用 bfloat16 的坏输入，别的都是 float32）
+    base = torch.float32 if case.bad == "dtype" else case.dtype
+    x = torch.randn(16, 128, device=dev).to(base)
     if case.bad == "dim0":
         return op(x, dim=0)
     if case.bad == "dim1":
@@ -262,9 +287,9 @@ def bad_call(op, case: Case, mode: str, out_shape):
         shape = tuple(out_shape(x))
         return op(x, out=torch.empty((shape[0] + 1,) + shape[1:], device=dev))
     if case.bad == "transposed":
-        return op(torch.randn(128, 16, device=dev).t())
+        return op(torch.randn(128, 16, device=dev).to(base).t())
     if case.bad == "1d":
-        return op(torch.randn(128, device=dev))
+        return op(torch.randn(128, device=dev).to(base))
     raise AssertionError(case.bad)
 
 

@@ -28,10 +28,11 @@ SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 #: sim 模式的模拟器检查只报告死循环，其余错误照常在各个用例里报出。
 BLOCKING = {"barrier-divergence", "endless-loop", "warp-sync", "block-size"}
 
-#: gpu 模式下模拟器检查发现这些错误时也不在 GPU 上运行用例：越界访问、读已经退出的块的共享内存、越界的簇内编号
+#: gpu 模式下模拟器检查发现这些错误时也不在 GPU 上运行用例：越界访问、读已经退出的块的共享内存、越界的簇内编号、
+#: 不对齐的向量加载
 #: 在 GPU 上可能是一次非法访存（illegal memory access）。CUDA 上下文从此不能再用：同一进程里之后的每个 CUDA 调用
 #: 都报同一个错（notebook 里直到重启内核），后面的用例、别的实验都跟着失败，真正的原因反而被盖住。
-GPU_UNSAFE = {"out-of-bounds", "dsmem-exited", "dsmem-rank"}
+GPU_UNSAFE = {"out-of-bounds", "dsmem-exited", "dsmem-rank", "misaligned"}
 GPU_UNSAFE_NOTE = "（这个错误可能让 GPU 上的内核非法访存，之后这个进程里的 CUDA 调用都会失败：用例没有在 GPU 上运行。）"
 
 #: ``lab check`` 接受的 backend 别名（课程原来的测试用 ``--backend nvidia`` 表示 CUDA C）

@@ -15,6 +15,7 @@ from .softmax_cuda import SoftmaxCuda
 from .softmax_tilelang import SoftmaxTileLang
 from .softmax_rows_triton import SoftmaxRowsTriton
 from .softmax_triton import SoftmaxTriton
+from .vector_loads_cuda import VectorLoadsCuda
 from .warp_reduce_cuda import WarpReduceCuda
 
 #: 按讲义的顺序
@@ -26,6 +27,7 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in (
     ColSumTriton(),
     ReduceSumCuda(),
     WarpReduceCuda(),
+    VectorLoadsCuda(),
     FullSumCuda(),
     SoftmaxCuda(),
     ClusterReduceCuda(),

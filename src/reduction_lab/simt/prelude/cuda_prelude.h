@@ -39,6 +39,8 @@ typedef int int32_t;
 typedef unsigned int uint32_t;
 typedef long int64_t;
 typedef unsigned long uint64_t;
+typedef long intptr_t;
+typedef unsigned long uintptr_t;
 typedef unsigned int uint;
 
 // 向量类型（vector_types.h 的全部 48 个）：分量 .x .y .z .w；两个与四个分量的按整体大小对齐（最多 16 字节），

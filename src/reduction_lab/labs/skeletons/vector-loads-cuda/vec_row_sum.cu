@@ -1,0 +1,67 @@
+// 实验 vector-loads-cuda：bfloat16 的按行求和 out[row] = in[row, 0] + ... + in[row, cols - 1]（结果是 float32），
+// 主循环每个线程一次读 16 字节：8 个 bfloat16 一包，一条 128 位的加载指令。
+//
+// 启动方式（评分程序按这个启动，不要改内核的名字和参数）：
+//   grid  = rows            一个线程块负责一行，行号是 blockIdx.x
+//   block = BLOCK_SIZE      blockDim.x == BLOCK_SIZE（2 的幂）
+//   in    按行主序连续存放：第 row 行第 j 列是 in[row * cols + j]
+// 16 字节的加载要求地址是 16 的倍数（否则 GPU 报 misaligned address 并终止程序）。张量的开头是对齐的，
+// 可 cols 不是 8 的倍数时，第 1 行以后的行首不在 16 字节边界上：每行要先逐个读到边界，再整包读，最后逐个读结尾。
+//
+// 按顺序完成 TODO(1) 到 TODO(4)，然后运行：
+//   reduction-lab lab check vector-loads-cuda
+// 讲义：「树形归约与__syncthreads()」的「16字节一包：对齐与请求数」（docs/cuda/tree-reduction.md）、
+//       「16位输入与向量加载」（docs/triton/half-precision.md）
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#ifndef BLOCK_SIZE
+#define BLOCK_SIZE 256
+#endif
+
+#define VEC 8                                      // 一包的元素数：16 字节 / 2 字节
+
+// 一包 8 个 bfloat16，按 16 字节对齐：读一个 pack8 就是一条 128 位的加载
+struct __align__(16) pack8 { __nv_bfloat16 v0, v1, v2, v3, v4, v5, v6, v7; };
+
+// 已经写好：一包的 8 个元素转成 float 相加
+__device__ float sum_pack(pack8 p)
+{
+    return ((__bfloat162float(p.v0) + __bfloat162float(p.v1)) + (__bfloat162float(p.v2) + __bfloat162float(p.v3))) +
+           ((__bfloat162float(p.v4) + __bfloat162float(p.v5)) + (__bfloat162float(p.v6) + __bfloat162float(p.v7)));
+}
+
+extern "C" __global__ void vec_row_sum_kernel(float *out, const __nv_bfloat16 *in, int64_t rows, int64_t cols)
+{
+    __shared__ float sdata[BLOCK_SIZE];
+    unsigned int tid = threadIdx.x;
+    int64_t row = blockIdx.x;
+    const __nv_bfloat16 *row_in = in + row * cols;
+    float acc = 0.0f;
+
+    // TODO(1): head = 行首到下一个 16 字节边界之间的元素数：((16 - (size_t)row_in % 16) % 16) / 2；
+    //          行比这还短时整行都是开头：head 不能超过 cols。
+
+    // TODO(2): n_pack = (cols - head) / VEC 个整包，从 row_in + head 开始：
+    //          const pack8 *pk = (const pack8 *)(row_in + head);
+
+    // TODO(3): 主循环：线程 tid 读第 tid、tid + blockDim.x、…… 包，acc += sum_pack(pk[k])（k < n_pack）。
+
+    // TODO(4): 逐个读两头：开头的 head 个元素（row_in[0 .. head)），和结尾不足一包的元素
+    //          （row_in[head + VEC * n_pack .. cols)），同样按线程分：从 tid 开始，以 blockDim.x 为步长，
+    //          acc += __bfloat162float(row_in[j])。
+
+    // TODO 结束
+
+    // 下面已经写好：块内树形归约，线程 0 写出这一行的和
+    sdata[tid] = acc;
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s)
+            sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0)
+        out[row] = sdata[0];
+}

@@ -172,6 +172,12 @@ def _merge_unanchored(docs: list[dict]) -> list[dict]:
     return out
 
 
+#: 索引里的 * 换成外形相同的 ∗（U+2217）。lunr 建索引时把词里的 * 当成通配符：代码里单独的一个 *
+#: （``(const pack16 *)``）成了匹配任何词的词，于是查一个不在索引里的词（「1」「版本1」）时，它在词集里
+#: 「找到」了这个词，倒排表里却没有，lunr 抛出 TypeError，Material 的 worker 返回空结果。
+_ASTERISK = "\u2217"
+
+
 def _tokens(text: str, separator: re.Pattern, segment) -> set[str]:
     return {t for t in separator.split(segment(_TAG.sub(" ", text)).lower()) if t}
 
@@ -197,7 +203,7 @@ def on_post_build(config):
         for field in ("title", "text"):
             value = doc.get(field)
             if value:
-                doc[field] = strip_tex(value, segment, dollars=page in _notebooks)
+                doc[field] = strip_tex(value, segment, dollars=page in _notebooks).replace("*", _ASTERISK)
         doc["title"] = re.sub(f"[{_ZWSP}\\s]*¶", "", doc["title"])
         nav_title = _nav_titles.get(page)
         if nav_title and "#" not in doc["location"] and not (

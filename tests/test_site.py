@@ -617,6 +617,26 @@ def _page_h1(site_dir: Path, url: str) -> str:
     return html_unescape(title).replace("¶", "").strip()
 
 
+def test_search_index_has_no_wildcard_character(site_dir):
+    """lunr 建索引时把词里的 * 当成通配符：单独一个 *（代码里的指针）会匹配任何词，查一个不在索引里的词时 lunr
+    抛出 TypeError、搜索没有结果。钩子把索引里的 * 换成 ∗（U+2217）。"""
+    index = json.loads((site_dir / "search" / "search_index.json").read_text(encoding="utf-8"))
+    bad = [d["location"] for d in index["docs"] if "*" in d.get("title", "") + d.get("text", "")]
+    assert not bad, bad[:5]
+    assert any("\u2217" in d.get("text", "") for d in index["docs"])       # 代码里的指针还在，只是换了字符
+
+
+def test_search_digits_and_words_not_in_the_index(search_page):
+    """单独的数字、索引里没有的词：查询不出错（Material 的 worker 出错时只在控制台警告「Invalid query」、返回空结果）。"""
+    page, _, _ = search_page
+    warnings = []
+    page.on("console", lambda m: warnings.append(m.text))
+    ranked = page.evaluate(_WORKER_SEARCH_JS, ["1", "2", "3", "版本1：交错寻址", "zzzzqqqq"])
+    assert not [w for w in warnings if "Invalid query" in w or "TypeError" in w], warnings
+    assert ranked["1"] and ranked["版本1：交错寻址"][:1] == ["cuda/seven-versions/"], ranked
+    assert ranked["zzzzqqqq"] == []
+
+
 def test_search_headings_and_glossary_terms(search_page, served_site, site_dir, nav_pages):
     """每个只出现在一页上的标题、术语表里的每个中文术语，原样搜索：它的页面在前三个结果里。
 

@@ -110,6 +110,7 @@ __device__ pack16 load_pack_cs(const pack16 *q)
 }
 #endif
 
+// --8<-- [start:sum_packs]
 // 线程t（共nt个）在p[0 .. n)里的部分和。这一段 = 开头head个元素（第一个16字节边界之前）
 // + n_pack个对齐的包 + 结尾不足一包的元素；开头与结尾（共n_edge个）逐个读，包SUM_PACKS个一起在途。
 __device__ float sum_packs(const floatX *p, int n, int t, int nt)
@@ -142,6 +143,7 @@ __device__ float sum_packs(const floatX *p, int n, int t, int nt)
         a += sum_pack(q[k]);
     return a + b;
 }
+// --8<-- [end:sum_packs]
 
 // 短行：一个warp负责一行，一个线程块BLOCK_SIZE / 32行。
 extern "C" __global__ void reduce_sum_rows_warp(const floatX *__restrict__ x, floatX *__restrict__ out, long long row_stride,

@@ -525,3 +525,18 @@ def test_launch_finds_cpp_kernels_with_cluster_dims(decl, tmp_path):
     out = np.zeros(4, np.float32)
     ck.launch(str(src), "pair_sum", grid=8, block=64, args=(x, out), mode="sim")
     np.testing.assert_array_equal(out, x.reshape(4, 2).sum(1))
+
+
+def test_nvrtc_stdint_substitute_has_the_pointer_sized_integers():
+    """NVRTC 没有 <stdint.h>：启动器换成同一行里的 typedef，其中要有 intptr_t / uintptr_t（学习者用
+    (uintptr_t)p % 16 检查对齐）；模拟器的前言里也有。"""
+    from pathlib import Path
+
+    from reduction_lab import simt
+    from reduction_lab.cuda_kernels.launcher import nvrtc_source
+
+    src = nvrtc_source('#include <stdint.h>\nextern "C" __global__ void k(uintptr_t a) {}\n')
+    assert "typedef unsigned long long uintptr_t;" in src and "typedef long long intptr_t;" in src
+    assert src.count("\n") == 2                                # 行号不变
+    text = (Path(simt.__file__).with_name("prelude") / "cuda_prelude.h").read_text(encoding="utf-8")
+    assert "uintptr_t;" in text and "intptr_t;" in text

@@ -869,6 +869,11 @@ def test_cases_stop_after_an_error_that_breaks_the_cuda_context():
     res = run_cases(cases, lambda c: runner(c, ValueError("bad shape")), on_error)
     assert ran == [f"c{i}" for i in range(5)] and res[1].hint.key == "exception" and res[4].ok
     assert not gpu_context_lost(ValueError("bad shape"))
+    # 模拟器的错误说明里也写着「GPU 上是 misaligned address 错误」，但模拟器在访问之前就停下了：上下文没有失效
+    from reduction_lab.simt.errors import SimtRuntimeError
+
+    assert not gpu_context_lost(SimtRuntimeError("pack8 访问 in[1003] 的地址没有按 16 字节对齐（GPU 上是 misaligned address 错误）"))
+    assert gpu_context_lost(RuntimeError("CUDA_ERROR_MISALIGNED_ADDRESS: misaligned address"))
 
 
 def test_kernel_printf_goes_into_the_report_not_the_terminal(tmp_path, capsys):

@@ -1020,6 +1020,23 @@ def test_check_only_selected_cases(tmp_path, capsys):
     assert "--case" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name", ["softmax-triton", "softmax-rows-triton", "online-softmax"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16bit_softmax_tolerance_is_relative(name, dtype):
+    """16 位的 softmax 用相对容差：全是 0 或差 2% 的输出不通过，舍入到输出 dtype 的参考（以及截断到下一个
+    可表示值的参考，解释器的转换）通过。"""
+    from reduction_lab.labs.grading import compare
+
+    x = torch.randn(37, 1000, generator=torch.Generator().manual_seed(0)).to(dtype)
+    ref = torch.softmax(x.double(), dim=1)
+    atol, rtol = labs.get(name).tolerance(x)
+    assert not compare(torch.zeros_like(x), ref, atol, rtol)[0]
+    assert not compare((ref * 0.98).to(dtype), ref, atol, rtol)[0]
+    assert compare(ref.to(dtype), ref, atol, rtol)[0]
+    truncated = torch.where(ref.to(dtype).double() > ref, torch.nextafter(ref.to(dtype), torch.zeros_like(x)), ref.to(dtype))
+    assert compare(truncated, ref, atol, rtol)[0]
+
+
 def test_softmax_rows_default_block_m_matches_the_skeleton():
     """评分程序的「沿错了轴」模型按 default_block_m 分组：它必须与骨架里包装函数的 rows_per_program 一致。"""
     from reduction_lab.labs.core import load_learner_module

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ..checks import check_matrix
@@ -174,8 +176,7 @@ def vector_loads_cases(mode: str) -> list[Case]:
     ]
     if mode == "gpu":
         cases += [Case("大形状", (4096, 4099), bf, gpu_only=True), Case("大形状", (1000, 8000), bf, gpu_only=True)]
-    errors = [Case(c.name, c.shape, bf, kind=c.kind, bad=c.bad, expect=c.expect) if c.bad != "dtype" else c
-              for c in error_cases(torch.float32)]
+    errors = [c if c.bad == "dtype" else dataclasses.replace(c, dtype=bf) for c in error_cases(torch.float32)]
     return cases + errors
 
 

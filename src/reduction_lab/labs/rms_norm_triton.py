@@ -16,7 +16,7 @@ import torch
 from . import cases as C
 from .core import load_learner_module, time_against
 from .grading import Hint, find_line, row_preview, rows_text
-from .softmax_triton import SoftmaxTriton
+from .softmax_triton import SoftmaxTriton, low_precision_hint
 
 FILE = "rms_norm.py"
 EPS = 1e-6
@@ -119,13 +119,9 @@ class RmsNormTriton(SoftmaxTriton):
         for key, applies, cand, cause, where, fix in checks:
             if applies and same(cand):
                 return Hint(key, cause, FILE, find_line(text, where, lang="py"), first, fix)
-        if x.dtype == torch.float32:
-            for low in (torch.float16, torch.bfloat16):
-                if torch.equal(g, g.to(low).double()) and not torch.equal(ref[bad], ref[bad].to(low).double()):
-                    name = str(low).replace("torch.", "")
-                    return Hint("low-precision", f"结果被舍入成了 {name}，超过了 float32 的容差", FILE,
-                                find_line(text, name, lang="py"), first,
-                                "在 float32 里计算，写回之前转换成输出的 dtype：y.to(out_ptr.dtype.element_ty)。")
+        h = low_precision_hint(x, g, ref[bad], FILE, text, first)
+        if h is not None:
+            return h
         return Hint("wrong-rms-norm", "RMSNorm 的值不对", FILE, None, first,
                     "对照讲义：平方和除以 N、加 eps、取 1/sqrt、乘以 x 与 w；检查行偏移 row * in_row_stride。")
 

@@ -19,8 +19,8 @@ import torch
 
 from . import cases as C
 from .core import load_learner_module, time_against
-from .grading import Case, Hint, compare, find_line, row_preview, rows_text, zh_part
-from .softmax_triton import SoftmaxTriton, run_counted
+from .grading import Case, Hint, find_line, row_preview, rows_text, zh_part
+from .softmax_triton import SoftmaxTriton, low_precision_hint
 
 FILE = "softmax_rows.py"
 #: 每个 program 的行数至多这么多（包装函数的默认规则，见 :func:`default_block_m`）
@@ -141,15 +141,10 @@ class SoftmaxRowsTriton(SoftmaxTriton):
             return Hint("no-max-subtraction", "数值很大的行得到 inf 或 NaN：exp 溢出了", FILE,
                         find_line(text, r"tl\.exp", lang="py"), first,
                         "TODO(3)：先减去每行的最大值再取指数：tl.exp(x - m[:, None])。")
-        if x.dtype == torch.float32 and torch.allclose(got[bad], ref[bad], rtol=2e-2, atol=1e-6):
-            for low in (torch.bfloat16, torch.float16):          # 先试更粗的 bfloat16：它的值也都是 float16 的值
-                if torch.equal(got[bad], got[bad].to(low).double()) and not torch.equal(ref[bad], ref[bad].to(low).double()):
-                    name = str(low).replace("torch.", "")
-                    return Hint("low-precision", f"float32 的输入，结果却被舍入成了 {name}", FILE,
-                                find_line(text, rf"tl\.{name}", lang="py") or find_line(text, r"tl\.store", lang="py"),
-                                first,
-                                "写回之前转换成输出指针的 dtype：y.to(out_ptr.dtype.element_ty)，"
-                                "输入是 bfloat16 时它就是 bfloat16，是 float32 时就是 float32。")
+        if torch.allclose(got[bad], ref[bad], rtol=2e-2, atol=1e-6):
+            h = low_precision_hint(x, got[bad], ref[bad], FILE, text, first)
+            if h is not None:
+                return h
         P = self.padded_width(N, x)
         if P > N:
             xp = torch.cat([xs.double(), torch.zeros(M, P - N, dtype=torch.float64)], dim=1)

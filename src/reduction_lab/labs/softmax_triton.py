@@ -106,14 +106,10 @@ class SoftmaxTriton(Lab):
                         "先减去行最大值再取指数：exp(x - max(x)) 的最大值是 1，不会溢出，结果不变。")
         sums = got[bad].sum(dim=1)
         line = find_line(text, r"other\s*=\s*0", lang="py") or find_line(text, r"tl\.load", lang="py")
-        if x.dtype == torch.float32 and torch.allclose(got[bad], ref[bad], rtol=2e-2, atol=1e-6):
-            for low in (torch.float16, torch.bfloat16):
-                if torch.equal(got[bad], got[bad].to(low).double()) and not torch.equal(ref[bad], ref[bad].to(low).double()):
-                    name = str(low).replace("torch.", "")
-                    digits = 3 if low == torch.float16 else 2
-                    return Hint("low-precision", f"结果被舍入成了 {name}（只有约 {digits} 位有效数字），超过了 float32 的容差",
-                                self.file, find_line(text, name, lang="py"), first,
-                                "在 float32 里计算，写回之前转换成输出的 dtype：y.to(out_ptr.dtype.element_ty)。")
+        if torch.allclose(got[bad], ref[bad], rtol=2e-2, atol=1e-6):
+            h = low_precision_hint(x, got[bad], ref[bad], self.file, text, first)
+            if h is not None:
+                return h
         P = self.padded_width(N, x)
         if P > N:
             # 被屏蔽的车道读成 0 时内核算出的结果：补 0 到 P 列的 softmax 的前 N 列
@@ -213,6 +209,20 @@ class SoftmaxTriton(Lab):
     def bench(self, impl):
         return softmax_bench(impl["op"], "")
 
+
+
+def low_precision_hint(x, got, ref, file: str, text: str, first: str) -> Hint | None:
+    """float32 的输入、结果却正好是 bfloat16 或 float16 的值（而参考不是）：写回之前舍入成了半精度。
+    先试更粗的 bfloat16（它的值也都是 float16 的值）。Triton 实验共用。"""
+    if x.dtype != torch.float32:
+        return None
+    for low, digits in ((torch.bfloat16, 2), (torch.float16, 3)):
+        if torch.equal(got, got.to(low).double()) and not torch.equal(ref, ref.to(low).double()):
+            name = str(low).replace("torch.", "")
+            return Hint("low-precision", f"结果被舍入成了 {name}（只有约 {digits} 位有效数字），超过了 float32 的容差", file,
+                        find_line(text, rf"tl\.{name}", lang="py") or find_line(text, r"tl\.store", lang="py"), first,
+                        "在 float32 里计算，写回之前转换成输出指针的 dtype：y.to(out_ptr.dtype.element_ty)。")
+    return None
 
 
 def run_counted(op, x, out, mode: str, case: Case):

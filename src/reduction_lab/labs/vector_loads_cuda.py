@@ -33,14 +33,14 @@ FIXES = {
 }
 
 
-def heads(x: torch.Tensor) -> list[int]:
-    """每行行首到下一个 16 字节边界的元素数（不超过 N），与内核的 TODO(1) 相同。"""
+def heads(x: torch.Tensor, clamp: bool = True) -> list[int]:
+    """每行行首到下一个 16 字节边界的元素数，与内核的 TODO(1) 相同（``clamp=False``：不限制在 N 之内）。"""
     M, N = x.shape
-    base = x.data_ptr()
     out = []
     for r in range(M):
-        addr = base + r * x.stride(0) * x.element_size()
-        out.append(min(((16 - addr % 16) % 16) // x.element_size(), N))
+        addr = x.data_ptr() + r * x.stride(0) * x.element_size()
+        h = ((16 - addr % 16) % 16) // x.element_size()
+        out.append(min(h, N) if clamp else h)
     return out
 
 
@@ -64,20 +64,12 @@ def model(x: torch.Tensor, hs: list[int], part: str, block: int = BLOCK) -> torc
     return out
 
 
-def unclamped_model(x: torch.Tensor, hs: list[int]) -> torch.Tensor:
-    """开头没有限制在 cols 之内（head 取到边界为止）时的和：短行多读了下一行开头的元素。"""
+def unclamped_model(x: torch.Tensor) -> torch.Tensor:
+    """开头没有限制在 cols 之内（head 取到边界为止）时的和：短行多读了下一行开头的元素
+    （整包数 (N - head) / 8 在 C 里向零取整成 0，结尾从 head 起，也不读）。"""
     xs = x.detach().cpu().double().reshape(-1)
     M, N = x.shape
-    base = x.data_ptr()
-    out = torch.empty(M, dtype=torch.float64)
-    for r in range(M):
-        addr = base + r * N * x.element_size()
-        h = ((16 - addr % 16) % 16) // x.element_size()
-        if h <= N:
-            out[r] = xs[r * N:(r + 1) * N].sum()
-        else:                                     # 只读开头：h 个元素从行首起，越过了行尾
-            out[r] = xs[r * N:r * N + h].sum()
-    return out
+    return torch.stack([xs[r * N:r * N + max(h, N)].sum() for r, h in enumerate(heads(x, clamp=False))])
 
 
 def make_op(path, mode: str, block: int = BLOCK):
@@ -187,7 +179,7 @@ class VectorLoadsCuda(Lab):
              "TODO(4)：开头是 row_in[0 .. head)，同样按线程分、逐个读。"),
             ("packs-only", model(x, hs, "packs-only"), "只加了整包：开头和结尾都没有读", r"pk\s*\[",
              "TODO(4)：两头逐个读：row_in[0 .. head) 与 row_in[head + VEC * n_pack .. cols)。"),
-            ("head-past-end", unclamped_model(x, hs), f"行比到 16 字节边界还短时（N = {N}），head 超过了 cols：多读了下一行的开头",
+            ("head-past-end", unclamped_model(x), f"行比到 16 字节边界还短时（N = {N}），head 超过了 cols：多读了下一行的开头",
              r"\bhead\s*=", "TODO(1)：head = min(到边界的元素数, cols)，比如 head = head < cols ? head : cols;"),
             ("pack-stride", model(x, hs, "pack-stride-1", block), "整包的步长不对：k 每次加 1，前面的包被好几个线程重复读了",
              r"k\s*\+=|k\+\+|\+\+k", "TODO(3)：for (int64_t k = tid; k < n_pack; k += blockDim.x)：线程之间按 blockDim.x 错开。"),

@@ -253,6 +253,16 @@ def tolerance(n: int, dtype: torch.dtype) -> tuple[float, float]:
     return base * max(1.0, math.sqrt(n) / 8), base
 
 
+def softmax_tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """softmax（以及 RMSNorm）逐元素的 (atol, rtol)：每个输出只依赖一行，误差不随 N 增长；相对误差为主。
+    输出约为 1/N，一个不随值缩放的 atol 很快就比输出本身还大（float32 的 1e-5 在 N = 4097、行内数值接近时
+    是输出的 4%，32 个 warp 漏掉一个的部分和也能通过）。rtol：float32 是 1e-5（``__expf`` 在 |x| < 87 时误差不到 6e-6），
+    16 位是一个单位（解释器把 float32 转成 bfloat16 时截断，误差可到一个单位）；atol 只管下溢的值
+    （bfloat16、float32 的指数范围相同，float16 在 6e-5 以下是非规格化数，间距 6e-8）。"""
+    rtol = tolerance(8, dtype)[1]
+    return {torch.float32: 1e-9, torch.bfloat16: 1e-6, torch.float16: 1e-7}[dtype], rtol
+
+
 def compare(got: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float):
     """返回 (是否一致, 最大绝对误差, 不一致的行号列表)。NaN 处算不一致。"""
     g = got.detach().to("cpu", torch.float64)

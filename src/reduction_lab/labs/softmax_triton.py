@@ -13,7 +13,7 @@ import torch
 
 from . import cases as C
 from .core import Lab, load_learner_module, sim_precheck, softmax_bench
-from .grading import (Case, Hint, compare, error_line, find_line, root_cause, row_preview, rows_text, tolerance,
+from .grading import (Case, Hint, compare, error_line, find_line, root_cause, row_preview, rows_text, softmax_tolerance,
                       traceback_line, zh_part)
 
 FILE = "softmax.py"
@@ -61,12 +61,7 @@ class SoftmaxTriton(Lab):
         return torch.softmax(x.double(), dim=1)
 
     def tolerance(self, x: torch.Tensor) -> tuple[float, float]:
-        """每个输出只依赖一行：误差不随 N 增长。16 位的输出用相对误差：softmax 的值约为 1/N，共用的 atol
-        （bfloat16 8e-3、float16 1e-3）比它们还大，全是 0 的输出也会通过。相对容差是一个单位（解释器把 float32
-        转成 bfloat16 时截断，误差可到一个单位）；atol 只管下溢的值（bfloat16 的指数范围与 float32 相同，float16
-        在 6e-5 以下是非规格化数，间距 6e-8）。"""
-        atol, rtol = tolerance(8, x.dtype)
-        return {torch.bfloat16: 1e-6, torch.float16: 1e-7}.get(x.dtype, atol), rtol
+        return softmax_tolerance(x.dtype)
 
     def memory_hint(self, rep, M, N, impl) -> Hint:
         text = impl["text"]

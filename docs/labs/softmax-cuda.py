@@ -60,7 +60,8 @@ print("模式：", rl.MODE, "；打开", lab_dir / "softmax.cu")
 # %% [markdown]
 # ## PyTorch参考实现
 #
-# 评分程序用float64的`torch.softmax`计算参考结果。下面在float32里算一行很负的数
+# 评分程序用float64的`torch.softmax`计算参考结果，逐元素按相对误差比较（$\text{rtol} = 10^{-5}$；
+# $\text{atol} = 10^{-9}$只管下溢的值）：输出约为$1/N$，固定的绝对容差会比输出本身还大。下面在float32里算一行很负的数
 # （$-1000$左右，评分的用例“整行是很大的负数”），对比最大值的两种初值：
 
 # %%

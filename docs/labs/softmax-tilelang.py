@@ -53,7 +53,8 @@ print("模式：", rl.MODE, "；打开", lab_dir / "softmax.py")
 # %% [markdown]
 # ## PyTorch参考实现
 #
-# 评分程序用float64的`torch.softmax`计算参考结果。下面用torch模拟“补0到`block_n`列再做softmax”，
+# 评分程序用float64的`torch.softmax`计算参考结果，逐元素按相对误差比较（$\text{rtol} = 10^{-5}$；
+# $\text{atol} = 10^{-9}$只管下溢的值）：输出约为$1/N$，固定的绝对容差会比输出本身还大。下面用torch模拟“补0到`block_n`列再做softmax”，
 # 与换成$-\infty$的结果比较：
 
 # %%

@@ -5,6 +5,7 @@ softmax（``--kernel softmax``）：float32 与 bfloat16，N = 512 … 262144（
 每个配置先与 float64 的参考比对（不符就不计时），再用 ``triton.testing.do_bench`` 计时，旁边是同样字节数的
 ``y.copy_(x)``。N >= 32768 时 cluster 路径（每段在寄存器里）扫一个小网格：n_seg 取 2、4、8、16，threads 取
 128、256、512、1024，只留一段放得进寄存器的组合（每个线程至多 64 个、一段至多 32768 个元素；放不下的 N 会打印出来）；
+cluster_smem 路径（段在共享内存里）试 n_seg 8、16 与 threads 256、512（一段至多 192 KiB）；
 split 路径（不用簇、两次启动）试 threads 256、512 与每个线程 32、64 个元素（段数 = ceil(N / 段长)）。
 计时调用的是编译好的内核（参数事先选好、stats 事先分配），每个 (dtype, N) 的最佳配置另测一次经
 ``tk.softmax`` 的整个调用（``call_gbs``）。打印表格、按 ``tilelang_kernels.SOFTMAX_TABLE`` 的格式打印每个
@@ -136,6 +137,9 @@ SOFTMAX_NS = "512,1024,2048,4096,8192,16384,32768,65536,131072,262144"
 #: cluster 路径（每段在寄存器里）的扫描网格
 CLUSTER_SEGS = (2, 4, 8, 16)
 CLUSTER_THREADS = (128, 256, 512, 1024)
+#: cluster_smem 路径（每段在共享内存里）的扫描网格：寄存器只放一个向量，段长只受共享内存限制
+SMEM_SEGS = (8, 16)
+SMEM_THREADS = (256, 512)
 #: split 路径的扫描网格：(threads, 每个线程的元素数)
 SPLIT_GRID = ((256, 32), (256, 64), (512, 32), (512, 64))
 
@@ -173,6 +177,20 @@ def cluster_grid(M, N, elem, min_blocks=(0,)):
     return out, refused
 
 
+def smem_grid(M, N, elem):
+    """cluster_smem 路径的候选：n_seg x threads（block_n = vec * threads）；一段放不进共享内存的组合由
+    tk._resolve 拒绝、不列入。"""
+    out = []
+    vec = 16 // elem
+    for n_seg, threads in itertools.product(SMEM_SEGS, SMEM_THREADS):
+        cfg = dict(path="cluster_smem", block_m=1, block_n=vec * threads, threads=threads, n_seg=n_seg)
+        try:
+            out.append(tk._resolve("softmax", M, N, True, cfg, elem_size=elem))
+        except (ValueError, TypeError):
+            pass
+    return out
+
+
 def softmax_candidates(M, N, elem, min_blocks=(0,)):
     """(dtype, N) 的候选配置：默认配置在前，另加少数变体（编译次数决定了脚本的总时间）。"""
     default = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)
@@ -198,6 +216,8 @@ def softmax_candidates(M, N, elem, min_blocks=(0,)):
     if bn >= 32768:
         for cfg in cluster_grid(M, N, elem, min_blocks)[0]:
             add(**cfg)
+        for cfg in smem_grid(M, N, elem):
+            add(**cfg)
         for cfg in split_grid(M, N, elem):
             add(**cfg)
         add(path="online", block_n=4096, threads=256)      # 两遍读的对照
@@ -209,7 +229,7 @@ def softmax_table_entry(cfg, N):
     if cfg["path"] == "row":
         return dict(path="row", threads=cfg["threads"], elems=cfg["block_m"] * cfg["block_n"])
     entry = dict(path=cfg["path"], threads=cfg["threads"], block_n=cfg["block_n"])
-    if cfg["path"] == "cluster":
+    if cfg["path"] in ("cluster", "cluster_smem"):
         entry["n_seg"] = cfg["n_seg"]
     if cfg.get("min_blocks"):
         entry["min_blocks"] = cfg["min_blocks"]

@@ -1,4 +1,4 @@
-"""TileLang softmax 的四条路径（row / online / cluster / split）：每条都在小形状上与 float64 的 torch 对照，
+"""TileLang softmax 的五条路径（row / online / cluster / cluster_smem / split）：每条都在小形状上与 float64 的 torch 对照，
 包括奇数 N、N=1、不是块宽倍数的 N、整行很大的负数、含 -inf 的行、很大的偏移、``out=``、行数变化时复用
 同一个编译结果；坏参数的报错；gpu 默认表的选择；生成的 CUDA C（每条路径）能被 nvcc 编译。
 
@@ -37,6 +37,11 @@ PATHS = [
     ("cluster-4100", 4100, dict(path="cluster", block_n=128, n_seg=4, threads=64)),
     ("cluster-default-threads", 1000, dict(path="cluster", block_n=128, n_seg=2)),  # 一段 1024：第 2 段空
     ("cluster-16", 4100, dict(path="cluster", block_n=64, n_seg=16, threads=32)),  # 16 块的簇（不可移植的大小）
+    ("smem-1000", 1000, dict(path="cluster_smem", block_n=64, n_seg=4, threads=32)),
+    ("smem-odd", 777, dict(path="cluster_smem", block_n=128, n_seg=3, threads=32)),
+    ("smem-2048", 2048, dict(path="cluster_smem", block_n=256, n_seg=8, threads=32)),
+    ("smem-1", 1, dict(path="cluster_smem", block_n=128, n_seg=2, threads=32)),
+    ("smem-16", 4100, dict(path="cluster_smem", block_n=64, n_seg=16, threads=32)),
     ("split-1000", 1000, dict(path="split", block_n=64, n_seg=4, threads=32)),
     ("split-40", 4100, dict(path="split", block_n=64, n_seg=40, threads=32)),      # 比簇的上限多的段，末尾几段空
     ("split-1", 1, dict(path="split", block_n=128, n_seg=2, threads=32)),
@@ -98,13 +103,14 @@ def test_large_offset_and_all_masked_row():
     x[3] = float("-inf")                     # 整行被遮住：与 torch 一样是 NaN
     for kw in (dict(path="row"), dict(path="online", block_n=128),
                dict(path="cluster", block_n=64, n_seg=4, threads=32),
+               dict(path="cluster_smem", block_n=64, n_seg=4, threads=32),
                dict(path="split", block_n=64, n_seg=5, threads=32)):
         y = tk.softmax(x, **kw)
         torch.testing.assert_close(y[:3].double(), _ref(x[:3]), atol=1e-6, rtol=1e-5)
         assert torch.isnan(y[3]).all() and torch.isnan(_ref(x[3:])).all()
 
 
-@pytest.mark.parametrize("path", ["cluster", "split"])
+@pytest.mark.parametrize("path", ["cluster", "cluster_smem", "split"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
 def test_cluster_segments_with_far_apart_maxima(dtype, path):
     # 每行 4 段（threads=32、float32 一段 256 个元素）：各段的最大值相差 ±100，全行最大值落在不同的段里；
@@ -201,6 +207,24 @@ def test_cluster_segment_must_fit_registers_on_gpu():
     assert tk._resolve("softmax", 64, 1 << 20, False, dict(path="cluster", n_seg=8, block_n=4096))["n_seg"] == 8
 
 
+def test_cluster_smem_segment_must_fit_shared_memory_on_gpu():
+    # gpu 模式下 cluster_smem 的一段整个在共享内存里（至多 192 KiB），与线程数无关；寄存器的限制不适用
+    for N, elem in ((1 << 20, 4), (1 << 21, 2), (1 << 19, 4)):
+        with pytest.raises(ValueError, match="共享内存.*shared memory"):
+            tk._resolve("softmax", 64, N, True, dict(path="cluster_smem", n_seg=2, block_n=1024, threads=256),
+                        elem_size=elem)
+    cfg = tk._resolve("softmax", 64, 1 << 20, True, dict(path="cluster_smem", n_seg=16, block_n=1024, threads=256),
+                      elem_size=2)
+    assert cfg["path"] == "cluster_smem" and tk.cluster_seg_len(1 << 20, 16, 1024, 256, 2) * 2 <= 192 * 1024
+    # 同一段放在寄存器里放不下（每个线程 256 个）
+    with pytest.raises(ValueError, match="寄存器.*registers"):
+        tk._resolve("softmax", 64, 1 << 20, True, dict(path="cluster", n_seg=16, block_n=1024, threads=256),
+                    elem_size=2)
+    with pytest.raises(ValueError, match="cluster_smem.*n_seg.*2..16"):
+        tk._resolve("softmax", 64, 1 << 20, True, dict(path="cluster_smem", n_seg=32, block_n=1024, threads=256))
+    assert tk.softmax_phases("cluster_smem", gpu=True) == (0,) and tk.softmax_phases("cluster_smem", gpu=False) == (1, 2)
+
+
 def test_split_without_n_seg_picks_segments_that_fit():
     # 只给 path="split"：段数按每段至多 16384 个元素选，gpu 模式下一段放得进寄存器
     for N in (1 << 20, 3 * 10**6 + 7, 70000):
@@ -239,15 +263,20 @@ def test_gpu_default_table():
             if cfg["path"] == "row":
                 assert cfg["block_n"] >= n
                 assert cfg["block_m"] * cfg["block_n"] // cfg["threads"] <= 64    # 每个线程的元素数
-            if cfg["path"] in ("cluster", "split"):
+            if cfg["path"] in ("cluster", "cluster_smem", "split"):
                 seg = tk.cluster_seg_len(n, cfg["n_seg"], cfg["block_n"], cfg["threads"], elem)
-                assert seg // cfg["threads"] <= 64 and seg <= 32768 and cfg["n_seg"] >= 2   # 放得进寄存器
+                if cfg["path"] == "cluster_smem":
+                    assert seg * elem <= 192 * 1024 and cfg["n_seg"] >= 2                   # 放得进共享内存
+                else:
+                    assert seg // cfg["threads"] <= 64 and seg <= 32768 and cfg["n_seg"] >= 2   # 放得进寄存器
                 assert seg * cfg["n_seg"] == n                                     # 2 的幂：正好分完
-            if cfg["path"] == "cluster":
+            if cfg["path"] in ("cluster", "cluster_smem"):
                 assert cfg["n_seg"] <= 16                                          # 簇的上限
     assert tk.default_config("softmax", 8, 1000, gpu=True)["block_n"] == 1024       # 不是 2 的幂：向上取
-    for M, N in ((2, 1 << 21), (64, 1 << 20), (3, 3 * 10**6 + 7)):                # 表尾之外：split，一段在寄存器里
-        for elem in (4, 2):
+    # 16 位的 2^20：一段 2^16 个元素（128 KiB）放在共享内存里
+    assert tk.default_config("softmax", 64, 1 << 20, gpu=True, elem_size=2)["path"] == "cluster_smem"
+    for M, N, elems in ((2, 1 << 21, (4, 2)), (64, 1 << 20, (4,)), (3, 3 * 10**6 + 7, (4, 2))):  # split，一段在寄存器里
+        for elem in elems:
             cfg = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)
             assert cfg["path"] == "split", cfg
             seg = tk.cluster_seg_len(N, cfg["n_seg"], cfg["block_n"], cfg["threads"], elem)
@@ -301,6 +330,23 @@ def test_cluster_path_source(dtype, block_n):
         assert "bfloat16_t" in src
 
 
+@pytest.mark.parametrize("dtype,vec", [("float32", "float4"), ("bfloat16", "uint4")])
+def test_cluster_smem_path_source(dtype, vec):
+    # 共享内存版本：整段用 cp.async 从显存直接搬进共享内存（不经寄存器），每个线程只有一个 16 字节向量的
+    # 片段；求最大值、求和、写回各读一遍共享内存，写回是 128 位的；交换与寄存器版本相同（st.async + mbarrier）
+    full = tk.cuda_source("softmax", M=256, N=262144, dtype=dtype, path="cluster_smem", block_n=1024, threads=256,
+                          n_seg=16)
+    src = _kernel_body(full)
+    assert "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32" in full
+    assert "cp_async_gs<16>" in src and "cp_async_wait<0>()" in src
+    assert src.count("rl_send_pair(") == 1 and "rl_expect_bytes((&(received[0])), 128);" in src
+    assert "cluster_sync" not in src and "expf(" not in src
+    frag = "float cf[4];" if dtype == "float32" else "bfloat16_t cf[8];"
+    assert frag in src                                              # 寄存器里只有一个向量
+    stores = [ln for ln in src.splitlines() if "*(" in ln and "(y + " in ln]
+    assert stores and all(vec in ln for ln in stores), stores
+
+
 def test_cluster_kernel_needs_a_sender_per_segment():
     # gpu 的簇内核里第 g 个线程把 (m, s) 发给第 g 块：直接调用内核的构造、段数多于线程数时在降级之前报错
     jit = tk._jit_for("softmax", tk.SM90_TARGET)
@@ -321,13 +367,16 @@ _NO_NVCC = shutil.which("nvcc") is None
     ("float16", 64, 3000, dict(path="online", block_n=1024, threads=128)),
     ("float32", 64, 1 << 20, dict(path="split", block_n=1024, threads=256, n_seg=64)),
     ("float32", 512, 131072, dict(path="cluster", block_n=1024, threads=256, n_seg=16)),
-], ids=["row", "row-ragged-bf16", "cluster", "online-fp16", "split", "cluster-16"])
+    ("float32", 256, 262144, dict(path="cluster_smem", block_n=1024, threads=256, n_seg=16)),
+    ("bfloat16", 7, 100003, dict(path="cluster_smem", block_n=1024, threads=128, n_seg=8)),
+], ids=["row", "row-ragged-bf16", "cluster", "online-fp16", "split", "cluster-16", "cluster-smem", "cluster-smem-ragged"])
 def test_softmax_paths_compile_with_nvcc(dtype, M, N, kw):
     ptx = tk.nvcc_check(tk.cuda_source("softmax", M=M, N=N, dtype=dtype, **kw))
     assert "softmax_kernel_kernel" in ptx
 
 
-_TABLE_CLUSTER = sorted((e, n) for (e, n), v in tk.SOFTMAX_TABLE.items() if v["path"] in ("cluster", "split"))
+_TABLE_CLUSTER = sorted((e, n) for (e, n), v in tk.SOFTMAX_TABLE.items()
+                        if v["path"] in ("cluster", "cluster_smem", "split"))
 
 
 def test_min_blocks_is_the_second_launch_bound():
@@ -353,7 +402,7 @@ def test_min_blocks_caps_registers():
 @pytest.mark.skipif(_NO_NVCC, reason="PATH 上没有 nvcc，无法数生成代码的寄存器")
 @pytest.mark.parametrize("elem,N", _TABLE_CLUSTER, ids=[f"{e}B-{n}" for e, n in _TABLE_CLUSTER])
 def test_default_cluster_configs_do_not_spill(elem, N):
-    # 默认表里每个 cluster / split 配置：整段留在寄存器里，ptxas 不溢出，寄存器数容得下一个线程块
+    # 默认表里每个 cluster / cluster_smem / split 配置：ptxas 不溢出，寄存器数容得下一个线程块
     dtype = "float32" if elem == 4 else "bfloat16"
     M = (1 << 26) // N
     cfg = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)

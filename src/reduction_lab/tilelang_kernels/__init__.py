@@ -76,28 +76,32 @@ _H200_SMS = 132
 _jits: dict = {}
 _sources: dict = {}
 
-#: softmax 的四种路径（:mod:`.kernels` 的 ``softmax_kernel`` 的 ``path``）：
+#: softmax 的五种路径（:mod:`.kernels` 的 ``softmax_kernel`` 的 ``path``）：
 #: ``row`` 整行装进一块（读一次）；``online`` 一块一块地走过整行，第 1 遍在线求 (m, s)、第 2 遍再读 x；
 #: ``cluster`` 一行分给一个簇里的 n_seg 个线程块，每段读进寄存器、留在那里（读一次，sm_90 起才有簇；各段的
-#: (m, s) 用 st.async 写进簇里每一块的共享内存）；
+#: (m, s) 用 st.async 写进簇里每一块的共享内存）；``cluster_smem`` 与 cluster 相同，只是整段放在共享内存里
+#: （不占寄存器，每个 SM 多驻留几块；求最大值、求和、写回各读一遍共享内存）；
 #: ``split`` 同样一段一个线程块，但不用簇：两次启动，第 1 次写各段的 (m, s)，第 2 次重读本段、合并、写 y
 #: （读两次；段数不受簇大小限制，行太长、一个簇的寄存器装不下时用它）。
-SOFTMAX_PATHS = ("row", "online", "cluster", "split")
+SOFTMAX_PATHS = ("row", "online", "cluster", "cluster_smem", "split")
 #: 每段一个线程块的两条路径（都分配 stats：split 与 sim 模式的 cluster 经它交换各段的 (m, s)，gpu 模式的
 #: cluster 也写出它，但交换经分布式共享内存）
-_SEGMENTED = ("cluster", "split")
+_SEGMENTED = ("cluster", "cluster_smem", "split")
+#: 一次启动、用簇的两条路径（sim 模式没有簇，与 split 一样分两次启动）
+_CLUSTERED = ("cluster", "cluster_smem")
 
 
 def softmax_phases(path: str, gpu: bool) -> tuple[int, ...]:
     """softmax 内核按顺序启动的 ``phase``：split（以及 sim 模式的 cluster，C 目标没有簇）两次，
     第 1 次写各段的 (m, s)，第 2 次合并、重读 x、写 y；其余一次（phase 0）。"""
-    return (1, 2) if path == "split" or (path == "cluster" and not gpu) else (0,)
+    return (1, 2) if path == "split" or (path in _CLUSTERED and not gpu) else (0,)
 
 #: gpu 模式下 softmax 的默认参数：键是 (元素字节数, N 向上取到的 2 的幂)，值是
 #: path、threads，以及 row 路径的 ``elems``（每块的元素数，block_m = elems // block_n）、
-#: online / cluster / split 路径的 ``block_n``，cluster 的 ``n_seg``，split 的 ``seg``（段数 = ceil(N / seg)）；
-#: cluster / split 的段长取 block_n 与 vec*threads 的公倍数，见 :func:`.kernels.cluster_unit`。
-#: 由 ``scripts/tune_tilelang.py --json`` 在 H200 上的扫描结果改写（它打印同样格式的一张表）；
+#: online / cluster / cluster_smem / split 路径的 ``block_n``，cluster 与 cluster_smem 的 ``n_seg``，split 的 ``seg``
+#: （段数 = ceil(N / seg)）；cluster / cluster_smem / split 的段长取 block_n 与 vec*threads 的公倍数，见 :func:`.kernels.cluster_unit`。
+#: 由 ``scripts/tune_tilelang.py --json`` 在 H200 上的扫描结果改写（它打印同样格式的一张表；cluster_smem 的
+#: 几项除外，见下）；
 #: 表里没有的 N 用最近的较小一项（超过表尾的用 split，见 _SOFTMAX_LONG）。
 SOFTMAX_TABLE = {
     # float32：H200 上 scripts/tune_tilelang.py --kernel softmax 的一次运行（docs/data/h200_tilelang_softmax.json）
@@ -112,8 +116,12 @@ SOFTMAX_TABLE = {
     # （docs/data/h200_tilelang_softmax_long.json）
     (4, 65536): dict(path="cluster", threads=256, block_n=1024, n_seg=8),
     (4, 131072): dict(path="cluster", threads=256, block_n=1024, n_seg=8),
-    (4, 262144): dict(path="cluster", threads=256, block_n=1024, n_seg=16),
-    # N = 2^20：一段在 16 块的寄存器里也放不下，split 路径（docs/data/h200_tilelang_softmax_long.json）
+    # N = 262144 与下面 16 位的 131072 … 2^20：段放在共享内存里（cluster_smem），每个 SM 多驻留几块。
+    # 依据是 H100 上并排的一次比较（docs/data/h100_tilelang_cluster_smem.json，scripts/tilelang_cluster_smem.py）：
+    # float32 262144 从 94% 到 96%，bfloat16 131072 从 85% 到 95%、262144 从 64% 到 93%、2^20 从 57% 到 60%
+    (4, 262144): dict(path="cluster_smem", threads=256, block_n=1024, n_seg=16),
+    # N = 2^20：一段（256 KiB）在 16 块的寄存器或共享内存里都放不下，split 路径
+    # （docs/data/h200_tilelang_softmax_long.json）
     (4, 1048576): dict(path="split", threads=512, block_n=2048, seg=32768),
     (2, 512): dict(path="row", threads=128, elems=4096),
     (2, 1024): dict(path="row", threads=128, elems=4096),
@@ -123,9 +131,9 @@ SOFTMAX_TABLE = {
     (2, 16384): dict(path="row", threads=512, elems=16384),
     (2, 32768): dict(path="row", threads=1024, elems=32768),
     (2, 65536): dict(path="cluster", threads=128, block_n=1024, n_seg=8),      # bfloat16 的结果，用于 16 位
-    (2, 131072): dict(path="cluster", threads=256, block_n=2048, n_seg=8),
-    (2, 262144): dict(path="split", threads=256, block_n=2048, seg=16384),     # 比 cluster 快（同一次扫描）
-    (2, 1048576): dict(path="split", threads=256, block_n=2048, seg=16384),
+    (2, 131072): dict(path="cluster_smem", threads=256, block_n=2048, n_seg=8),
+    (2, 262144): dict(path="cluster_smem", threads=256, block_n=2048, n_seg=16),
+    (2, 1048576): dict(path="cluster_smem", threads=256, block_n=2048, n_seg=16),
 }
 #: 表尾之外（更长的行）：split 路径，每段 seg 个元素（段数 = ceil(N / seg)），每个线程 64 个
 _SOFTMAX_LONG = dict(path="split", threads=256, block_n=1024, seg=16384)
@@ -144,7 +152,14 @@ def _split_segs(N: int, seg: int) -> int:
     return max(2, -(-N // seg))
 
 
-def _cluster_fits(seg: int, threads: int) -> bool:
+#: cluster_smem 路径一段在共享内存里的上限（字节）：sm_90 每块至多 227 KiB 动态共享内存，留出归约的工作区
+_SMEM_SEG_BYTES = 192 * 1024
+
+
+def _cluster_fits(seg: int, threads: int, path: str = "cluster", elem_size: int = 4) -> bool:
+    """一段放得下：cluster / split 在寄存器里（每个线程至多 64 个、每段至多 32768 个），cluster_smem 在共享内存里。"""
+    if path == "cluster_smem":
+        return seg * elem_size <= _SMEM_SEG_BYTES
     return seg // threads <= _CLUSTER_PER_THREAD and seg <= _CLUSTER_SEG_MAX
 
 
@@ -272,15 +287,15 @@ def _softmax_default(M: int, N: int, gpu: bool, elem_size: int) -> dict:
         threads = max(32, min(threads, block_m * block_n // 4))
         return {"path": "row", "block_m": block_m, "block_n": block_n, "threads": threads, "n_seg": 1}
     bn = min(entry["block_n"], block_n)
-    if path == "cluster":
+    if path in _CLUSTERED:
         n_seg = entry["n_seg"]
         seg = cluster_seg_len(N, n_seg, bn, threads, size)
-        if _cluster_fits(seg, threads) and n_seg <= _CLUSTER_MAX and N > bn and M * n_seg <= _MAX_GRID:
-            cfg = {"path": "cluster", "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
+        if _cluster_fits(seg, threads, path, size) and n_seg <= _CLUSTER_MAX and N > bn and M * n_seg <= _MAX_GRID:
+            cfg = {"path": path, "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
             if entry.get("min_blocks"):
                 cfg["min_blocks"] = entry["min_blocks"]
             return cfg
-        # 一段放不进寄存器（N 在表里两项之间，比这一项长得多）：改用 split，段数随 N 增加
+        # 一段放不下（N 在表里两项之间，比这一项长得多）：改用 split，段数随 N 增加
         entry, path = dict(_SOFTMAX_LONG), "split"
         threads, bn = entry["threads"], min(entry["block_n"], block_n)
     if path == "split":
@@ -360,7 +375,7 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
         # 换了路径：默认值按新路径重新定
         bn = given.get("block_n", _next_pow2(N) if path == "row" else min(_next_pow2(N), 4096 if gpu else 1024))
         n_seg = 1
-        if path == "cluster":
+        if path in _CLUSTERED:
             n_seg = 2
         elif path == "split":     # 没给段数时每段至多 _SOFTMAX_LONG["seg"] 个元素（gpu 模式下放得进寄存器）
             bn = given.get("block_n", min(_next_pow2(N), _SOFTMAX_LONG["block_n"]))
@@ -380,22 +395,22 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
     if not (isinstance(mb, int) and not isinstance(mb, bool) and mb >= 0):
         raise ValueError(f"min_blocks 必须是非负整数，得到 {mb!r} (min_blocks must be a non-negative int)")
     if mb and path not in _SEGMENTED:
-        raise ValueError(f"min_blocks 只用于 path='cluster' 与 path='split'，得到 path={path!r} "
-                         f"(min_blocks is only for the cluster and split paths)")
+        raise ValueError(f"min_blocks 只用于 path='cluster'、'cluster_smem' 与 'split'，得到 path={path!r} "
+                         f"(min_blocks is only for the cluster, cluster_smem and split paths)")
     if mb * cfg["threads"] > _MAX_THREADS_PER_SM:
         raise ValueError(f"min_blocks={mb} 个 {cfg['threads']} 线程的块超过每个 SM 的 {_MAX_THREADS_PER_SM} 个线程 "
                          f"(min_blocks * threads exceeds {_MAX_THREADS_PER_SM} threads per SM)")
     if not mb:
         cfg.pop("min_blocks", None)   # 0 = 不加 __launch_bounds__ 的第二个参数，与没给相同
     if path not in _SEGMENTED and n_seg != 1:
-        raise ValueError(f"n_seg 只用于 path='cluster' 与 path='split'，得到 path={path!r}、n_seg={n_seg} "
-                         f"(n_seg is only for the cluster and split paths)")
+        raise ValueError(f"n_seg 只用于 path='cluster'、'cluster_smem' 与 'split'，得到 path={path!r}、n_seg={n_seg} "
+                         f"(n_seg is only for the cluster, cluster_smem and split paths)")
     if path in _SEGMENTED:
         if cfg["block_m"] != 1:
             raise ValueError(f"path={path!r} 一个线程块处理一行的一段，block_m 必须是 1，得到 {cfg['block_m']} "
                              f"({path} path needs block_m=1)")
-        if path == "cluster" and (n_seg < 2 or n_seg > _CLUSTER_MAX):
-            raise ValueError(f"path='cluster' 的 n_seg 必须在 2..{_CLUSTER_MAX} 之间（簇大小的上限），得到 {n_seg}；"
+        if path in _CLUSTERED and (n_seg < 2 or n_seg > _CLUSTER_MAX):
+            raise ValueError(f"path={path!r} 的 n_seg 必须在 2..{_CLUSTER_MAX} 之间（簇大小的上限），得到 {n_seg}；"
                              f"段数更多时用 path='split' (cluster size must be in 2..{_CLUSTER_MAX})")
         if path == "split" and n_seg < 2:
             raise ValueError(f"path='split' 的 n_seg 必须至少是 2，得到 {n_seg} (split path needs n_seg >= 2)")
@@ -403,7 +418,11 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
             raise ValueError(f"path={path!r}：网格有 M * n_seg = {M * n_seg} 个线程块，超过上限 {_MAX_GRID} "
                              f"(grid of M * n_seg blocks exceeds {_MAX_GRID})")
         seg = cluster_seg_len(N, n_seg, cfg["block_n"], cfg["threads"], elem_size)
-        if gpu and not _cluster_fits(seg, cfg["threads"]):
+        if gpu and path == "cluster_smem" and not _cluster_fits(seg, cfg["threads"], path, elem_size):
+            raise ValueError(f"path='cluster_smem'：每段 {seg} 个元素（{seg * elem_size} 字节），共享内存里放不下"
+                             f"（每段至多 {_SMEM_SEG_BYTES} 字节）；加大 n_seg，或用 path='split' "
+                             f"(segment of {seg * elem_size} bytes exceeds {_SMEM_SEG_BYTES} bytes of shared memory)")
+        if gpu and path != "cluster_smem" and not _cluster_fits(seg, cfg["threads"]):
             raise ValueError(f"path={path!r}：每段 {seg} 个元素、{cfg['threads']} 个线程每个持有 "
                              f"{seg // cfg['threads']} 个，寄存器里放不下（每个线程至多 {_CLUSTER_PER_THREAD} 个、"
                              f"每段至多 {_CLUSTER_SEG_MAX} 个）；加大 n_seg 或 threads，或用 path='split' "
@@ -499,16 +518,17 @@ def reduce_sum(x: torch.Tensor, *, block_m: int | None = None, block_n: int | No
 def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = None,
             block_n: int | None = None, threads: int | None = None, n_seg: int | None = None,
             min_blocks: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。四种路径（``path``，见
+    """按行 softmax：(M, N) -> (M, N)，dtype 与 x 相同（计算用 float32）。五种路径（``path``，见
     :data:`SOFTMAX_PATHS`，默认按 :func:`default_config`）：``row`` 整行装进一块，读一次 x；``online``
     一块一块地走过整行，第 1 遍每个车道在线维护 (m, s)、第 2 遍再读 x；``cluster`` 一行分给一个簇里的
     ``n_seg`` 个线程块，每段读进寄存器、只求一次 exp，各段的 (m, s) 经分布式共享内存交换后写回（sim 模式分两次
-    启动，第二次重读 x）；
+    启动，第二次重读 x）；``cluster_smem`` 与 cluster 相同，只是整段用 cp.async 搬进共享内存（gpu 模式下一段至多
+    192 KiB，与线程数无关）；
     ``split`` 同样分段，但不用簇、两次启动（两种模式都是），段数不受簇大小限制（gpu 模式下行太长、一个簇的
     寄存器装不下时的默认）。
-    cluster / split 路径的段长是 ``block_n`` 与 ``vec*threads``（vec 是 16 字节的元素数）的公倍数，gpu 模式下
-    一段至多 32768 个元素、每个线程至多 64 个。
-    ``min_blocks``（cluster / split）：``__launch_bounds__`` 的第二个参数，要 ptxas 把寄存器压到每个 SM 容得下
+    cluster / cluster_smem / split 路径的段长是 ``block_n`` 与 ``vec*threads``（vec 是 16 字节的元素数）的公倍数，
+    gpu 模式下 cluster / split 的一段至多 32768 个元素、每个线程至多 64 个。
+    ``min_blocks``（cluster / cluster_smem / split）：``__launch_bounds__`` 的第二个参数，要 ptxas 把寄存器压到每个 SM 容得下
     这么多块（0 或不给：不加）。
 
     ``out``：调用者提供的输出（形状、dtype、设备与 x 相同的连续张量），内核直接写进去。

@@ -136,7 +136,8 @@ __device__ __forceinline__ void rl_send_pair(void *slot, void *bar, int rank, fl
 
 @tilelang.jit
 def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: int = 1024, threads: int = 256,
-                   n_seg: int = 1, min_blocks: int = 0, phase: int = 0, cpu: bool = False, dtype: str = "float32"):
+                   n_seg: int = 1, min_blocks: int = 0, phase: int = 0, cpu: bool = False, dtype: str = "float32",
+                   smem_load: str = "cp_async"):
     M = T.dynamic("M")        # 行数是运行期变量：同一个编译结果服务所有 M
     N = T.const("N")          # 列数是编译期常量（行首对齐可证，才能用 128 位访存）
     x: T.Tensor[[M, N], dtype]
@@ -215,9 +216,12 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
         seg_len = T.ceildiv(T.ceildiv(N, n_seg), unit) * unit
         vec = 4 if dtype == f32 else 8                # 16 字节一次访存
         masked = not isinstance(N, int) or N != n_seg * seg_len   # 有段伸到行尾之外
-        in_cluster = not cpu and path == "cluster"    # 一次启动、簇内经分布式共享内存交换
+        in_cluster = not cpu and path in ("cluster", "cluster_smem")    # 一次启动、簇内经分布式共享内存交换
+        # path="cluster_smem"：与 cluster 相同，只是整段放在共享内存里（不占寄存器），每个 SM 能多驻留几块；
+        # 求最大值、求和、写回各读一遍共享内存，每遍每个线程一次一个 16 字节向量（chunk 个元素一组）
+        in_smem = in_cluster and path == "cluster_smem"
         if in_cluster and n_seg > threads:       # 第 g 个线程发给第 g 块：段数不能多于线程数
-            raise ValueError(f"path='cluster' 的 n_seg={n_seg} 多于每块的线程数 {threads} "
+            raise ValueError(f"path={path!r} 的 n_seg={n_seg} 多于每块的线程数 {threads} "
                              f"(n_seg must not exceed threads)")
         if path == "split" and phase not in (1, 2):
             raise ValueError(f"path='split' 分两次启动，phase 只能是 1 或 2，得到 {phase} (split needs phase 1 or 2)")
@@ -240,27 +244,57 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                 # 别的块只能在本块的 received 初始化之后往这里写：先宣告「已开始」，真正的等待放在发送之前，
                 # 与下面的加载重叠
                 T.cluster_arrive_relaxed()
-            xseg = alloc([1, seg_len], dtype)          # 整段在寄存器里
-            e = xseg if dtype == f32 else alloc([1, seg_len], f32)
-            if not cpu:
-                layout = row_layout(1, seg_len, threads, vec)    # 每个线程每次 16 字节、连续的向量
-                T.annotate_layout({xseg: layout} if dtype == f32 else {xseg: layout, e: layout})
             m_loc = alloc([1], f32)
             s_loc = alloc([1], f32)
-            T.copy(x[row, seg * seg_len], xseg)        # 行尾之外补 0，下一步换成 -inf
-            for i, j in tile_loop(1, seg_len):
-                e[i, j] = T.if_then_else(seg * seg_len + j < N, T.cast(xseg[i, j], f32), NEG_INF) if masked \
-                    else T.cast(xseg[i, j], f32)
-            if phase == 2:
-                m_loc[0] = stats[row, seg, 0]          # 第 1 次启动求出的段内最大值
+            if in_smem:
+                chunk = vec * threads                  # 每个线程一个 16 字节向量
+                xs = T.alloc_shared([1, seg_len], dtype)
+                cf = alloc([1, chunk], dtype)
+                lane = alloc([1, chunk], f32)          # 每个车道的最大值，再是指数和：最后才归约一次
+                layout = row_layout(1, chunk, threads, vec)
+                T.annotate_layout({cf: layout, lane: layout})
+                # 显存直接进共享内存（cp.async，不经寄存器）；行尾之外补 0，下面按下标换成 -inf
+                T.copy(x[row, seg * seg_len], xs, prefer_instruction=smem_load)
+                T.fill(lane, NEG_INF)
+                for k in T.Serial(seg_len // chunk):
+                    T.copy(xs[0, k * chunk], cf)
+                    for i, j in tile_loop(1, chunk):
+                        v = T.cast(cf[i, j], f32)
+                        if masked:
+                            v = T.if_then_else(seg * seg_len + k * chunk + j < N, v, NEG_INF)
+                        lane[i, j] = online_max(lane[i, j], v)
+                T.reduce_max(lane, m_loc, dim=1)
+                m_safe = T.if_then_else(m_loc[0] == NEG_INF, 0.0, m_loc[0])
+                T.clear(lane)
+                for k in T.Serial(seg_len // chunk):
+                    T.copy(xs[0, k * chunk], cf)
+                    for i, j in tile_loop(1, chunk):
+                        v = T.exp2((T.cast(cf[i, j], f32) - m_safe) * LOG2E)
+                        if masked:
+                            v = T.if_then_else(seg * seg_len + k * chunk + j < N, v, 0.0)
+                        lane[i, j] = lane[i, j] + v
+                T.reduce_sum(lane, s_loc, dim=1)
             else:
-                T.reduce_max(e, m_loc, dim=1)
-            # 整段都是 -inf 时以 0 为基准：e = exp(-inf) = 0，不出现 -inf - (-inf)
-            m_safe = T.if_then_else(m_loc[0] == NEG_INF, 0.0, m_loc[0])
-            for i, j in tile_loop(1, seg_len):
-                e[i, j] = T.exp2((e[i, j] - m_safe) * LOG2E)   # exp2 + 一次乘法：比 expf 短得多
+                xseg = alloc([1, seg_len], dtype)          # 整段在寄存器里
+                e = xseg if dtype == f32 else alloc([1, seg_len], f32)
+                if not cpu:
+                    layout = row_layout(1, seg_len, threads, vec)    # 每个线程每次 16 字节、连续的向量
+                    T.annotate_layout({xseg: layout} if dtype == f32 else {xseg: layout, e: layout})
+                T.copy(x[row, seg * seg_len], xseg)        # 行尾之外补 0，下一步换成 -inf
+                for i, j in tile_loop(1, seg_len):
+                    e[i, j] = T.if_then_else(seg * seg_len + j < N, T.cast(xseg[i, j], f32), NEG_INF) if masked \
+                        else T.cast(xseg[i, j], f32)
+                if phase == 2:
+                    m_loc[0] = stats[row, seg, 0]          # 第 1 次启动求出的段内最大值
+                else:
+                    T.reduce_max(e, m_loc, dim=1)
+                # 整段都是 -inf 时以 0 为基准：e = exp(-inf) = 0，不出现 -inf - (-inf)
+                m_safe = T.if_then_else(m_loc[0] == NEG_INF, 0.0, m_loc[0])
+                for i, j in tile_loop(1, seg_len):
+                    e[i, j] = T.exp2((e[i, j] - m_safe) * LOG2E)   # exp2 + 一次乘法：比 expf 短得多
+                if phase != 2:
+                    T.reduce_sum(e, s_loc, dim=1)
             if phase != 2:
-                T.reduce_sum(e, s_loc, dim=1)
                 # cluster 路径也写出各段的 (m, s)（每块 8 字节，不在依赖链上）：各路径的内核参数相同
                 stats[row, seg, 0] = m_loc[0]
                 stats[row, seg, 1] = s_loc[0]
@@ -302,7 +336,14 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                     total[0] = total[3]
                 # 本段的 e 换到全行的最大值下再除以 S；空段是 0，整行都是 -inf 时 0/0 = NaN（与 torch 相同）
                 total[2] = T.if_then_else(m_loc[0] == NEG_INF, 0.0, T.exp2((m_loc[0] - total[0]) * LOG2E)) / total[1]
-                for i, j in tile_loop(1, seg_len):
-                    xseg[i, j] = T.cast(e[i, j] * total[2], dtype)
-                T.copy(xseg, y[row, seg * seg_len])    # 越界部分不写
+                if in_smem:
+                    for k in T.Serial(seg_len // chunk):   # 第三遍读共享内存：再求一次 exp，写回显存
+                        T.copy(xs[0, k * chunk], cf)
+                        for i, j in tile_loop(1, chunk):
+                            cf[i, j] = T.cast(T.exp2((T.cast(cf[i, j], f32) - m_safe) * LOG2E) * total[2], dtype)
+                        T.copy(cf, y[row, seg * seg_len + k * chunk])   # 越界部分不写
+                else:
+                    for i, j in tile_loop(1, seg_len):
+                        xseg[i, j] = T.cast(e[i, j] * total[2], dtype)
+                    T.copy(xseg, y[row, seg * seg_len])    # 越界部分不写
 # --8<-- [end:softmax]

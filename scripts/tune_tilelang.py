@@ -144,20 +144,23 @@ SMEM_THREADS = (256, 512)
 SPLIT_GRID = ((256, 32), (256, 64), (512, 32), (512, 64))
 
 
-def split_grid(M, N, elem):
-    """split 路径的候选：段长 = threads * 每个线程的元素数，block_n = vec * threads。"""
+def _accepted(M, N, elem, cfgs):
+    """tk._resolve 接受的候选（一段放不下、网格太大等组合不列入）。"""
     out = []
-    vec = 16 // elem
-    for threads, per in SPLIT_GRID:
-        n_seg = -(-N // (threads * per))
-        if n_seg < 2:
-            continue
-        cfg = dict(path="split", block_m=1, block_n=vec * threads, threads=threads, n_seg=n_seg)
+    for cfg in cfgs:
         try:
             out.append(tk._resolve("softmax", M, N, True, cfg, elem_size=elem))
         except (ValueError, TypeError):
             pass
     return out
+
+
+def split_grid(M, N, elem):
+    """split 路径的候选：段长 = threads * 每个线程的元素数，block_n = vec * threads。"""
+    vec = 16 // elem
+    return _accepted(M, N, elem, [dict(path="split", block_m=1, block_n=vec * threads, threads=threads,
+                                       n_seg=-(-N // (threads * per)))
+                                  for threads, per in SPLIT_GRID if -(-N // (threads * per)) >= 2])
 
 
 def cluster_grid(M, N, elem, min_blocks=(0,)):
@@ -178,17 +181,10 @@ def cluster_grid(M, N, elem, min_blocks=(0,)):
 
 
 def smem_grid(M, N, elem):
-    """cluster_smem 路径的候选：n_seg x threads（block_n = vec * threads）；一段放不进共享内存的组合由
-    tk._resolve 拒绝、不列入。"""
-    out = []
+    """cluster_smem 路径的候选：n_seg x threads（block_n = vec * threads）；一段放不进共享内存的组合不列入。"""
     vec = 16 // elem
-    for n_seg, threads in itertools.product(SMEM_SEGS, SMEM_THREADS):
-        cfg = dict(path="cluster_smem", block_m=1, block_n=vec * threads, threads=threads, n_seg=n_seg)
-        try:
-            out.append(tk._resolve("softmax", M, N, True, cfg, elem_size=elem))
-        except (ValueError, TypeError):
-            pass
-    return out
+    return _accepted(M, N, elem, [dict(path="cluster_smem", block_m=1, block_n=vec * threads, threads=threads,
+                                       n_seg=n_seg) for n_seg, threads in itertools.product(SMEM_SEGS, SMEM_THREADS)])
 
 
 def softmax_candidates(M, N, elem, min_blocks=(0,)):

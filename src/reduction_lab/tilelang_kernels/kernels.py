@@ -136,8 +136,7 @@ __device__ __forceinline__ void rl_send_pair(void *slot, void *bar, int rank, fl
 
 @tilelang.jit
 def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: int = 1024, threads: int = 256,
-                   n_seg: int = 1, min_blocks: int = 0, phase: int = 0, cpu: bool = False, dtype: str = "float32",
-                   smem_load: str = "cp_async"):
+                   n_seg: int = 1, min_blocks: int = 0, phase: int = 0, cpu: bool = False, dtype: str = "float32"):
     M = T.dynamic("M")        # 行数是运行期变量：同一个编译结果服务所有 M
     N = T.const("N")          # 列数是编译期常量（行首对齐可证，才能用 128 位访存）
     x: T.Tensor[[M, N], dtype]
@@ -254,7 +253,7 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                 layout = row_layout(1, chunk, threads, vec)
                 T.annotate_layout({cf: layout, lane: layout})
                 # 显存直接进共享内存（cp.async，不经寄存器）；行尾之外补 0，下面按下标换成 -inf
-                T.copy(x[row, seg * seg_len], xs, prefer_instruction=smem_load)
+                T.copy(x[row, seg * seg_len], xs, prefer_instruction="cp_async")
                 T.fill(lane, NEG_INF)
                 for k in T.Serial(seg_len // chunk):
                     T.copy(xs[0, k * chunk], cf)

@@ -41,6 +41,18 @@ def _copy_solution(name, tmp_path) -> Path:
     return dest
 
 
+def _edited_solution(name, tmp_path, edits, label) -> tuple[Path, str]:
+    """参考解的副本，学习者文件按 ``edits``（[(原文, 改成)]，各替换第一处）改过；返回 (目录, 改过的文本)。"""
+    dest = _copy_solution(name, tmp_path)
+    f = dest / labs.get(name).files[0]
+    text = f.read_text(encoding="utf-8")
+    for old, new in edits:
+        assert old in text, label
+        text = text.replace(old, new, 1)
+    f.write_text(text, encoding="utf-8")
+    return dest, text
+
+
 def test_registry_matches_files():
     assert NAMES == ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton", "col-sum-triton", "reduce-sum-cuda", "warp-reduce-cuda",
                      "vector-loads-cuda", "full-sum-cuda", "softmax-cuda",
@@ -377,11 +389,7 @@ MISTAKES = [
                          [pytest.param(*m, id=f"{m[0]}-{m[1]}", marks=[needs_tilelang] if "tilelang" in m[0] else [])
                           for m in MISTAKES])
 def test_planted_mistake_gets_its_hint(name, mistake, old, new, key, line_text, tmp_path):
-    dest = _copy_solution(name, tmp_path)
-    f = dest / labs.get(name).files[0]
-    text = f.read_text(encoding="utf-8")
-    assert old in text, mistake
-    f.write_text(text.replace(old, new, 1), encoding="utf-8")
+    dest, text = _edited_solution(name, tmp_path, [(old, new)], mistake)
     result = labs.check(name, dest, bench=False)
     assert not result.passed
     keys = result.hint_keys()
@@ -391,7 +399,7 @@ def test_planted_mistake_gets_its_hint(name, mistake, old, new, key, line_text, 
         assert all(r.note.startswith("未运行") for r in result.results), result.report()
     if line_text is not None:
         assert hint.line is not None, result.report()
-        assert line_text in f.read_text(encoding="utf-8").splitlines()[hint.line - 1], result.report()
+        assert line_text in text.splitlines()[hint.line - 1], result.report()
         assert f"{hint.file}:{hint.line}" in result.report()
 
 
@@ -470,13 +478,7 @@ CORRECT_VARIANTS = [
 
 @pytest.mark.parametrize("name,variant,edits", CORRECT_VARIANTS, ids=[f"{n}-{v}" for n, v, _ in CORRECT_VARIANTS])
 def test_correct_variants_pass(name, variant, edits, tmp_path):
-    dest = _copy_solution(name, tmp_path)
-    f = dest / labs.get(name).files[0]
-    text = f.read_text(encoding="utf-8")
-    for old, new in edits:
-        assert old in text, variant
-        text = text.replace(old, new, 1)
-    f.write_text(text, encoding="utf-8")
+    dest, _ = _edited_solution(name, tmp_path, edits, variant)
     result = labs.check(name, dest, bench=False)
     assert result.passed, result.report()
 
@@ -503,13 +505,7 @@ GPU_ONLY_COMPILE_ERRORS = [
 @pytest.mark.parametrize("name,mistake,edits,line_text", GPU_ONLY_COMPILE_ERRORS,
                          ids=[f"{m[0]}-{m[1]}" for m in GPU_ONLY_COMPILE_ERRORS])
 def test_gpu_only_compile_errors_get_their_hint(name, mistake, edits, line_text, tmp_path):
-    dest = _copy_solution(name, tmp_path)
-    f = dest / labs.get(name).files[0]
-    text = f.read_text(encoding="utf-8")
-    for old, new in edits:
-        assert old in text, mistake
-        text = text.replace(old, new, 1)
-    f.write_text(text, encoding="utf-8")
+    dest, text = _edited_solution(name, tmp_path, edits, mistake)
     result = labs.check(name, dest, bench=False)
     assert not result.passed
     hint = result.hints[0]

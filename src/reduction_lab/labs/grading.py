@@ -308,6 +308,12 @@ def row_preview(t, k: int = 4) -> str:
     return vals + (", …" if t.numel() > k else "")
 
 
+def first_bad_row(ref, got, bad: list[int]) -> str:
+    """逐元素比较的实验（softmax、RMSNorm）诊断的第一句：第一个不对的行，应为与得到的前几个值。"""
+    r = bad[0]
+    return f"第 {r} 行：应为 [{row_preview(ref[r])}]，得到 [{row_preview(got[r])}]（不对的行：{rows_text(bad)}）"
+
+
 def rows_text(rows: list[int], limit: int = 8, unit: str = "行") -> str:
     s = ", ".join(map(str, rows[:limit]))
     return s + (f" 等 {len(rows)} {unit}" if len(rows) > limit else "")

@@ -15,7 +15,7 @@ import torch
 
 from . import cases as C
 from .core import load_learner_module, time_against
-from .grading import Hint, find_line, row_preview, rows_text
+from .grading import Hint, find_line, first_bad_row
 from .softmax_triton import SoftmaxTriton, low_precision_hint
 
 FILE = "rms_norm.py"
@@ -84,8 +84,7 @@ class RmsNormTriton(SoftmaxTriton):
         xs = x.detach().cpu()
         M, N = xs.shape
         w = weight_for(N, x.dtype, "cpu")
-        r = bad[0]
-        first = f"第 {r} 行：应为 [{row_preview(ref[r])}]，得到 [{row_preview(got[r])}]（不对的行：{rows_text(bad)}）"
+        first = first_bad_row(ref, got, bad)
         g = got[bad]
         P = self.padded_width(N, x)
 

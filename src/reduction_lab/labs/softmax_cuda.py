@@ -20,7 +20,7 @@ import torch
 from ..checks import check_out
 from . import cases as C
 from .core import Lab, softmax_bench
-from .grading import Case, Hint, compare, find_line, row_preview, rows_text, softmax_tolerance
+from .grading import Case, Hint, compare, find_line, first_bad_row, rows_text, softmax_tolerance
 from .hints import cuda_error_hint
 from .reduce_sum_cuda import ROW_PARAMS, check_row_signature
 from .warp_reduce_cuda import DEFAULT_BLOCK, block_size_from, block_size_hint, block_sizes_precheck
@@ -156,7 +156,7 @@ class SoftmaxCuda(Lab):
         ref = ref.detach().cpu().double()
         xs = x.detach().cpu().double()
         r = bad[0]
-        first = (f"第 {r} 行：应为 [{row_preview(ref[r])}]，得到 [{row_preview(got[r])}]（不对的行：{rows_text(bad)}）")
+        first = first_bad_row(ref, got, bad)
         g = got[bad]
         if torch.isnan(got).all() and case.kind in ("far-negative", "large") and not writes_output():
             return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN；普通的输入上也是）", FILE,

@@ -19,7 +19,7 @@ import torch
 
 from . import cases as C
 from .core import load_learner_module, time_against
-from .grading import Case, Hint, find_line, row_preview, rows_text, zh_part
+from .grading import Case, Hint, find_line, first_bad_row, zh_part
 from .softmax_triton import SoftmaxTriton, low_precision_hint
 
 FILE = "softmax_rows.py"
@@ -102,7 +102,7 @@ class SoftmaxRowsTriton(SoftmaxTriton):
         M, N = xs.shape
         bm = self.block_m(case, x)
         r = bad[0]
-        first = f"第 {r} 行：应为 [{row_preview(ref[r])}]，得到 [{row_preview(got[r])}]（不对的行：{rows_text(bad)}）"
+        first = first_bad_row(ref, got, bad)
         # 输出是 16 位时，候选模型也要舍入到同一个 dtype 再比较
         rtol = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[x.dtype]
 

@@ -16,7 +16,7 @@ import torch
 
 from . import cases as C
 from .core import Lab, load_learner_module, softmax_bench
-from .grading import Case, Hint, compare, find_line, row_preview, rows_text, softmax_tolerance
+from .grading import Case, Hint, compare, find_line, first_bad_row, rows_text, softmax_tolerance
 from .reduce_sum_tilelang import tilelang_error_hint
 
 FILE = "softmax.py"
@@ -60,7 +60,7 @@ class SoftmaxTileLang(Lab):
         xs = x.detach().cpu().double()
         M, N = xs.shape
         r = bad[0]
-        first = f"第 {r} 行：应为 [{row_preview(ref[r])}]，得到 [{row_preview(got[r])}]（不对的行：{rows_text(bad)}）"
+        first = first_bad_row(ref, got, bad)
         if not re.search(r"T\.copy\(\s*\w+\s*,\s*y\s*\[", code):
             # T.empty 的输出没有初值：没写的行是上一次留下的任意值，只能从源码看出来
             return Hint("not-written", "没有写出结果：内核里没有 T.copy(tile, y[bx, 0])", FILE,

@@ -13,8 +13,8 @@ import torch
 
 from . import cases as C
 from .core import Lab, load_learner_module, sim_precheck, softmax_bench
-from .grading import (Case, Hint, compare, error_line, find_line, root_cause, row_preview, rows_text, softmax_tolerance,
-                      traceback_line, zh_part)
+from .grading import (Case, Hint, compare, error_line, find_line, first_bad_row, root_cause, rows_text,
+                      softmax_tolerance, traceback_line, zh_part)
 
 FILE = "softmax.py"
 
@@ -90,7 +90,7 @@ class SoftmaxTriton(Lab):
         ref = ref.detach().cpu().double()            # gpu 模式下参考值在 GPU 上：候选结果都在 CPU 上比较
         M, N = x.shape
         r = bad[0]
-        first = f"第 {r} 行：应为 [{row_preview(ref[r])}]，得到 [{row_preview(got[r])}]（不对的行：{rows_text(bad)}）"
+        first = first_bad_row(ref, got, bad)
         if torch.isnan(got).all():
             return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", self.file,
                         find_line(text, r"tl\.store", lang="py"), first,

@@ -17,7 +17,7 @@ import torch
 from ..checks import check_out
 from . import cases as C
 from .core import Lab, cuda_precheck, time_against
-from .grading import Case, Hint, compare, find_line, rows_text, tolerance
+from .grading import Case, Hint, Mismatch, compare, find_line, rows_text, tolerance
 from .hints import cuda_error_hint
 from .reduce_sum_cuda import check_signature
 
@@ -157,15 +157,8 @@ class VectorLoadsCuda(Lab):
 
     def wrong_answer(self, case, x, out, ref, bad, impl, block) -> Hint:
         text = impl["text"]
-        got = out.detach().cpu().double()
-        ref = ref.detach().cpu().double()
-        r = bad[0]
-        first = f"第 {r} 行：应为 {ref[r].item():.6g}，得到 {got[r].item():.6g}（不对的行：{rows_text(bad)}）"
-        atol, rtol = tolerance(x.shape[1], torch.float32)
-
-        def same(cand):
-            return bool(((got[bad] - cand[bad]).abs() <= atol + rtol * cand[bad].abs()).all())
-
+        mm = Mismatch(x, out, ref, bad, *tolerance(x.shape[1], torch.float32))
+        got, same, first = mm.got, mm.same, mm.first_row()
         if torch.isnan(got).all():
             return Hint("not-written", "out[row] 没有被写入（评分前 out 填满了 NaN）", FILE, find_line(text, r"out\s*\["),
                         first, "最后一段已经写好（线程 0 写 out[row]）：检查 TODO 的代码有没有提前 return。")

@@ -22,7 +22,7 @@ def test_without_clusters_or_cupy_auto_is_triton(dtype):
 
 
 def test_with_clusters_long_rows_go_to_the_cluster_kernel():
-    expect = {torch.float32: {16384: "triton", 32768: "cuda", 65536: "cuda", 262144: "cuda", 2**20: "triton"},
+    expect = {torch.float32: {16384: "triton", 32768: "cuda", 65536: "cuda", 262144: "cuda", 2**20: "cuda"},
               torch.bfloat16: {8192: "triton", 16384: "cuda", 131072: "cuda", 262144: "cuda", 2**20: "cuda"}}
     for dtype, cells in expect.items():
         for n, want in cells.items():
@@ -40,6 +40,11 @@ def test_cuda_exactly_where_the_cuda_table_uses_a_cluster(dtype):
             want = "cuda" if kernel == "cluster" else "triton"
             assert auto.choice("softmax", n, dtype, clusters=True) == want, (dtype, n)
         lo = n_max + 1
+    # 表末行（grid：常驻网格）也是 cuda；行首不对齐时 grid 用不了（改用 split），那时是 triton
+    assert table[-1][1] == "grid"
+    for n in (2 * (lo - 1), 4 * (lo - 1)):           # 行的字节数是 16 的倍数（grid 的条件）
+        assert auto.choice("softmax", n, dtype, clusters=True) == "cuda", (dtype, n)
+        assert auto.choice("softmax", n, dtype, clusters=True, aligned=False) == "triton", (dtype, n)
 
 
 def test_unknown_op_is_refused():
@@ -47,11 +52,12 @@ def test_unknown_op_is_refused():
         auto.choice("mean", 1024, torch.float32, clusters=True)
 
 
+@pytest.mark.parametrize("run", ["h200.json", "h100.json"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-def test_choice_is_the_faster_of_triton_and_cuda_in_the_committed_run(dtype):
-    """docs/data/h200.json 的 softmax 套件（H200，有线程块簇）：auto 在每个 N 上选的实现与 Triton、CUDA C 两者中
-    较快的一个相差不到 2 个百分点（占同一进程的拷贝）。"""
-    rec = rl.load_data("h200.json")["suites"]["softmax"]
+def test_choice_is_the_faster_of_triton_and_cuda_in_the_committed_run(dtype, run):
+    """提交的 softmax 套件（docs/data/h200.json 与 h100.json，两块 GPU 都有线程块簇）：auto 在每个 N 上选的实现
+    与 Triton、CUDA C 两者中较快的一个相差不到 2 个百分点（占同一进程的拷贝）。"""
+    rec = rl.load_data(run)["suites"]["softmax"]
     sub = rec if rec["dtype"] == dtype else rec["by_dtype"][dtype]
     checked = 0
     for e in sub["shapes"]:

@@ -246,18 +246,19 @@ def test_gpu_full_sum_uses_cuda_graphs():
 
 # ---------------------------------------------------------------- 提交的表格与 JSON 一致
 
-@pytest.mark.skipif(not (DATA / "h200.json").exists(),
-                    reason="docs/data/h200.json 还没有提交（它来自 GPU 机器上的 scripts/gpu_suite.sh）")
-def test_committed_tables_match_json():
-    doc = report.load(DATA / "h200.json")
+@pytest.mark.parametrize("prefix", ["h200", "h100"])
+def test_committed_tables_match_json(prefix):
+    """docs/data/<prefix>.json 是 GPU 上的运行（H200；H100 上的一次完整运行另存一份），表格与它逐字一致。"""
+    doc = report.load(DATA / f"{prefix}.json")
     assert doc["meta"]["mode"] == "gpu", "提交的结果必须来自 GPU"
-    names = [name for name, _ in report.tables(doc)]
-    assert "h200_softmax" in names and "h200_targets" in names
-    for name, text in report.tables(doc):
+    assert prefix.upper() in doc["meta"]["device"], doc["meta"]["device"]
+    names = [name for name, _ in report.tables(doc, prefix)]
+    assert f"{prefix}_softmax" in names and f"{prefix}_targets" in names
+    for name, text in report.tables(doc, prefix):
         path = DATA / f"{name}.md"
-        assert path.exists(), f"缺少 {path}：运行 reduction-lab report docs/data/h200.json"
-        assert path.read_text(encoding="utf-8") == text, (
-            f"{path} 与 JSON 生成的表格不一致：运行 reduction-lab report docs/data/h200.json")
+        hint = f"运行 reduction-lab report docs/data/{prefix}.json --out docs/data --prefix {prefix}"
+        assert path.exists(), f"缺少 {path}：{hint}"
+        assert path.read_text(encoding="utf-8") == text, f"{path} 与 JSON 生成的表格不一致：{hint}"
 
 
 def test_time_budget_keeps_validated_shapes():

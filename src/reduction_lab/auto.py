@@ -5,10 +5,11 @@
 * softmax：GPU 有线程块簇（计算能力 9.0 以上）、装了 CuPy、dtype 是 float32 / bfloat16 / float16，并且
   CUDA C 的启动计划在这个行长上是簇内核（:data:`reduction_lab.cuda_kernels.SOFTMAX_CONFIGS` 里的
   ``cluster``）时用 ``"cuda"``：一行分给一个簇，整行留在寄存器里，HBM 只读一遍——Triton 写不出线程块簇，
-  它的长行内核要经全局内存交换 (m, s)；16 位的行长到一个簇（寄存器加共享内存，N = 2^20 还放得下）也放不下（表末行的
-  ``grid``：常驻网格，段预取进共享内存）时也用 ``"cuda"``（N = 2^20 上常驻网格 bf16 约 70% 对 Triton 的 55%，
-  docs/data/h200_cuda_softmax_grid.json）。float32 的 N = 2^20 放不进簇，这时两者相差在噪声之内（同一次扫描里常驻网格 78%、Triton 的分段内核 77%；提交的基准运行
-  docs/data/h200.json 里两者都是 77%），仍用 ``"triton"``；其余情形用 ``"triton"``
+  它的长行内核要经全局内存交换 (m, s)；行长到一个簇（寄存器加共享内存）也放不下（表末行的 ``grid``：常驻网格，
+  段预取进共享内存，每个元素只算一次 exp）时也用 ``"cuda"``：16 位的 N > 2^20 上常驻网格 bf16 约 70% 对 Triton 的 55%
+  （docs/data/h200_cuda_softmax_grid.json）；float32 的 N = 2^20 在 H200 上两者相差在噪声之内（同一次扫描里常驻网格
+  78%、Triton 的分段内核 77%，提交的基准运行 docs/data/h200.json 里 76% 对 77%），H100 上的完整运行
+  （docs/data/h100.json）里常驻网格 90%、Triton 88%；其余情形用 ``"triton"``
   （短行时它最快，一次调用的主机开销也最少）；
 * reduce_sum：总是 ``"triton"``。
 
@@ -46,9 +47,7 @@ def choice(op: str, n_cols: int, dtype: torch.dtype, *, clusters: bool, cupy: bo
     if dtype not in DTYPES:                         # CUDA C 不接受的 dtype（float64）
         return "triton"
     plan = softmax_plan(1, n_cols, dtype, clusters=True, aligned=aligned)
-    if plan["kernel"] in ("cluster", "pipe"):
-        return "cuda"
-    return "cuda" if plan["kernel"] == "grid" and dtype.itemsize == 2 else "triton"
+    return "cuda" if plan["kernel"] in ("cluster", "pipe", "grid") else "triton"
 
 
 @functools.lru_cache(maxsize=None)

@@ -17,6 +17,7 @@ import torch
 import reduction_lab as rl
 from reduction_lab.bench import harness, isolate, report
 from reduction_lab.bench.cli import main as cli_main, merge_docs, problems
+from reduction_lab.bench.harness import dtype_records
 from reduction_lab.bench.impls import EXTRA_ENV, Impl, LIGER_MAX_N, _liger_check, _liger_refuses
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,13 +138,14 @@ def test_cli_per_impl_processes_and_dtypes(tmp_path, sim_children):
 def test_time_limit_marks_what_was_not_started(sim_children):
     """时限用完的进程不再开始新的套件：它的格子写明原因，仍然写出文档。"""
     doc = isolate.run_isolated(["softmax", "row-sum"], impls=["torch"], env=sim_children, log=lambda s: None,
-                               time_limit_s=1.0, **SMALL)
+                               time_limit_s=1.0, dtypes=["float32", "bfloat16"], **SMALL)
     assert doc["meta"]["processes"]["torch"]["returncode"] == 0
     for suite in ("softmax", "row-sum"):
-        rec = doc["suites"][suite]
-        assert rec["shapes"] == [] or all(e["results"]["torch"]["status"] == "error" for e in rec["shapes"])
-        assert "时间用完" in rec["process_errors"]["torch"]
-        assert "时间用完" in report.render_table(doc, suite)
+        for dt, rec in dtype_records(doc["suites"][suite]).items():
+            assert rec["shapes"] == [] or all(e["results"]["torch"]["status"] == "error" for e in rec["shapes"])
+            assert "时间用完" in rec["process_errors"]["torch"], dt
+            assert "时间用完" in report.render_table(doc, suite, dt)
+    assert {name for name, _ in report.tables(doc)} >= {"h200_softmax_bf16", "h200_row_sum_bf16", "h200_targets"}
     # 子进程本身：截止时间已过时每个套件都记成没有开始
     spec = {"suites": {"softmax": ["torch"]}, "options": SMALL, "stop_at": 0}
     out = {}

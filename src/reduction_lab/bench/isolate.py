@@ -350,6 +350,8 @@ def merge(parts: list[tuple[str, dict[str, list[str]], dict | None, dict]], suit
             recs = {dt: _merge_rows(suite, dt, contribs.get(dt, []), failed.get(dt, {}), order) for dt in dts}
             if not recs:
                 continue
+            for r in recs.values():       # 没有一个进程测到的dtype（例如时间用完）也要有表头的元数据
+                r.setdefault("meta", dict(suite_meta or meta, command=meta["command"]))
             rec = harness.combine_dtype_records(recs)
         rec["meta"] = dict(suite_meta or meta, command=meta["command"])
         out["suites"][suite] = rec

@@ -3,9 +3,9 @@
 softmax（``--kernel softmax``）：float32 与 bfloat16，N = 512 … 262144（M = total-elems / N；``--ns`` 可以加上
 1048576，那时 M = 64），每个 (dtype, N) 试几种配置（默认配置与 row / online / cluster 路径的少数变体），
 每个配置先与 float64 的参考比对（不符就不计时），再用 ``triton.testing.do_bench`` 计时，旁边是同样字节数的
-``y.copy_(x)``。N >= 32768 时 cluster 路径（每段在寄存器里）扫一个小网格：n_seg 取 2、4、8、16，threads 取
+``y.copy_(x)``。N >= 16384 时 cluster 路径（每段在寄存器里）扫一个小网格：n_seg 取 2、4、8、16，threads 取
 128、256、512、1024，只留一段放得进寄存器的组合（每个线程至多 64 个、一段至多 32768 个元素；放不下的 N 会打印出来）；
-cluster_smem 路径（段在共享内存里）试 n_seg 8、16 与 threads 256、512（一段至多 192 KiB）；
+N >= 32768 时另有 cluster_smem 路径（段在共享内存里）试 n_seg 8、16 与 threads 256、512（一段至多 192 KiB）；
 split 路径（不用簇、两次启动）试 threads 256、512 与每个线程 32、64 个元素（段数 = ceil(N / 段长)）。
 计时调用的是编译好的内核（参数事先选好、stats 事先分配），每个 (dtype, N) 的最佳配置另测一次经
 ``tk.softmax`` 的整个调用（``call_gbs``）。打印表格、按 ``tilelang_kernels.SOFTMAX_TABLE`` 的格式打印每个
@@ -209,9 +209,10 @@ def softmax_candidates(M, N, elem, min_blocks=(0,)):
         for threads, per_block in ((t * 2, elems), (t, elems * 2), (max(32, t // 2), elems)):
             if threads <= 1024 and per_block // threads <= 64 and per_block >= bn:
                 add(path="row", block_m=max(1, per_block // bn), block_n=bn, threads=threads)
-    if bn >= 32768:
+    if bn >= 16384:
         for cfg in cluster_grid(M, N, elem, min_blocks)[0]:
             add(**cfg)
+    if bn >= 32768:
         for cfg in smem_grid(M, N, elem):
             add(**cfg)
         for cfg in split_grid(M, N, elem):

@@ -4,7 +4,7 @@
 #   bash scripts/gpu_suite.sh                         # 全部（测试 + 页面 + 基准）
 #   SUITE=tests bash scripts/gpu_suite.sh             # 只跑 pytest tests
 #   SUITE=docs  bash scripts/gpu_suite.sh             # 只跑页面代码块
-#   SUITE=bench bash scripts/gpu_suite.sh             # 只跑基准扫描，写 docs/data/h200.json、表格和图
+#   SUITE=bench bash scripts/gpu_suite.sh             # 只跑基准扫描，写 docs/data/<GPU型号>.json（如 h200.json）、表格和图
 #   SUITE=tests,docs bash scripts/gpu_suite.sh        # 逗号分隔的组合
 #   SUITE=bench BENCH_SUITES="softmax row-sum" bash scripts/gpu_suite.sh
 #   SUITE=peers bash scripts/gpu_suite.sh             # 对照扫描：quack、Liger、各dtype、一次调用的开销（不含在all里）
@@ -19,6 +19,8 @@
 #   JOBS           pytest-xdist 的进程数（默认 4）
 #   OUT            结果目录（设置了就把 JSON、表格、图、日志放进去；默认 .device/out）
 #   DATA_DIR       基准结果写到哪里（默认 docs/data；试运行时改到别处，免得覆盖提交的数据）
+#   PREFIX         结果文件名的前缀：DATA_DIR/PREFIX.json、PREFIX_*.md/png（默认取 GPU 的型号，如 h200、h100；
+#                  认不出型号时 gpu；sim 模式 h200）
 #   SKIP_WHEELS=1  不安装 .whl/（环境里已经有这些包时）
 #   PEER_SUITES    peers 测哪些套件（逗号分隔，默认 softmax,layer-norm,rms-norm,layer-norm-bwd,rms-norm-bwd,percall）
 #   PEER_DTYPES    softmax、row-sum 与 percall 的 dtype（默认 float32,bfloat16,float16；percall 也按它测，三种 dtype
@@ -133,6 +135,15 @@ else
 fi
 export PYTHONPATH="$SITE:$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 export REDUCTION_LAB_MODE=${REDUCTION_LAB_MODE:-gpu}
+if [ -z "${PREFIX:-}" ]; then
+  if [ "$REDUCTION_LAB_MODE" = gpu ]; then
+    GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+    PREFIX=$(grep -oE '\b[A-Z]{1,2}[0-9]{2,4}[A-Z]?\b' <<<"$GPU_NAME" | head -1 | tr 'A-Z' 'a-z')
+    PREFIX=${PREFIX:-gpu}
+  else
+    PREFIX=h200
+  fi
+fi
 export NO_MKDOCS_2_WARNING=1
 unset TRITON_INTERPRET
 $PY - <<'PYEOF'
@@ -211,15 +222,15 @@ if [[ ",$SUITE," == *",peers,"* ]]; then
   [ -n "${PEER_IMPLS:-}" ] && impl_args=(--impl "$PEER_IMPLS")
   # 外层 timeout 只防万一：--time-limit 让父进程自己在时限内收尾并写出 JSON
   timeout $((PEER_TIME + 60)) $PY -m reduction_lab.bench bench "$PEER_SUITES" --dtype "$PEER_DTYPES" \
-    --time-limit "$PEER_TIME" --json "$DATA_DIR/h200.json" --merge --no-progress ${impl_args[@]+"${impl_args[@]}"} ${PEER_ARGS:-}
+    --time-limit "$PEER_TIME" --json "$DATA_DIR/${PREFIX}.json" --merge --no-progress ${impl_args[@]+"${impl_args[@]}"} ${PEER_ARGS:-}
   rc=$?
   [ "$rc" -ne 0 ] && STATUS=1
   SUMMARY+=("peers $PEER_SUITES: exit $rc ($(( $(date +%s) - t0 )) s；3 = 有格子出错或结果不符，见表格下方)")
-  if [ -f "$DATA_DIR/h200.json" ]; then
-    $PY -m reduction_lab.bench report "$DATA_DIR/h200.json" --out "$DATA_DIR" || STATUS=1
-    cp "$DATA_DIR/h200.json" "$OUT/h200.json"
-    tar czf "$OUT/h200_report.tar.gz" -C "$DATA_DIR" $(cd "$DATA_DIR" && ls h200.json h200_*.md h200_*.png 2>/dev/null)
-    echo "已放进 $OUT：h200.json、h200_report.tar.gz（在仓库根目录解包：tar xzf h200_report.tar.gz -C docs/data）"
+  if [ -f "$DATA_DIR/${PREFIX}.json" ]; then
+    $PY -m reduction_lab.bench report "$DATA_DIR/${PREFIX}.json" --out "$DATA_DIR" --prefix "$PREFIX" || STATUS=1
+    cp "$DATA_DIR/${PREFIX}.json" "$OUT/${PREFIX}.json"
+    tar czf "$OUT/${PREFIX}_report.tar.gz" -C "$DATA_DIR" $(cd "$DATA_DIR" && ls ${PREFIX}.json ${PREFIX}_*.md ${PREFIX}_*.png 2>/dev/null)
+    echo "已放进 $OUT：${PREFIX}.json、${PREFIX}_report.tar.gz（在仓库根目录解包：tar xzf ${PREFIX}_report.tar.gz -C docs/data）"
   fi
 fi
 
@@ -230,8 +241,8 @@ if want bench; then
   for s in $BENCH_SUITES; do
     header "基准：$s"
     t0=$(date +%s)
-    # --merge：保留 h200.json 里这次没跑的套件
-    timeout "$BENCH_TIMEOUT" $PY -m reduction_lab.bench bench "$s" --json "$DATA_DIR/h200.json" --merge \
+    # --merge：保留 ${PREFIX}.json 里这次没跑的套件
+    timeout "$BENCH_TIMEOUT" $PY -m reduction_lab.bench bench "$s" --json "$DATA_DIR/${PREFIX}.json" --merge \
       --no-progress --budget "$BENCH_BUDGET" $BENCH_ARGS
     rc=$?
     if [ "$rc" -eq 0 ]; then ok=$((ok + 1)); else bad=$((bad + 1)); STATUS=1; fi
@@ -239,13 +250,13 @@ if want bench; then
     SUMMARY+=("bench $s: exit $rc ($(( $(date +%s) - t0 )) s)")
   done
   header "报告：表格与图"
-  if [ -f "$DATA_DIR/h200.json" ]; then
-    $PY -m reduction_lab.bench report "$DATA_DIR/h200.json" --out "$DATA_DIR" || STATUS=1
-    cp "$DATA_DIR/h200.json" "$OUT/h200.json"
-    tar czf "$OUT/h200_report.tar.gz" -C "$DATA_DIR" $(cd "$DATA_DIR" && ls h200.json h200_*.md h200_*.png 2>/dev/null)
-    echo "已放进 $OUT：h200.json、h200_report.tar.gz（在仓库根目录解包：tar xzf h200_report.tar.gz -C docs/data）"
+  if [ -f "$DATA_DIR/${PREFIX}.json" ]; then
+    $PY -m reduction_lab.bench report "$DATA_DIR/${PREFIX}.json" --out "$DATA_DIR" --prefix "$PREFIX" || STATUS=1
+    cp "$DATA_DIR/${PREFIX}.json" "$OUT/${PREFIX}.json"
+    tar czf "$OUT/${PREFIX}_report.tar.gz" -C "$DATA_DIR" $(cd "$DATA_DIR" && ls ${PREFIX}.json ${PREFIX}_*.md ${PREFIX}_*.png 2>/dev/null)
+    echo "已放进 $OUT：${PREFIX}.json、${PREFIX}_report.tar.gz（在仓库根目录解包：tar xzf ${PREFIX}_report.tar.gz -C docs/data）"
   else
-    echo "没有 $DATA_DIR/h200.json：基准没有写出结果"
+    echo "没有 $DATA_DIR/${PREFIX}.json：基准没有写出结果"
   fi
   SUMMARY+=("bench: $ok 个套件成功，$bad 个失败")
 fi

@@ -256,7 +256,7 @@ def test_committed_tables_match_json(prefix):
     assert f"{prefix}_softmax" in names and f"{prefix}_targets" in names
     for name, text in report.tables(doc, prefix):
         path = DATA / f"{name}.md"
-        hint = f"运行 reduction-lab report docs/data/{prefix}.json --out docs/data --prefix {prefix}"
+        hint = f"运行 reduction-lab report docs/data/{prefix}.json --out docs/data"
         assert path.exists(), f"缺少 {path}：{hint}"
         assert path.read_text(encoding="utf-8") == text, f"{path} 与 JSON 生成的表格不一致：{hint}"
 
@@ -282,3 +282,18 @@ def test_spread_order_is_a_permutation_ends_first():
 def test_scripts_parse(script):
     p = subprocess.run(["bash", "-n", str(ROOT / "scripts" / script)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+def test_report_prefix_defaults_to_the_gpu_model(tmp_path):
+    gpu = lambda device: {"meta": {"mode": "gpu", "device": device}}      # noqa: E731
+    assert report.default_prefix(gpu("NVIDIA H100 80GB HBM3")) == "h100"
+    assert report.default_prefix(gpu("NVIDIA H200")) == "h200"
+    assert report.default_prefix(gpu("NVIDIA A100-SXM4-80GB")) == "a100"
+    assert report.default_prefix(gpu("NVIDIA GeForce RTX 4090")) == "gpu"       # 认不出型号
+    assert report.default_prefix({"meta": {"mode": "sim", "device": "CPU (x86_64)"}}) == "h200"
+    # 不写 --prefix：H100 的 JSON 写出 h100_*.md，与提交的表格逐字相同
+    assert cli_main(["report", str(DATA / "h100.json"), "--out", str(tmp_path), "--no-plots"]) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names and all(n.startswith("h100_") for n in names), names
+    for n in names:
+        assert (tmp_path / n).read_text(encoding="utf-8") == (DATA / n).read_text(encoding="utf-8"), n

@@ -100,13 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON文件已存在时只替换这次运行的套件，保留其他套件")
     b.add_argument("--report-dir", default=None,
                    help="同时把表格（.md）和图（.png）写进这个目录（需要matplotlib）")
-    b.add_argument("--prefix", default="h200", help="表格/图片文件名前缀（默认h200）")
+    b.add_argument("--prefix", default=None,
+                   help="表格/图片文件名前缀（默认取GPU的型号，如h200、h100；认不出时h200）")
     b.add_argument("--no-progress", action="store_true", help="不显示tqdm进度条")
 
     r = sub.add_parser("report", help="从JSON生成Markdown表格与PNG图")
     r.add_argument("json_path", help="reduction-lab bench --json写出的文件")
     r.add_argument("--out", default=None, help="输出目录（默认与JSON同目录）")
-    r.add_argument("--prefix", default="h200", help="文件名前缀（默认h200）")
+    r.add_argument("--prefix", default=None, help="文件名前缀（默认取JSON里GPU的型号，如h200、h100；认不出时h200）")
     r.add_argument("--no-plots", action="store_true", help="只写表格")
     r.add_argument("--check", action="store_true",
                    help="不写文件，只检查已有表格与JSON生成的结果一致（不一致退出码1）")
@@ -179,7 +180,8 @@ def _validate(args) -> dict | None:
         raise BenchError(f"--total-elems必须是正整数，得到{args.total_elems}")
     if args.impl is not None and not args.impl:
         raise BenchError("--impl是空列表：至少给出一个实现(--impl is empty)")
-    if os.sep in args.prefix or (os.altsep and os.altsep in args.prefix) or args.prefix in ("", ".", ".."):
+    if args.prefix is not None and (os.sep in args.prefix or (os.altsep and os.altsep in args.prefix)
+                                    or args.prefix in ("", ".", "..")):
         raise BenchError(f"--prefix只能是文件名前缀，不能含路径，得到{args.prefix!r}")
     if args.merge and not args.json_path:
         raise BenchError("--merge需要和--json一起用(--merge needs --json)")
@@ -227,10 +229,11 @@ def _cmd_bench(args, argv) -> int:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
 
-    from .report import render_table, tables, write_report
+    from .report import default_prefix, render_table, tables, write_report
 
+    prefix = args.prefix or default_prefix(doc)
     measured = doc["suites"]                   # 这次运行测的套件（--merge 之后 doc 还含旧的）
-    for name, text in tables(doc):
+    for name, text in tables(doc, prefix):
         print()
         print(f"== {name} ==")
         print(text)
@@ -248,7 +251,7 @@ def _cmd_bench(args, argv) -> int:
         os.replace(tmp, path)
         print(f"JSON已写入{path}")
     if args.report_dir:
-        for p in write_report(doc, args.report_dir, prefix=args.prefix):
+        for p in write_report(doc, args.report_dir, prefix=prefix):
             print(f"已写入{p}")
     if doc["meta"]["mode"] != "gpu":
         print(harness.SIM_BANNER)
@@ -402,11 +405,12 @@ def _cmd_report(args) -> int:
 
 
 def _report(args, doc, out, render_table, stem, write_report) -> int:
-    if args.check:
-        from .report import tables
+    from .report import default_prefix, tables
 
+    prefix = args.prefix or default_prefix(doc)
+    if args.check:
         bad = []
-        for name, text in tables(doc, args.prefix):
+        for name, text in tables(doc, prefix):
             path = out / f"{name}.md"
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 bad.append(str(path))
@@ -415,7 +419,7 @@ def _report(args, doc, out, render_table, stem, write_report) -> int:
             return 1
         print("表格与JSON一致")
         return 0
-    for p in write_report(doc, out, prefix=args.prefix, plots=not args.no_plots):
+    for p in write_report(doc, out, prefix=prefix, plots=not args.no_plots):
         print(f"已写入{p}")
     return 0
 

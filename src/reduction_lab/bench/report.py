@@ -48,6 +48,16 @@ def _dtype_records(rec: dict) -> dict:
     return dtype_records(rec)
 
 
+def default_prefix(doc: dict) -> str:
+    """文件名前缀的默认值：JSON里GPU的型号（``NVIDIA H100 80GB HBM3`` -> ``h100``，``NVIDIA A100-SXM4-80GB``
+    -> ``a100``），认不出型号的GPU是``gpu``；sim模式是``h200``（与本课程提交的数据同名，页面与测试都按它读）。"""
+    meta = doc.get("meta", {})
+    if meta.get("mode") != "gpu":
+        return "h200"
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", str(meta.get("device", "")))
+    return m.group(1).lower() if m else "gpu"
+
+
 def tables(doc: dict, prefix: str = "h200") -> list[tuple[str, str]]:
     """全部生成的表格：[(文件名不含扩展名, Markdown)]，``write_report``与``report --check``都用它。"""
     out = []

@@ -37,8 +37,8 @@
 #   SUITE=tests,docs bash scripts/gpu_suite.sh
 #   SUITE=bench BENCH_SUITES="softmax row-sum" DATA_DIR=/tmp/h200 bash scripts/gpu_suite.sh
 #   SUITE=bench BENCH_SUITES="full-sum bank-conflicts" DATA_DIR=/tmp/h200 bash scripts/gpu_suite.sh
-# DATA_DIR 在仓库之外时，同一台机器上后一次运行会把结果并进前一次的 h200.json（--merge）；
-# 每次都把完整的 h200.json 和 h200_report.tar.gz 放进 $OUT。
+# DATA_DIR 在仓库之外时，同一台机器上后一次运行会把结果并进前一次的 <GPU型号>.json（--merge）；
+# 每次都把完整的 <GPU型号>.json 和 <GPU型号>_report.tar.gz 放进 $OUT。
 #
 # 对照扫描（SUITE=peers）：每个实现在自己的子进程里测量（reduction_lab.bench.isolate）。quack 与 Liger
 # 的 wheel 约 65 MiB，一次调用带不过去，先分两次带过来（顺序见 scripts/install_peer_wheels.sh 的开头）：

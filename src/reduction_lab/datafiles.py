@@ -16,7 +16,8 @@ from pathlib import Path
 __all__ = ["data_path", "load_data", "DATA_FILES"]
 
 #: 随包发布的数据文件
-DATA_FILES = ("h200.json", "h100.json", "ncu_vs_simt.json", "h200_latency.json", "simt_coverage.json", "h200_tune_softmax_bf16.json",
+DATA_FILES = ("h200.json", "h100.json", "ncu_vs_simt.json", "h200_latency.json", "simt_coverage.json",
+              "h200_tune_softmax_bf16.json",
               "h200_primitives.json", "h200_cluster_softmax.json", "h200_cuda_softmax.json", "h200_tilelang_softmax.json",
               "h200_host_cost.json", "h200_followup.json", "h200_cuda_softmax_cluster.json",
               "h200_tilelang_softmax_long.json", "h200_tilelang_softmax_long_stats.json", "h200_tune_softmax_long.json",

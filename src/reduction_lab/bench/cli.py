@@ -101,13 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--report-dir", default=None,
                    help="同时把表格（.md）和图（.png）写进这个目录（需要matplotlib）")
     b.add_argument("--prefix", default=None,
-                   help="表格/图片文件名前缀（默认取GPU的型号，如h200、h100；认不出时h200）")
+                   help="表格/图片文件名前缀（默认取GPU的型号，如h200、h100；认不出型号时gpu，sim模式h200）")
     b.add_argument("--no-progress", action="store_true", help="不显示tqdm进度条")
 
     r = sub.add_parser("report", help="从JSON生成Markdown表格与PNG图")
     r.add_argument("json_path", help="reduction-lab bench --json写出的文件")
     r.add_argument("--out", default=None, help="输出目录（默认与JSON同目录）")
-    r.add_argument("--prefix", default=None, help="文件名前缀（默认取JSON里GPU的型号，如h200、h100；认不出时h200）")
+    r.add_argument("--prefix", default=None,
+                   help="文件名前缀（默认取JSON里GPU的型号，如h200、h100；认不出型号时gpu，sim模式h200）")
     r.add_argument("--no-plots", action="store_true", help="只写表格")
     r.add_argument("--check", action="store_true",
                    help="不写文件，只检查已有表格与JSON生成的结果一致（不一致退出码1）")

@@ -54,3 +54,11 @@ def test_columns_from_lines_name_each_run():
     rec = {"shapes": [], "columns_from": {"triton,cuda": "运行甲", "quack": "运行乙"}}
     lines = _skipped_lines(rec)
     assert lines == [f"- {md_code('triton')}、{md_code('cuda')}这几列来自运行甲", f"- {md_code('quack')}这一列来自运行乙"]
+
+
+def test_terminal_colour_codes_are_dropped():
+    # CuTe DSL 的异常信息带着终端颜色（ESC [91m …）：页面上只留文字
+    err = "CUDADialectError: \x1b[91m\x1b[1merror[X]:\x1b[0m launch failed \x1b[92msuggestion:\x1b[0m a<b\x07"
+    assert md_text(err) == r"CUDADialectError: error\[X\]: launch failed suggestion: a&lt;b"
+    assert md_code("x\x1b[0m = 1") == "`x = 1`"
+    assert "\x1b" not in md_text("\x1b[38;5;196mred\x1b[0m") and md_text("\x1b[38;5;196mred\x1b[0m") == "red"

@@ -85,15 +85,20 @@ def load(path: str | os.PathLike) -> dict:
 _MD_INLINE = re.compile(r"([\\`*_\[\]>|$])")
 
 
+#: 终端颜色等ANSI转义序列（有的库把它们写进异常信息）与其余控制字符：放进页面之前去掉
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def md_text(text) -> str:
-    """一段普通文字放进Markdown（表格单元格、清单项）：行内标记字符加反斜杠（<写成&lt;），换行并成空格。"""
-    text = " ".join(str(text).split()).replace("&", "&amp;").replace("<", "&lt;")
+    """一段普通文字放进Markdown（表格单元格、清单项）：去掉ANSI转义序列，行内标记字符加反斜杠（<写成&lt;），
+    换行并成空格。"""
+    text = " ".join(_ANSI.sub("", str(text)).split()).replace("&", "&amp;").replace("<", "&lt;")
     return _MD_INLINE.sub(r"\\\1", text)
 
 
 def md_code(text) -> str:
     """一段代码放进Markdown行内代码：反引号栏比内容里最长的一串反引号多一个。"""
-    text = " ".join(str(text).split())
+    text = " ".join(_ANSI.sub("", str(text)).split())
     ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{ticks}{pad}{text}{pad}{ticks}"

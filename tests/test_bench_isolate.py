@@ -227,6 +227,14 @@ def test_merge_columns_replaces_only_the_measured_impls(tmp_path):
                                    "torch,compile": "2026-12-01 10:00 UTC的运行（命令 run 2026-12-01T10:00:00+00:00）"}
     text = report.render_table(merged, "softmax")
     assert "`triton`这一列来自2026-12-02 11:30 UTC" in text and "`torch`、`compile`这几列来自2026-12-01" in text
+    # 表头的库版本：旧运行没记下、新并进来的运行记下了的补上；两边都有的保留旧的
+    old_v = dict(old, suites={"softmax": dict(old["suites"]["softmax"], meta=dict(
+        old["suites"]["softmax"]["meta"], tilelang=None, cupy="1.0"))})
+    new_v = dict(new, suites={"softmax": dict(new["suites"]["softmax"], meta=dict(
+        new["suites"]["softmax"]["meta"], tilelang="0.1.15", cupy="2.0"))})
+    meta = merge_columns(old_v, new_v)["suites"]["softmax"]["meta"]
+    assert meta["tilelang"] == "0.1.15" and meta["cupy"] == "1.0"
+    assert "tilelang 0.1.15" in report.render_table(merge_columns(old_v, new_v), "softmax")
     # 再并一次别的列：已有的columns_from按实现拆开，不丢
     newer = _three_process_doc({"torch": (210.0, 160.0)}, "2026-12-03T09:00:00+00:00")
     again = merge_columns(merged, newer)["suites"]["softmax"]

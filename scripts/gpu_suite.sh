@@ -135,14 +135,10 @@ else
 fi
 export PYTHONPATH="$SITE:$ROOT/src${PYTHONPATH:+:$PYTHONPATH}"
 export REDUCTION_LAB_MODE=${REDUCTION_LAB_MODE:-gpu}
-if [ -z "${PREFIX:-}" ]; then
-  if [ "$REDUCTION_LAB_MODE" = gpu ]; then
-    GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-    PREFIX=$(grep -oE '\b[A-Z]{1,2}[0-9]{2,4}[A-Z]?\b' <<<"$GPU_NAME" | head -1 | tr 'A-Z' 'a-z')
-    PREFIX=${PREFIX:-gpu}
-  else
-    PREFIX=h200
-  fi
+if [ -z "${PREFIX:-}" ]; then   # 与 reduction-lab report 的默认相同（bench.report.default_prefix）
+  GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  PREFIX=$($PY -c 'import sys; from reduction_lab.bench.report import default_prefix
+print(default_prefix({"meta": {"mode": sys.argv[1], "device": sys.argv[2]}}))' "$REDUCTION_LAB_MODE" "$GPU_NAME")
 fi
 export NO_MKDOCS_2_WARNING=1
 unset TRITON_INTERPRET

@@ -340,6 +340,7 @@ def merge(parts: list[tuple[str, dict[str, list[str]], dict | None, dict]], suit
             else:
                 for dt, sub in harness.dtype_records(rec).items():
                     contribs.setdefault(dt, []).append((group, sub))
+        rec_meta = dict(suite_meta or meta, command=meta["command"])
         if suite == "percall":
             rec = _merge_rows(suite, "*", contribs.get("*", []), failed.get("*", {}), order)
             rec.pop("dtype", None)
@@ -351,9 +352,9 @@ def merge(parts: list[tuple[str, dict[str, list[str]], dict | None, dict]], suit
             if not recs:
                 continue
             for r in recs.values():       # 没有一个进程测到的dtype（例如时间用完）也要有表头的元数据
-                r.setdefault("meta", dict(suite_meta or meta, command=meta["command"]))
+                r.setdefault("meta", rec_meta)
             rec = harness.combine_dtype_records(recs)
-        rec["meta"] = dict(suite_meta or meta, command=meta["command"])
+        rec["meta"] = rec_meta
         out["suites"][suite] = rec
     return out
 

@@ -128,8 +128,9 @@ SOFTMAX_TABLE = {
     (2, 2048): dict(path="row", threads=128, elems=4096),
     (2, 4096): dict(path="row", threads=256, elems=4096),
     (2, 8192): dict(path="row", threads=256, elems=8192),
-    # 16 位 N = 16384、32768：两块 … 四块的簇（cluster 路径）对一块读一行（row 路径），H100 上 scripts/tune_tilelang.py
-    # 的一次扫描（docs/data/h100_tilelang_softmax_mid16.json）：bf16 从 70%、86% 到 100%、100%，fp16 从 71%、84% 到 100%、100%
+    # 16 位 N = 16384、32768：四块的簇（cluster 路径）代替一块读一行（row 路径）。H100 上 scripts/tune_tilelang.py 的扫描
+    # （docs/data/h100_tilelang_softmax_mid16.json）：bf16 从 70%、86% 到 100%、100%，fp16 从 71%、84% 到 100%、100%；
+    # 同一天的第二次扫描里新的默认在这四格是 99%–101%，两块的簇在 16384 上一样快
     (2, 16384): dict(path="cluster", threads=256, block_n=2048, n_seg=4),
     (2, 32768): dict(path="cluster", threads=256, block_n=2048, n_seg=4),
     (2, 65536): dict(path="cluster", threads=128, block_n=1024, n_seg=8),      # bfloat16 的结果，用于 16 位

@@ -31,7 +31,7 @@ def main() -> int:
     ap.add_argument("--blocks", default=None, help="每块线程数（逗号分隔；默认 split 256,512,1024，warp 64,128,256,512）")
     ap.add_argument("--chunks", default="None,1,2,4,8", help="段数（逗号分隔；None 是包装函数的默认段数）")
     ap.add_argument("--packs", default="None",
-                    help="每个线程同时在途的 16 字节包数（逗号分隔，1,2,4,8,16；None 是包装函数的默认值）")
+                    help="每个线程同时在途的 16 字节包数（逗号分隔，1,2,4,8；None 是包装函数的默认值）")
     ap.add_argument("--evict", default="None",
                     help="主循环是否用流式加载 ld.global.cs（逗号分隔，0,1；None 是包装函数的默认值）")
     args = ap.parse_args()

@@ -145,7 +145,7 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
     ``"split"`` 长行切段 + atomicAdd；``"auto"``（默认）按 N 在 warp 与 split 之间选择。
     ``chunks``：split 内核的段数（正整数）；``out``：调用者提供的 (M,) 连续输出，dtype 与 x 相同。
     warp 与 split 内核每个线程一次读 16 字节（一包：4 个 float32 或 8 个 16 位元素）；``packs``：它们每个线程同时
-    在途的包数（1、2、4、8、16；默认取 :func:`_sum_packs`），只用于 warp 与
+    在途的包数（1、2、4、8；默认取 :func:`_sum_packs`），只用于 warp 与
     split 内核。``evict_first``：主循环的包用流式加载（``ld.global.cs``，reduce_sum.cu 的 SUM_EVICT_FIRST），
     默认取 :func:`_sum_evict`；同样只用于 warp 与 split 内核。
     """
@@ -166,8 +166,8 @@ def reduce_sum(x: torch.Tensor, dim: int = 1, kernel: str = "auto", block_size: 
         raise ValueError(f"chunks 必须是正整数，得到 {chunks!r} (chunks must be a positive int)")
     if chunks is not None and kernel != "split":
         raise ValueError(f"chunks 只用于 kernel='split'，当前 kernel={kernel!r} (chunks applies to the split kernel only)")
-    if packs is not None and (isinstance(packs, bool) or packs not in (1, 2, 4, 8, 16)):
-        raise ValueError(f"packs 只能是 1、2、4、8、16，得到 {packs!r} (packs must be 1, 2, 4, 8 or 16)")
+    if packs is not None and (isinstance(packs, bool) or packs not in (1, 2, 4, 8)):
+        raise ValueError(f"packs 只能是 1、2、4、8，得到 {packs!r} (packs must be 1, 2, 4 or 8)")
     if evict_first is not None and not isinstance(evict_first, bool):
         raise TypeError(f"evict_first 必须是 bool 或 None，得到 {evict_first!r} (evict_first must be a bool)")
     for name, value in (("packs", packs), ("evict_first", evict_first)):

@@ -71,12 +71,12 @@ __device__ float warp_reduce_sum(float v)
 }
 // --8<-- [end:warp_reduce_sum]
 
-// 每个线程同时在途的16字节包数（编译期常量，1、2、4、8或16）
+// 每个线程同时在途的16字节包数（编译期常量，1、2、4或8）
 #ifndef SUM_PACKS
 #define SUM_PACKS 2
 #endif
-#if SUM_PACKS != 1 && SUM_PACKS != 2 && SUM_PACKS != 4 && SUM_PACKS != 8 && SUM_PACKS != 16
-#error "SUM_PACKS must be 1, 2, 4, 8 or 16"
+#if SUM_PACKS != 1 && SUM_PACKS != 2 && SUM_PACKS != 4 && SUM_PACKS != 8
+#error "SUM_PACKS must be 1, 2, 4 or 8"
 #endif
 
 // 16字节一包：VEC个floatX（float32 4个，16位8个）。包的地址按16字节对齐时，读一包是一条128位的加载指令。

@@ -7,6 +7,12 @@ softmax（``--kernel softmax``）：float32 与 bfloat16，N = 512 … 262144（
 128、256、512、1024，只留一段放得进寄存器的组合（每个线程至多 64 个、一段至多 32768 个元素；放不下的 N 会打印出来）；
 N >= 32768 时另有 cluster_smem 路径（段在共享内存里）试 n_seg 8、16 与 threads 256、512（一段至多 192 KiB）；
 split 路径（不用簇、两次启动）试 threads 256、512 与每个线程 32、64 个元素（段数 = ceil(N / 段长)）。
+这几个网格可以用 ``--cluster-segs``、``--cluster-threads``、``--smem-segs``、``--split-grid`` 缩小（空串：不试那条路径），
+例如只在 16 位 N = 16384、32768 上比较两块、四块的簇与默认配置：
+
+    REDUCTION_LAB_MODE=gpu python scripts/tune_tilelang.py --kernel softmax --dtypes bfloat16,float16 \
+        --ns 16384,32768 --cluster-segs 2,4 --cluster-threads 256,512 --smem-segs '' --split-grid '' --json out.json
+
 计时调用的是编译好的内核（参数事先选好、stats 事先分配），每个 (dtype, N) 的最佳配置另测一次经
 ``tk.softmax`` 的整个调用（``call_gbs``）。打印表格、按 ``tilelang_kernels.SOFTMAX_TABLE`` 的格式打印每个
 (元素字节数, N) 的最佳配置，``--json`` 写出全部结果。全部候选先并行编译（--jobs）；H200 上全程几分钟
@@ -37,6 +43,7 @@ split 路径（不用簇、两次启动）试 threads 256、512 与每个线程 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import itertools
 import json
 import time
@@ -45,6 +52,8 @@ import reduction_lab as rl
 import torch
 
 from reduction_lab import tilelang_kernels as tk
+
+from _command import recorded_command
 
 
 def bench(fns, iters=30, warmup=3):
@@ -362,11 +371,17 @@ def tune_softmax(args):
         print(f"    {key}: dict({', '.join(f'{k}={v!r}' for k, v in best[key].items())}),")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": props.name, "total_elems": args.total_elems, "results": results,
+            json.dump({"device": props.name, "command": recorded_command("tune_tilelang"),
+                       "date": dt.date.today().isoformat(), "total_elems": args.total_elems, "results": results,
                        "table": {f"{e},{n}": v for (e, n), v in sorted(best.items())}}, f, indent=1)
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v)
+
+
 def main():
+    global CLUSTER_SEGS, CLUSTER_THREADS, SMEM_SEGS, SPLIT_GRID
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", choices=("sum", "softmax"), default="sum")
     ap.add_argument("--dtypes", default="float32,bfloat16", help="softmax 的 dtype（逗号分隔）")
@@ -378,10 +393,22 @@ def main():
     ap.add_argument("--threads", default="128,256,512")
     ap.add_argument("--ept", default="16,32", help="每个线程每块的元素个数（块大小 = threads * ept）")
     ap.add_argument("--splits", default="1,4,16", help="行切分段数的候选（只在行块数少于约两波时试）")
+    ap.add_argument("--cluster-segs", default=",".join(map(str, CLUSTER_SEGS)),
+                    help="softmax 的 cluster 路径试哪些段数（逗号分隔；空串：不试 cluster 路径）")
+    ap.add_argument("--cluster-threads", default=",".join(map(str, CLUSTER_THREADS)),
+                    help="cluster 路径每块的线程数（逗号分隔）")
+    ap.add_argument("--smem-segs", default=",".join(map(str, SMEM_SEGS)),
+                    help="cluster_smem 路径试哪些段数（逗号分隔；空串：不试这条路径）")
+    ap.add_argument("--split-grid", default=",".join(f"{t}x{e}" for t, e in SPLIT_GRID),
+                    help="split 路径的 线程数x每个线程的元素数（逗号分隔，如 256x32；空串：不试这条路径）")
     ap.add_argument("--jobs", type=int, default=8, help="并行预编译的线程数（0：不预编译）")
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--json")
     args = ap.parse_args()
+    CLUSTER_SEGS = _ints(args.cluster_segs)
+    CLUSTER_THREADS = _ints(args.cluster_threads)
+    SMEM_SEGS = _ints(args.smem_segs)
+    SPLIT_GRID = tuple(tuple(int(v) for v in item.split("x")) for item in args.split_grid.split(",") if item)
     rl.runtime.require_gpu("tune_tilelang")
     if args.kernel == "softmax":
         tune_softmax(args)

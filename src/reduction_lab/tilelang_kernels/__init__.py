@@ -101,7 +101,7 @@ def softmax_phases(path: str, gpu: bool) -> tuple[int, ...]:
 #: online / cluster / cluster_smem / split 路径的 ``block_n``，cluster 与 cluster_smem 的 ``n_seg``，split 的 ``seg``
 #: （段数 = ceil(N / seg)）；cluster / cluster_smem / split 的段长取 block_n 与 vec*threads 的公倍数，见 :func:`.kernels.cluster_unit`。
 #: 由 ``scripts/tune_tilelang.py --json`` 在 H200 上的扫描结果改写（它打印同样格式的一张表；cluster_smem 的
-#: 几项除外，见下）；
+#: 几项与 16 位的 16384、32768 除外，它们依据 H100 上的比较，见下）；
 #: 表里没有的 N 用最近的较小一项（超过表尾的用 split，见 _SOFTMAX_LONG）。
 SOFTMAX_TABLE = {
     # float32：H200 上 scripts/tune_tilelang.py --kernel softmax 的一次运行（docs/data/h200_tilelang_softmax.json）

@@ -151,6 +151,9 @@ SMEM_SEGS = (8, 16)
 SMEM_THREADS = (256, 512)
 #: split 路径的扫描网格：(threads, 每个线程的元素数)
 SPLIT_GRID = ((256, 32), (256, 64), (512, 32), (512, 64))
+#: 命令行参数的默认值（main 按参数改写上面几个网格；再次调用 main 仍从这里的默认值开始）
+_GRID_DEFAULTS = dict(cluster_segs=CLUSTER_SEGS, cluster_threads=CLUSTER_THREADS, smem_segs=SMEM_SEGS,
+                      split_grid=SPLIT_GRID)
 
 
 def _accepted(M, N, elem, cfgs):
@@ -393,13 +396,13 @@ def main():
     ap.add_argument("--threads", default="128,256,512")
     ap.add_argument("--ept", default="16,32", help="每个线程每块的元素个数（块大小 = threads * ept）")
     ap.add_argument("--splits", default="1,4,16", help="行切分段数的候选（只在行块数少于约两波时试）")
-    ap.add_argument("--cluster-segs", default=",".join(map(str, CLUSTER_SEGS)),
+    ap.add_argument("--cluster-segs", default=",".join(map(str, _GRID_DEFAULTS["cluster_segs"])),
                     help="softmax 的 cluster 路径试哪些段数（逗号分隔；空串：不试 cluster 路径）")
-    ap.add_argument("--cluster-threads", default=",".join(map(str, CLUSTER_THREADS)),
+    ap.add_argument("--cluster-threads", default=",".join(map(str, _GRID_DEFAULTS["cluster_threads"])),
                     help="cluster 路径每块的线程数（逗号分隔）")
-    ap.add_argument("--smem-segs", default=",".join(map(str, SMEM_SEGS)),
+    ap.add_argument("--smem-segs", default=",".join(map(str, _GRID_DEFAULTS["smem_segs"])),
                     help="cluster_smem 路径试哪些段数（逗号分隔；空串：不试这条路径）")
-    ap.add_argument("--split-grid", default=",".join(f"{t}x{e}" for t, e in SPLIT_GRID),
+    ap.add_argument("--split-grid", default=",".join(f"{t}x{e}" for t, e in _GRID_DEFAULTS["split_grid"]),
                     help="split 路径的 线程数x每个线程的元素数（逗号分隔，如 256x32；空串：不试这条路径）")
     ap.add_argument("--jobs", type=int, default=8, help="并行预编译的线程数（0：不预编译）")
     ap.add_argument("--iters", type=int, default=30)

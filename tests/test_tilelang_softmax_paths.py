@@ -450,3 +450,33 @@ def test_misaligned_views_reach_the_kernel_aligned(monkeypatch):
         torch.testing.assert_close(rl.reduce_sum(v, backend="tilelang").double(), v.double().sum(1),
                                    atol=1e-4, rtol=1e-5)
     assert seen and all(a == 0 for rec in seen for a in rec), seen
+
+
+def test_tune_script_grid_flags(load_script, monkeypatch):
+    """scripts/tune_tilelang.py 的 --cluster-segs、--cluster-threads、--smem-segs、--split-grid 只缩小这一次运行的
+    候选网格（空串去掉一条路径），再运行一次又回到默认的网格。"""
+    import sys
+
+    t = load_script("tune_tilelang")
+    for name in ("CLUSTER_SEGS", "CLUSTER_THREADS", "SMEM_SEGS", "SPLIT_GRID"):   # 测试结束后还原
+        monkeypatch.setattr(t, name, getattr(t, name))
+    monkeypatch.setattr(t.rl.runtime, "require_gpu", lambda *a: None)
+    seen = []
+
+    def fake_tune(args):
+        seen.append((t.CLUSTER_SEGS, t.CLUSTER_THREADS, t.SMEM_SEGS, t.SPLIT_GRID,
+                     {(c["n_seg"], c["threads"]) for c in t.cluster_grid(4096, 16384, 2)[0]},
+                     t.smem_grid(2048, 32768, 2)))
+
+    monkeypatch.setattr(t, "tune_softmax", fake_tune)
+    monkeypatch.setattr(sys, "argv", ["tune_tilelang.py", "--kernel", "softmax", "--cluster-segs", "2,4",
+                                      "--cluster-threads", "256", "--smem-segs", "", "--split-grid", "256x32"])
+    t.main()
+    monkeypatch.setattr(sys, "argv", ["tune_tilelang.py", "--kernel", "softmax"])
+    t.main()
+    narrow, default = seen
+    assert narrow[:4] == ((2, 4), (256,), (), ((256, 32),))
+    assert narrow[4] == {(2, 256), (4, 256)} and narrow[5] == []
+    d = t._GRID_DEFAULTS
+    assert default[:4] == (d["cluster_segs"], d["cluster_threads"], d["smem_segs"], d["split_grid"])
+    assert len(default[4]) > 2 and default[5]

@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from .harness import SUITES, BenchError, ValidationError, parse_dtypes, parse_int_list
+from .harness import LIBRARIES, SUITES, BenchError, ValidationError, parse_dtypes, parse_int_list
 
 _CHOICES = SUITES + ("all",)
 
@@ -301,10 +301,6 @@ def _run_label(meta: dict) -> str:
     return f"{when}的运行（命令 {meta.get('command', '?')}）"
 
 
-#: 元数据里各个库的版本号（harness.metadata 写下的键）
-_LIBRARY_KEYS = ("cupy", "tilelang", "quack", "liger")
-
-
 def merge_columns(old: dict, new: dict) -> dict:
     """按列合并：``new``里每个套件、每个dtype的记录里测过的实现（它的``processes``）替换``old``里同一形状的结果，
     ``old``里别的实现、别的形状、别的套件原样保留。``copy_by_process``按进程更新，``copy``重新取各进程的中位数。
@@ -331,7 +327,7 @@ def merge_columns(old: dict, new: dict) -> dict:
             known = {i["name"] for i in orec["impls"]}
             orec["impls"] = list(orec["impls"]) + [i for i in nrec["impls"] if i["name"] not in known]
             # 表头列出的库版本：新并进来的列用到、旧记录没记下的（例如旧运行没有导入tilelang）补上
-            orec["meta"] = dict(orec["meta"], **{k: nrec["meta"][k] for k in _LIBRARY_KEYS
+            orec["meta"] = dict(orec["meta"], **{k: nrec["meta"][k] for k, _ in LIBRARIES
                                                  if not orec["meta"].get(k) and nrec["meta"].get(k)})
             # 每个实现来自哪一次运行：旧记录的columns_from，没写的是旧记录自己的那次运行
             origin = {i["name"]: _run_label(orec["meta"]) for i in orec["impls"]}

@@ -298,6 +298,10 @@ def _version(dist: str) -> str | None:
         return getattr(mod, "__version__", None)
 
 
+#: 元数据里记下版本的可选库：(键, 发布的包名)。cupy 的包名还可能是 cupy-cuda13x / cupy-cuda12x（见 metadata）
+LIBRARIES = (("cupy", "cupy"), ("tilelang", "tilelang"), ("quack", "quack-kernels"), ("liger", "liger-kernel"))
+
+
 def metadata(argv: Sequence[str] | None = None) -> dict:
     if MODE == "gpu":
         device = torch.cuda.get_device_name(torch.cuda.current_device())
@@ -311,10 +315,7 @@ def metadata(argv: Sequence[str] | None = None) -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "triton": _version("triton"),
-        "cupy": cupy_version,
-        "tilelang": _version("tilelang"),
-        "quack": _version("quack-kernels"),
-        "liger": _version("liger-kernel"),
+        **{key: cupy_version if key == "cupy" else _version(name) for key, name in LIBRARIES},
         "date": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "command": " ".join(argv) if argv is not None else " ".join(sys.argv),
         "l2_bytes": timing.l2_bytes() if MODE == "gpu" else None,

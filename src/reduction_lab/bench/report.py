@@ -104,16 +104,18 @@ def md_code(text) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
+def _versions(m: dict) -> list[str]:
+    """表头的一串版本：设备、torch、triton，再加这次运行记下了版本的可选库（harness.LIBRARIES）。"""
+    from .harness import LIBRARIES
+
+    parts = [f"设备：{m['device']}", f"torch {m['torch']}", f"triton {m['triton']}"]
+    parts += [f"{name} {m[key]}" for key, name in LIBRARIES if m.get(key)]
+    return parts
+
+
 def _meta_line(rec: dict) -> str:
     m = rec["meta"]
-    parts = [f"设备：{m['device']}", f"torch {m['torch']}", f"triton {m['triton']}"]
-    if m.get("cupy"):
-        parts.append(f"cupy {m['cupy']}")
-    if m.get("tilelang"):
-        parts.append(f"tilelang {m['tilelang']}")
-    for key, name in (("quack", "quack-kernels"), ("liger", "liger-kernel")):
-        if m.get(key):
-            parts.append(f"{name} {m[key]}")
+    parts = _versions(m)
     parts.append(f"日期{m['date'][:10]}")
     if m["timer"] != "cuda-events":
         how = "time.perf_counter（CPU，不代表GPU）"
@@ -329,10 +331,7 @@ def render_table(doc: dict, suite: str, dtype: str = "float32") -> str:
 
 def _render_percall(rec: dict) -> str:
     m = rec["meta"]
-    parts = [f"设备：{m['device']}", f"torch {m['torch']}", f"triton {m['triton']}"]
-    for key, name in (("cupy", "cupy"), ("tilelang", "tilelang"), ("quack", "quack-kernels"), ("liger", "liger-kernel")):
-        if m.get(key):
-            parts.append(f"{name} {m[key]}")
+    parts = _versions(m)
     parts.append(f"日期{m['date'][:10]}")
     gpu = m["mode"] == "gpu"
     lines = ["<!-- 由reduction-lab report从JSON生成；不要手改-->", "", "，".join(parts) + "。", ""]

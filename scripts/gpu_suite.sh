@@ -72,6 +72,13 @@ declare -a SUMMARY=()
 STATUS=0
 want() { [[ ",$SUITE," == *",all,"* || ",$SUITE," == *",$1,"* ]]; }
 header() { echo; echo "=================== $* ($(date -u +%H:%M:%S) UTC) ==================="; }
+# DATA_DIR/PREFIX.json 生成表格与图，并把 JSON 与打包的报告放进 $OUT
+publish_report() {
+  $PY -m reduction_lab.bench report "$DATA_DIR/${PREFIX}.json" --out "$DATA_DIR" --prefix "$PREFIX" || STATUS=1
+  cp "$DATA_DIR/${PREFIX}.json" "$OUT/${PREFIX}.json"
+  tar czf "$OUT/${PREFIX}_report.tar.gz" -C "$DATA_DIR" $(cd "$DATA_DIR" && ls ${PREFIX}.json ${PREFIX}_*.md ${PREFIX}_*.png 2>/dev/null)
+  echo "已放进 $OUT：${PREFIX}.json、${PREFIX}_report.tar.gz（在仓库根目录解包：tar xzf ${PREFIX}_report.tar.gz -C docs/data）"
+}
 # pytest 的总结行，如 "120 passed, 3 skipped in 41.2s"（-q 时没有两边的 =）
 pytest_line() {
   grep -E "^=* ?[0-9]+ (passed|failed|error|errors|skipped|deselected|xfailed|xpassed)\b.* in [0-9.]+s|no tests ran" "$1" \
@@ -223,10 +230,7 @@ if [[ ",$SUITE," == *",peers,"* ]]; then
   [ "$rc" -ne 0 ] && STATUS=1
   SUMMARY+=("peers $PEER_SUITES: exit $rc ($(( $(date +%s) - t0 )) s；3 = 有格子出错或结果不符，见表格下方)")
   if [ -f "$DATA_DIR/${PREFIX}.json" ]; then
-    $PY -m reduction_lab.bench report "$DATA_DIR/${PREFIX}.json" --out "$DATA_DIR" --prefix "$PREFIX" || STATUS=1
-    cp "$DATA_DIR/${PREFIX}.json" "$OUT/${PREFIX}.json"
-    tar czf "$OUT/${PREFIX}_report.tar.gz" -C "$DATA_DIR" $(cd "$DATA_DIR" && ls ${PREFIX}.json ${PREFIX}_*.md ${PREFIX}_*.png 2>/dev/null)
-    echo "已放进 $OUT：${PREFIX}.json、${PREFIX}_report.tar.gz（在仓库根目录解包：tar xzf ${PREFIX}_report.tar.gz -C docs/data）"
+    publish_report
   fi
 fi
 
@@ -247,10 +251,7 @@ if want bench; then
   done
   header "报告：表格与图"
   if [ -f "$DATA_DIR/${PREFIX}.json" ]; then
-    $PY -m reduction_lab.bench report "$DATA_DIR/${PREFIX}.json" --out "$DATA_DIR" --prefix "$PREFIX" || STATUS=1
-    cp "$DATA_DIR/${PREFIX}.json" "$OUT/${PREFIX}.json"
-    tar czf "$OUT/${PREFIX}_report.tar.gz" -C "$DATA_DIR" $(cd "$DATA_DIR" && ls ${PREFIX}.json ${PREFIX}_*.md ${PREFIX}_*.png 2>/dev/null)
-    echo "已放进 $OUT：${PREFIX}.json、${PREFIX}_report.tar.gz（在仓库根目录解包：tar xzf ${PREFIX}_report.tar.gz -C docs/data）"
+    publish_report
   else
     echo "没有 $DATA_DIR/${PREFIX}.json：基准没有写出结果"
   fi

@@ -102,6 +102,52 @@ def test_skeleton_todo_marks_are_numbered_in_order(name):
         assert nums == list(range(1, len(nums) + 1)), (f, nums)
 
 
+
+def _all_code_under_last_todo(tmp_path, code_edit=None) -> Path:
+    """reduce-sum-cuda 的骨架，参考解的全部代码都写在 TODO(5) 下面；TODO(1)–(4) 下面还是骨架原样。"""
+    sol = (SOLUTIONS / "reduce-sum-cuda" / "reduce_sum.cu").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, ln in enumerate(sol) if "int64_t row = blockIdx.x" in ln)
+    stop = next(i for i, ln in enumerate(sol) if "out[row] = sdata[0];" in ln)
+    code = "\n".join(ln for ln in sol[start:stop + 1] if not ln.strip().startswith("//"))
+    if code_edit:
+        assert code_edit[0] in code
+        code = code.replace(*code_edit, 1)
+    dest = labs.start("reduce-sum-cuda", tmp_path / "elsewhere")
+    f = dest / "reduce_sum.cu"
+    lines = f.read_text(encoding="utf-8").splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("// TODO(5)"))
+    f.write_text("\n".join(lines[:at + 1] + [code] + lines[at + 1:]) + "\n", encoding="utf-8")
+    return dest
+
+
+def test_code_written_under_a_later_todo_is_not_called_unfinished(tmp_path):
+    """学习者把每一步都写在最后一个 TODO 下面：全部用例通过时照样通过（全部通过之后的检查也做了）；
+    有用例失败时，TODO(1)–(4) 只作为 todo-elsewhere 提醒列出，不说它们「还没有完成」。"""
+    result = labs.check("reduce-sum-cuda", _all_code_under_last_todo(tmp_path), bench=False)
+    assert result.passed, result.report()
+    broken = _all_code_under_last_todo(tmp_path / "b", ("s > 0; s >>= 1", "s > 1; s >>= 1"))
+    result = labs.check("reduce-sum-cuda", broken, bench=False)
+    keys = result.hint_keys()
+    assert not result.passed and "todo" not in keys and keys[0] == "todo-elsewhere", result.report()
+    assert "tree-steps" in keys, result.report()
+    first = result.hints[0]
+    assert "TODO(1)" in first.cause and "TODO(4)" in first.detail and "TODO(5)" not in first.detail
+    assert "还没有完成" not in first.cause
+    lines = (broken / "reduce_sum.cu").read_text(encoding="utf-8").splitlines()
+    assert "TODO(1)" in lines[first.line - 1]
+
+
+def test_todo_untouched_marks_steps_followed_by_edited_ones():
+    from reduction_lab.labs import todo
+
+    sk = "// TODO(1): a\n// TODO(2): b\n// TODO(3): c\n// TODO 结束\n"
+    assert [(t.number, t.later_edited) for t in todo.untouched(sk, sk)] == [(1, False), (2, False), (3, False)]
+    mine = sk.replace("// TODO(2): b\n", "// TODO(2): b\nx = 1;\n")
+    assert [(t.number, t.later_edited) for t in todo.untouched(sk, mine)] == [(1, True), (3, False)]
+    gone = sk.replace("// TODO(3): c\n", "")                # 删掉 TODO(3) 这一行也算动过
+    assert [(t.number, t.later_edited) for t in todo.untouched(sk, gone)] == [(1, True), (2, True)]
+
+
 # (实验, 名字, 参考解里的原文, 改成, 应得的诊断, 诊断所指的行里应有的文字)
 MISTAKES = [
     ("reduce-sum-cuda", "barrier-in-branch",

@@ -145,17 +145,30 @@ def _learner_paths(lab: Lab, directory) -> dict[str, Path]:
 
 
 def _todo_hints(lab: Lab, paths: dict[str, Path]) -> list[Hint]:
-    """每个文件里第一个没动过的 TODO 作为一条诊断，其余的列在它下面。"""
+    """每个文件里第一个没动过的 TODO 作为一条诊断，其余的列在它下面。
+
+    后面的步骤都没动过（学习者停在这一步）：``todo``，没完成。后面有动过的步骤：这一步的代码可能写在了
+    别的 TODO 下面，``todo-elsewhere`` 只是提醒，不挡住全部通过之后的检查。"""
     hints = []
     for f, p in paths.items():
         left = todo.untouched(lab.skeleton_text(f), p.read_text(encoding="utf-8"))
         if not left:
             continue
-        t = left[0]
-        rest = "".join(f"、TODO({o.number})（第 {o.line} 行）" for o in left[1:])
-        detail = f"还没动过的步骤：TODO({t.number})（第 {t.line} 行）{rest}" if rest else ""
-        hints.append(Hint("todo", f"TODO({t.number}) 还没有完成", f, t.line, detail=detail,
-                          fix="按这一步的注释写出代码，再评分。"))
+        pending = [t for t in left if not t.later_edited]
+        if pending:
+            t = pending[0]
+            rest = "".join(f"、TODO({o.number})（第 {o.line} 行）" for o in pending[1:])
+            detail = f"还没动过的步骤：TODO({t.number})（第 {t.line} 行）{rest}" if rest else ""
+            hints.append(Hint("todo", f"TODO({t.number}) 还没有完成", f, t.line, detail=detail,
+                              fix="按这一步的注释写出代码，再评分。"))
+        moved = [t for t in left if t.later_edited]
+        if moved:
+            t = moved[0]
+            names = "、".join(f"TODO({o.number})（第 {o.line} 行）" for o in moved)
+            hints.append(Hint(
+                "todo-elsewhere", f"TODO({t.number}) 下面还是骨架的原样，后面的步骤却改过了", f, t.line,
+                detail=f"下面没有新代码的步骤：{names}。这几步的代码如果写在了别的 TODO 下面，可以不管这一条。",
+                fix="把每一步的代码写在它自己的 TODO 注释下面；写在别处的，删掉那一步的 TODO 注释行。"))
     return hints
 
 
@@ -169,10 +182,11 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
     only = _selected_cases(lab, mode, cases)
     result = GradeResult(lab.name, lab.title, list(paths.values()), mode, backend)
     todos = _todo_hints(lab, paths)
+    pending = [h for h in todos if h.key == "todo"]   # 真没完成的步骤：全部通过之后的检查不做
     try:
         impl = lab.load(paths, mode)
     except Exception as exc:  # noqa: BLE001  语法错误、编译错误：诊断后结束
-        result.hints = todos[:1] + [lab.on_load_error(exc, paths)] if todos else [lab.on_load_error(exc, paths)]
+        result.hints = pending[:1] + [lab.on_load_error(exc, paths)]
         cases = lab.cases(mode)
         result.results = [CaseResult(i, c, False, None, "未运行") for i, c in enumerate(cases, 1)]
         return result
@@ -192,7 +206,7 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
                                    lambda c, e: lab.on_error(c, e, paths), only)
     # 顺序：没完成的 TODO（最可能的原因）、模拟器检查（GPU 不会报出的根源）、各用例的诊断
     hints = extra_hints + merge_hints(result.results)
-    if not hints and not todos and result.results and all(r.ok for r in result.results if not r.skipped):
+    if not hints and not pending and result.results and all(r.ok for r in result.results if not r.skipped):
         final_lines, hints = lab.final_checks(impl, mode, paths)
         result.extra = result.extra + final_lines
     if hints and todos:

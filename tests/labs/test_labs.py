@@ -791,6 +791,28 @@ def test_pytest_lab_option(target, rc, tmp_path):
         assert " passed" in proc.stdout and "failed" not in proc.stdout
 
 
+
+def test_readme_commands_work_inside_the_lab_folder(tmp_path, monkeypatch, capsys):
+    """README 的两条命令（不带目录）在 lab start 给出的文件夹里运行：评的是当前目录的文件；
+    文件不在时 pytest 只说一次怎么做（用法错误，返回 4），不给每个用例一份回溯。"""
+    from reduction_lab.labs import cli as lab_cli
+
+    d = _copy_solution("reduce-sum-cuda", tmp_path)
+    monkeypatch.chdir(d)
+    assert lab_cli.main(["lab", "check", "reduce-sum-cuda", "--no-bench"]) == 0, capsys.readouterr()
+    assert "结论：全部" in capsys.readouterr().out
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "reduction_lab.labs.pytest_plugin",
+           "-q", "--lab", "reduce-sum-cuda", "--backend", "cuda"]
+    proc = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
+    assert proc.returncode == 0 and " passed" in proc.stdout, proc.stdout + proc.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = subprocess.run(cmd, cwd=empty, capture_output=True, text=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 4, out
+    assert "lab start reduce-sum-cuda" in out and "Traceback" not in out and out.count("reduce_sum.cu") <= 2, out
+
+
 CUDA_FILES = [(name, kind) for name, lab in labs.LABS.items() if lab.files[0].endswith(".cu")
               for kind in ("skeleton", "solution")]
 

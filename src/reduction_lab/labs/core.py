@@ -132,8 +132,18 @@ def start(lab: Lab, directory=None, overwrite: bool = False) -> tuple[Path, list
     return dest, copied
 
 
+def _learner_dir(lab: Lab, directory) -> Path:
+    """没给目录时用 ``./labs/NAME``；它不在、而当前目录里有这个实验的全部文件（在实验目录里运行）时用当前目录。"""
+    if directory is not None:
+        return Path(directory)
+    d = default_dir(lab.name)
+    if not d.is_dir() and all((Path.cwd() / f).is_file() for f in lab.files):
+        return Path(".")
+    return d
+
+
 def _learner_paths(lab: Lab, directory) -> dict[str, Path]:
-    d = Path(directory) if directory is not None else default_dir(lab.name)
+    d = _learner_dir(lab, directory)
     paths = {}
     for f in lab.files:
         p = d / f

@@ -15,8 +15,11 @@ def lab_grade(request):
     from reduction_lab import labs
 
     cfg = request.config
-    result = labs.check(cfg.getoption("--lab"), cfg.getoption("--lab-dir"), backend=cfg.getoption("--backend"),
-                        bench=False)
+    try:
+        result = labs.check(cfg.getoption("--lab"), cfg.getoption("--lab-dir"), backend=cfg.getoption("--backend"),
+                            bench=False)
+    except labs.LabError as exc:          # 找不到文件、后端不对：说一次，不给每个用例一份回溯
+        pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
     print("\n" + result.report())
     return result
 

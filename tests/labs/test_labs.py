@@ -440,6 +440,8 @@ def test_planted_mistake_gets_its_hint(name, mistake, old, new, key, line_text, 
     assert not result.passed
     keys = result.hint_keys()
     assert keys and keys[0] == key, result.report()
+    if (name, mistake) in ONLY_HINT:
+        assert keys == [key], result.report()
     hint = result.hints[0]
     if mistake in NOT_RUN:
         assert all(r.note.startswith("未运行") for r in result.results), result.report()
@@ -449,6 +451,8 @@ def test_planted_mistake_gets_its_hint(name, mistake, old, new, key, line_text, 
         assert f"{hint.file}:{hint.line}" in result.report()
 
 
+#: 只该有这一条诊断：别的诊断会把学习者引到本来是对的代码上
+ONLY_HINT = {("softmax-cuda", "no-max-subtraction"), ("softmax-cuda", "max-init-zero")}
 #: 诊断的改法里必须出现的文字（通用的说明换成了这个实验自己的）
 FIX_TEXT = {
     ("softmax-cuda", "missing-second-barrier"): "red",

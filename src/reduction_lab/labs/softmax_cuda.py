@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
@@ -162,6 +163,11 @@ class SoftmaxCuda(Lab):
             return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN；普通的输入上也是）", FILE,
                         find_line(text, r"row_out\s*\["), first,
                         "TODO(5)：row_out[j] = row_buf[j] / s，按步长 blockDim.x 写回整行。")
+        if case.kind in ("far-negative", "large") and not torch.isfinite(g).all() and not _exp_subtracts(text):
+            return Hint("no-max-subtraction", "exp 之前没有减去行最大值：数值很大时上溢成 inf，"
+                        "整行是很大的负数时全部下溢成 0（0 / 0 = NaN）", FILE, find_line(text, r"exp2?f\s*\("), first,
+                        "先减去行最大值再取指数：expf(row_buf[j] - m) 至多是 1，最大的那一项正好是 1，"
+                        "分母至少是 1，结果不变。")
         if case.kind == "far-negative" and not torch.isfinite(g).all():
             return Hint("max-init", "整行都是很大的负数时得到 NaN：最大值的初值不是 -inf", FILE,
                         find_line(text, r"\bm\s*=\s*0") or find_line(text, r"float\s+m\b"), first,
@@ -209,4 +215,22 @@ class SoftmaxCuda(Lab):
 
     def bench(self, impl):
         return softmax_bench(impl["op"], f"，block = {impl['block']}")
+
+
+_EXP_CALL = re.compile(r"\b(?:__)?exp2?f?\s*\(")
+
+
+def _exp_subtracts(text: str) -> bool:
+    """源码里（注释除外）至少有一处 expf / __expf / exp 的参数里有减号：学习者减去了某个最大值。"""
+    code = re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
+    found = False                       # 一处 exp 也没找到（别的写法）：说不准，当作减过
+    for m in _EXP_CALL.finditer(code):
+        depth, i = 1, m.end()
+        while i < len(code) and depth:
+            depth += {"(": 1, ")": -1}.get(code[i], 0)
+            i += 1
+        if "-" in code[m.end():i - 1]:
+            return True
+        found = True
+    return not found
 

@@ -226,6 +226,9 @@ MISTAKES = [
     # full-sum-cuda：不用原子操作的 *out += s 是全局内存数据竞争（GPU 上只是偶尔少加几块）
     ("full-sum-cuda", "plain-add", "            atomicAdd(out, s);", "            *out += s;", "global-race", "*out += s;"),
     ("full-sum-cuda", "plain-store", "            atomicAdd(out, s);", "            *out = s;", "global-race", "*out = s;"),
+    # 内核里先清零：竞争报在 atomicAdd 那一行，诊断指向清零的那一行
+    ("full-sum-cuda", "zero-in-kernel", "    int64_t stride", "    if (blockIdx.x == 0 && tid == 0)\n        *out = 0.0f;\n"
+     "    int64_t stride", "global-race", "*out = 0.0f;"),
     ("full-sum-cuda", "no-grid-stride", "j < n; j += stride", "j < n && j < stride; j += stride", "no-grid-stride",
      "acc += in[j]"),
     ("full-sum-cuda", "block-stride", "int64_t stride = (int64_t)gridDim.x * blockDim.x;", "int64_t stride = blockDim.x;",

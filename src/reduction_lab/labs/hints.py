@@ -91,12 +91,35 @@ def simt_hint(exc: BaseException, file: str, text: str | None = None, fixes: dic
                                 detail=zh_part(msg), fix="数一数这一行的 ( 和 )：每个左括号都要有对应的右括号。")
             return Hint("syntax-error", "语法错误：这一行（或上一行的结尾）无法解析", file, line,
                         detail=zh_part(msg), fix="常见原因：上一行少了分号、括号没有配对。")
+    if type(exc).__name__ == "GlobalMemoryRaceError" and text is not None:
+        h = _plain_access_beside_atomic(exc, msg, file, text)
+        if h is not None:
+            return h
     for cls in type(exc).__mro__:
         if cls.__name__ in _SIMT_HINTS:
             key, cause, fix = _SIMT_HINTS[cls.__name__]
             return Hint(key, f"{cause}（模拟器：{type(exc).__name__}）", file, error_line(exc),
                         detail=zh_part(str(exc)), fix=fixes.get(key, fix))
     return None
+
+
+def _plain_access_beside_atomic(exc: BaseException, msg: str, file: str, text: str) -> Hint | None:
+    """全局内存竞争的另一方是一次普通的读写、报错的这一行是原子操作时，该改的是那一行
+    （例如内核里先 ``*out = 0`` 清零，别的线程块已经在 ``atomicAdd``）：诊断指向那一行。"""
+    line = error_line(exc)
+    m = re.search(r"在第 (\d+) 行(写|读)过这个字", msg)
+    lines = text.splitlines()
+    if line is None or m is None or not 0 < line <= len(lines) or not 0 < int(m.group(1)) <= len(lines):
+        return None
+    other = int(m.group(1))
+    here, there = lines[line - 1].split("//")[0], lines[other - 1].split("//")[0]
+    if "atomic" not in here or "atomic" in there:
+        return None
+    what = "写" if m.group(2) == "写" else "读"
+    return Hint("global-race", f"第 {other} 行普通地{what}了一个别的线程块正在用原子操作累加的元素"
+                f"（模拟器：{type(exc).__name__}）", file, other, detail=zh_part(msg),
+                fix="原子操作只和原子操作互相排队，普通的读写插在它们中间没有先后。清零放在启动之前（内核外），"
+                    "内核里只用 atomicAdd 累加它，不要再普通地写或读它。")
 
 
 def kernel_name_hint(exc: BaseException, file: str, kernel: str, text: str) -> Hint | None:

@@ -73,6 +73,10 @@ __global__ void own_words(float* a, float* b, int n, int sync) {
     if (sync) __syncthreads();
     if (i < n && threadIdx.x > 0) b[i] = a[i] + a[i - 1];
 }
+__global__ void same_warp_rw(float* a, float* out) {
+    if (threadIdx.x == 0) a[0] = 7.0f;
+    if (threadIdx.x == 1) out[0] = a[0];
+}
 """
 
 
@@ -124,9 +128,19 @@ def test_a_barrier_does_not_order_two_blocks():
 
 
 def test_same_warp_without_syncwarp_names_volta():
-    e = _race("cross_ww", 1, 2, (_z(1),))
-    assert (e.thread, e.other_thread) == ("(1,0,0)", "(0,0,0)")
+    e = _race("same_warp_rw", 1, 32, (_z(1), _z(1)))
+    assert (e.hazard, e.thread, e.other_thread) == ("RAW", "(1,0,0)", "(0,0,0)")
     assert "Volta" in str(e)
+
+
+def test_one_store_run_by_many_threads_says_let_one_thread_write():
+    """同一行的写被一个线程块里的几个线程执行：说「只让一个线程写」，不提 __syncwarp()（同步帮不上忙）；
+    不同的线程块执行同一行：两句都说。"""
+    e = _race("cross_ww", 1, 2, (_z(1),))
+    assert (e.thread, e.other_thread, e.line, e.other_line) == ("(1,0,0)", "(0,0,0)", 3, 3)
+    assert "只让一个线程写" in str(e) and "Volta" not in str(e) and "__syncwarp" not in str(e)
+    e = _race("cross_ww", 2, 1, (_z(1),))
+    assert "只让一个线程写" in str(e) and "different blocks" in str(e)
 
 
 def test_atomics_on_both_sides_are_benign():

@@ -46,6 +46,8 @@ FIXES = {
     "shared-race": "lane 0 写完 warp_sums[warp] 之后、第一个 warp 读 warp_sums 之前，整个线程块要 __syncthreads() 一次。",
     "uninitialized-read": "warp_sums 只有前 n_warps 个槽位被写过：第一个 warp 里 lane >= n_warps 的线程取 0.0f；\n"
                           "partial 要由每一块的线程 0 写好，0 号块才能在 cluster.sync() 之后读它。",
+    "global-race": "一行的和只让簇内编号为 0 的块的线程 0 写：if (rank == 0 && tid == 0) { … out[row] = total; }。"
+                   "别的块的 partial 经 cluster.map_shared_rank 交给它，读之前 cluster.sync()。",
     "out-of-bounds": "行号是 blockIdx.x / CLUSTER_SIZE（一个簇一行，不是 blockIdx.x）；行偏移 row * cols；"
                      "只读 j < cols 的列（cols 可能比一个线程块的线程还少）。",
 }

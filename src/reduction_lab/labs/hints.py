@@ -31,7 +31,8 @@ _SIMT_HINTS = {
         "检查循环的边界（j < cols，不是 j <= cols）、行偏移 row * cols 和写出的下标 out[row]。"),
     "UninitializedReadError": (
         "uninitialized-read", "读了没有任何线程写过的内存",
-        "写入和读出的下标要一致（同一个行距、同一个分块大小）；先写、同步、再读。\n"
+        "每个被读的元素之前都要有线程写过：写入和读出的下标范围要一致；只让一部分线程写（if (tid < cols) …）时，"
+        "其余的槽位也要写上单位元（求和写 0，求最大值写 -INFINITY）；先写、同步、再读。\n"
         "真实 GPU 上读到的是上一次留下的任意值，不是 0，所以这种错误在 GPU 上常常只是偶尔算错。"),
     "LoopLimitError": (
         "endless-loop", "循环停不下来",
@@ -95,6 +96,16 @@ def simt_hint(exc: BaseException, file: str, text: str | None = None, fixes: dic
         h = _plain_access_beside_atomic(exc, msg, file, text)
         if h is not None:
             return h
+    if type(exc).__name__ == "GlobalMemoryRaceError" and "同一行代码" in msg and "global-race" not in fixes:
+        fixes = {**fixes, "global-race": "每个输出元素只让一个线程写，例如 if (tid == 0) out[row] = …;。"}
+    if type(exc).__name__ == "OutOfBoundsError":
+        m = re.search(r"[读写]共享数组 (\w+)\[(-?\d+)\] 越界：数组只有 (\d+) 个", msg)
+        if m:                                   # 共享数组越界：实验给的全局内存边界的改法不对路
+            name, idx, size = m.group(1), int(m.group(2)), int(m.group(3))
+            return Hint("out-of-bounds", f"共享数组 {name} 越界：下标 {idx}，它只有 {size} 个元素"
+                        f"（模拟器：{type(exc).__name__}）", file, error_line(exc), detail=zh_part(msg),
+                        fix=f"让下标的算法和 {name} 声明的大小一致：检查参与的线程（例如 tid < s，不是 tid <= s）"
+                            f"和行距；改了行距（例如加一列填充）就要把 {name} 的声明也改大。")
     for cls in type(exc).__mro__:
         if cls.__name__ in _SIMT_HINTS:
             key, cause, fix = _SIMT_HINTS[cls.__name__]

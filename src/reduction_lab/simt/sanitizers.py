@@ -18,10 +18,14 @@ from .errors import SharedMemoryRaceError
 
 VOLTA_NOTE = (
     "同一线程束内的线程自 Volta 架构（独立线程调度）起不再保证锁步执行，volatile 只阻止编译器把值留在寄存器里，"
-    "并不排定两个线程的先后；请在两次访问之间调用 __syncwarp()，或改用 warp 洗牌（__shfl_down_sync）。",
+    "并不排定两个线程的先后；请在两次访问之间调用 __syncwarp()（像 v[tid] += v[tid + 16] 这样一条语句里既读别的线程的"
+    "元素、又写自己的元素，要拆成两步：先读进寄存器，__syncwarp()，再写，写完再 __syncwarp()），"
+    "或改用 warp 洗牌（__shfl_down_sync）。",
     "Since Volta (independent thread scheduling) the lanes of a warp are not guaranteed to run in lockstep; "
     "volatile only keeps the compiler from caching shared values in registers and does not order two lanes: "
-    "call __syncwarp() between the accesses, or use warp shuffles (__shfl_down_sync).",
+    "call __syncwarp() between the accesses (a statement such as v[tid] += v[tid + 16] reads another lane's "
+    "element and writes its own, so split it: read into a register, __syncwarp(), write, __syncwarp()), "
+    "or use warp shuffles (__shfl_down_sync).",
 )
 CROSS_WARP_NOTE = (
     "两个线程属于不同的线程束，只有 __syncthreads() 能保证它们的先后顺序。",
@@ -437,9 +441,22 @@ GLOBAL_SAME_BLOCK_NOTE = (
 )
 
 
+GLOBAL_SAME_STORE_NOTE = (
+    "两次写是同一行代码，被几个线程执行，写到了同一个位置：每个输出元素只让一个线程写"
+    "（例如 if (tid == 0)；几个线程块要合写一个元素时，用原子操作，或只让其中一块写）。",
+    "Both writes come from the same line executed by several threads and hit the same element: let one thread "
+    "write each output element (e.g. if (tid == 0); when several blocks share one element, use atomics or let "
+    "only one of the blocks write it).",
+)
+
+
 def global_race_message(kind, kernel, line, bufname, word, block, thread, oblock, othread, other_line,
                         other_atomic, note):
-    """全局内存竞争的双语说明。"""
+    """全局内存竞争的双语说明。同一行的两次普通写（几个线程写同一个输出）换成 :data:`GLOBAL_SAME_STORE_NOTE`。"""
+    if kind == "WAW" and not other_atomic and str(other_line) == str(line):
+        # 同一个线程块里：同步帮不上忙，只说一个线程写；不同的线程块：再说一句块之间没有先后
+        note = GLOBAL_SAME_STORE_NOTE if note in (VOLTA_NOTE, GLOBAL_SAME_BLOCK_NOTE) else (
+            GLOBAL_SAME_STORE_NOTE[0] + note[0], GLOBAL_SAME_STORE_NOTE[1] + " " + note[1])
     what = {"RAW": "读取", "WAR": "写入", "WAW": "写入"}[kind]
     verb = {"RAW": "reads", "WAR": "writes", "WAW": "writes"}[kind]
     if kind == "WAR":

@@ -298,6 +298,22 @@ MISTAKES = [
      "#define BLOCK_SIZE 100"),
     ("cluster-reduce-cuda", "no-write", "        out[row] = total;", "        ;", "not-written", None),
     ("softmax-triton", "other-zero", 'other=-float("inf")', "other=0.0", "mask-other", "other=0.0"),
+    # 填了 +inf（少了负号）：内核写出了 NaN，不是没写
+    ("softmax-triton", "other-plus-inf", 'other=-float("inf")', 'other=float("inf")', "mask-other", 'other=float("inf")'),
+    # 行距用成了 N：只有「行距大于 N 的视图」这一个用例能发现
+    ("softmax-triton", "row-times-n-cols", "in_ptr + row * in_row_stride", "in_ptr + row * n_cols", "row-stride",
+     "row * n_cols"),
+    ("softmax-triton", "out-stride-for-in", "in_ptr + row * in_row_stride", "in_ptr + row * out_row_stride",
+     "row-stride", "tl.load"),
+    ("online-softmax", "no-inf-guard", 'm_ref = tl.where(m_new == -float("inf"), 0.0, m_new)', "m_ref = m_new",
+     "inf-guard", "tl.exp(x - m_ref)"),
+    ("rms-norm-triton", "row-times-n-cols", "in_ptr + row * in_row_stride", "in_ptr + row * n_cols", "row-stride",
+     "row * n_cols"),
+    ("rms-norm-triton", "sum-not-squares", "ms = tl.sum(x * x, axis=0) / n_cols", "ms = tl.sum(x, axis=0) / n_cols",
+     "mean-square", "tl.sum(x, axis=0)"),
+    # 只有第 0 组列的偏移不对：别的列没有 program 写
+    ("col-sum-triton", "cols-without-block", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)",
+     "cols = pid + tl.arange(0, BLOCK_N)", "col-offset", "cols = pid +"),
     ("softmax-triton", "unmasked-load", 'cols, mask=mask, other=-float("inf"))', "cols)", "out-of-bounds", "tl.load"),
     ("softmax-triton", "no-max", "tl.exp(x - tl.max(x, axis=0))", "tl.exp(x)", "no-max-subtraction", "tl.exp"),
     ("softmax-triton", "load-twice", "    num = tl.exp(x - tl.max(x, axis=0))",

@@ -16,7 +16,7 @@ import torch
 from . import cases as C
 from .core import load_learner_module, time_against
 from .grading import Case, Hint, compare, find_line, rows_text, tolerance
-from .softmax_triton import SoftmaxTriton, run_counted
+from .softmax_triton import SoftmaxTriton, never_written, run_counted
 
 FILE = "col_sum.py"
 #: 包装函数里的块大小（BLOCK_M = BLOCK_N）
@@ -89,13 +89,21 @@ class ColSumTriton(SoftmaxTriton):
         def same(cand):
             return bool(torch.allclose(got[bad], cand.double()[bad], rtol=1e-5, atol=1e-4))
 
-        if torch.isnan(got).all():
-            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", FILE, find_line(text, r"tl\.store", lang="py"),
+        unwritten = never_written(impl["op"], x, (N,)) if torch.isnan(got).any() else torch.zeros(N, dtype=torch.bool)
+        if bool(unwritten.all()):
+            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN，再运行一次也没有写）", FILE,
+                        find_line(text, r"tl\.store", lang="py"),
                         first, "TODO(5)：tl.store(out_ptr + cols, tl.sum(acc, axis=0), mask=col_mask)。")
         if N > BLOCK and torch.isnan(got[BLOCK:]).all() and torch.allclose(got[:BLOCK], ref[:BLOCK], rtol=1e-5, atol=1e-4):
             return Hint("col-offset", f"只有前 {BLOCK} 列被写了：每个 program 都算了第一组列", FILE,
                         find_line(text, r"\bcols\s*=", lang="py"), first,
                         "TODO(1)：cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)：第 pid 个 program 负责第 pid 组列。")
+        if bool(unwritten.any()):
+            miss = unwritten.nonzero().flatten().tolist()
+            return Hint("col-offset", f"有 {len(miss)} 列没有被写入（第 {', '.join(map(str, miss[:8]))}{' …' if len(miss) > 8 else ''} 列）："
+                        "各个 program 负责的列合起来没有盖住全部 N 列", FILE, find_line(text, r"\bcols\s*=", lang="py"), first,
+                        "TODO(1)：cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)：第 pid 个 program 负责第 pid * BLOCK_N 列起的 "
+                        "BLOCK_N 列，网格有 cdiv(N, BLOCK_N) 个 program。")
         if not torch.isfinite(got[bad]).all() and M % BLOCK:
             return Hint("mask-other", f"得到 inf 或 NaN：最后一个行块只有 {M % BLOCK} 行，被屏蔽的车道填的值进了和", FILE,
                         find_line(text, r"other\s*=", lang="py") or find_line(text, r"tl\.load", lang="py"), first,

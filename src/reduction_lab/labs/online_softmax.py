@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import cases as C
-from .grading import Case, Hint, find_line
+from .grading import Case, Hint, find_line, first_bad_row
 from .softmax_triton import SoftmaxTriton
 
 FILE = "online_softmax.py"
@@ -50,6 +50,8 @@ class OnlineSoftmax(SoftmaxTriton):
             Case("一行一列", (1, 1)),
             Case("整行为负数", (4, 1000), kind="negative"),
             Case("数值很大", (4, 700), kind="large"),
+            Case("前几块全是 -inf", (3, 3000), kind="inf-prefix"),
+            Case("行距大于 N 的视图", (5, 300), kind="row-stride"),
             Case("访存计数", (4, 1000), kind="memory"),
         ]
         if mode == "gpu":
@@ -59,6 +61,13 @@ class OnlineSoftmax(SoftmaxTriton):
 
     def wrong_answer(self, case, x, out, ref, bad, impl) -> Hint:
         got = out.detach().cpu().double()
+        if case.kind == "inf-prefix" and not torch.isfinite(got[bad]).all():
+            text = impl["text"]
+            return Hint("inf-guard", "一行的前几块全是 -inf 时得到 NaN：m_new 是 -inf，exp(x - m_new) = exp(-inf - (-inf)) = NaN",
+                        self.file, find_line(text, r"tl\.exp\(.*m_new", lang="py") or find_line(text, r"tl\.exp", lang="py"),
+                        first_bad_row(ref.detach().cpu().double(), got, bad),
+                        "TODO(2)：减数用 m_ref = tl.where(m_new == -float(\"inf\"), 0.0, m_new)，"
+                        "exp(x - m_ref) 与 exp(m - m_ref) 都用它：这一块全是 -inf 时两项都是 0，d 仍是 0。")
         cand = no_rescale(x, block_for("gpu" if x.is_cuda else "sim"))
         if x.shape[1] > block_for("gpu" if x.is_cuda else "sim") and torch.allclose(got[bad], cand[bad], rtol=1e-4,
                                                                                       atol=1e-6):

@@ -16,7 +16,7 @@ import torch
 from . import cases as C
 from .core import load_learner_module, time_against
 from .grading import Hint, find_line, first_bad_row
-from .softmax_triton import SoftmaxTriton, low_precision_hint
+from .softmax_triton import SoftmaxTriton, low_precision_hint, never_written
 
 FILE = "rms_norm.py"
 EPS = 1e-6
@@ -91,8 +91,8 @@ class RmsNormTriton(SoftmaxTriton):
         def same(cand):
             return bool(torch.allclose(g, cand.double()[bad], rtol=1e-4, atol=1e-6))
 
-        if torch.isnan(got).all():
-            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", FILE,
+        if torch.isnan(got).all() and bool(never_written(impl["op"], x, x.shape).all()):
+            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN，再运行一次也没有写）", FILE,
                         find_line(text, r"tl\.store", lang="py"), first,
                         "把结果 tl.store 回输出：tl.store(指针, y.to(out_ptr.dtype.element_ty), mask=mask)。")
         if case.kind == "zero-row" and bad == [1] and not torch.isfinite(g).all():
@@ -115,9 +115,19 @@ class RmsNormTriton(SoftmaxTriton):
             ("no-weight", True, model(xs, w, weight=False), "没有乘权重 w", r"\by\s*=",
              "TODO(4)：y = x * rstd * w；w 用 tl.load(w_ptr + cols, mask=mask, other=0.0) 读入。"),
         ]
+        if case.kind == "row-stride":
+            wide = C.row_stride_base(case).to(x.dtype).reshape(-1)
+            idx = torch.arange(M)[:, None] * N + torch.arange(N)[None, :]
+            checks.append(("row-stride", True, model(wide[idx], w), f"行距用成了 N：x 是更宽的矩阵的一部分（行距 {x.stride(0)}，"
+                           f"N = {N}），第 1 行以后读错了位置", r"\*\s*n_cols",
+                           "行的起点是 row * in_row_stride，不是 row * n_cols：x 的行之间可能有空隙；写出用 out_row_stride。"))
         for key, applies, cand, cause, where, fix in checks:
             if applies and same(cand):
                 return Hint(key, cause, FILE, find_line(text, where, lang="py"), first, fix)
+        if not find_line(text, r"\b(\w+)\s*\*\s*\1\b|\*\*\s*2|tl\.math\.pow|tl\.pow", lang="py"):
+            return Hint("mean-square", "均方没有平方：tl.sum(x) 有正有负，它是负数时 rsqrt 得到 NaN", FILE,
+                        find_line(text, r"tl\.sum", lang="py"), first,
+                        "TODO(3)：均方是 tl.sum(x * x, axis=0) / n_cols：先平方再求和，结果不会是负数。")
         h = low_precision_hint(x, g, ref[bad], FILE, text, first)
         if h is not None:
             return h

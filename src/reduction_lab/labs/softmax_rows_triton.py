@@ -20,7 +20,7 @@ import torch
 from . import cases as C
 from .core import load_learner_module, time_against
 from .grading import Case, Hint, find_line, first_bad_row, zh_part
-from .softmax_triton import SoftmaxTriton, low_precision_hint
+from .softmax_triton import SoftmaxTriton, low_precision_hint, nan_written_hint, never_written
 
 FILE = "softmax_rows.py"
 #: 每个 program 的行数至多这么多（包装函数的默认规则，见 :func:`default_block_m`）
@@ -125,11 +125,15 @@ class SoftmaxRowsTriton(SoftmaxTriton):
                     return Hint("wrong-axis", cause, FILE, find_line(text, where, lang="py"), first, todo + axis_fix)
 
         nan_rows = torch.isnan(got).all(dim=1)
-        if nan_rows.all():
-            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", FILE,
+        if nan_rows.all() and bool(never_written(impl["op"], x, x.shape).all()):
+            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN，再运行一次也没有写）", FILE,
                         find_line(text, r"tl\.store", lang="py"), first,
                         "TODO(5)：tl.store(out_ptr + rows[:, None] * out_row_stride + cols[None, :], "
                         "y.to(out_ptr.dtype.element_ty), mask=mask)。")
+        if nan_rows.all():
+            h = nan_written_hint(text, FILE, first)
+            if h is not None:
+                return h
         if bool(nan_rows[bad].all()) and not nan_rows.all():
             done = (~nan_rows).nonzero().flatten().tolist()
             shown = ", ".join(map(str, done[:8])) + (" …" if len(done) > 8 else "")

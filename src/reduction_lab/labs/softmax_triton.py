@@ -91,10 +91,14 @@ class SoftmaxTriton(Lab):
         M, N = x.shape
         r = bad[0]
         first = first_bad_row(ref, got, bad)
-        if torch.isnan(got).all():
-            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN）", self.file,
+        if torch.isnan(got).all() and bool(never_written(impl["op"], x, x.shape).all()):
+            return Hint("not-written", "输出没有被写入（评分前输出填满了 NaN，再运行一次也没有写）", self.file,
                         find_line(text, r"tl\.store", lang="py"), first,
                         "把结果 tl.store 回输出：tl.store(指针, y.to(out_ptr.dtype.element_ty), mask=mask)。")
+        if not torch.isfinite(got[bad]).all() and not (case.kind == "large" and find_line(text, r"tl\.exp", lang="py")):
+            h = nan_written_hint(text, self.file, first)
+            if h is not None:
+                return h
         if case.kind == "large" and not torch.isfinite(got[bad]).all():
             return Hint("no-max-subtraction", "数值很大的行得到 inf 或 NaN：exp 溢出了", self.file,
                         find_line(text, r"tl\.exp", lang="py"), first,
@@ -116,6 +120,15 @@ class SoftmaxTriton(Lab):
                             self.file, line, first + f"\n第 {r} 行的和是 {sums[0].item():.4g}",
                             "tl.load 的 other 应为 -float(\"inf\")：它不改变最大值，exp(-inf) = 0 也不改变分母；"
                             "填 0 会让每个多余的车道给分母加上 exp(0 - max)。")
+        if case.kind == "row-stride":
+            wide = C.row_stride_base(case).to(x.dtype).reshape(-1)
+            idx = torch.arange(M)[:, None] * N + torch.arange(N)[None, :]
+            if torch.allclose(got[bad], self.reference(wide[idx]).double()[bad], rtol=2e-3, atol=1e-6):
+                return Hint("row-stride", f"行距用成了 N：x 是更宽的矩阵的一部分（行距 {x.stride(0)}，N = {N}），"
+                            "第 1 行以后读错了位置", self.file,
+                            find_line(text, r"\*\s*n_cols", lang="py") or find_line(text, r"tl\.load", lang="py"), first,
+                            "行的起点是 row * in_row_stride，不是 row * n_cols：x 的行之间可能有空隙；"
+                            "写出用 out_row_stride。")
         return Hint("wrong-softmax", "softmax 的值不对", self.file, None,
                     first + f"\n第 {r} 行的和是 {sums[0].item():.4g}（softmax 每行的和是 1）",
                     "对照讲义：减去最大值、取指数、除以和；检查行偏移 row * in_row_stride。")
@@ -220,6 +233,23 @@ def low_precision_hint(x, got, ref, file: str, text: str, first: str) -> Hint | 
     return None
 
 
+#: 再运行一次时输出先填的值：有限、在 float16 / bfloat16 里也能精确表示，正常的结果里不会整片出现
+WRITE_MARK = 1536.0
+
+
+def never_written(op, x, out_shape) -> torch.Tensor:
+    """输出里内核从来没有写过的元素（bool，与输出同形，在 CPU 上）：同一个输入再运行一次，输出先填
+    :data:`WRITE_MARK`，仍是它的就是没写。第一次运行的输出是 NaN 时，靠它分清「没写」与「写了 NaN（0/0、inf - inf）」。"""
+    import numpy as np
+
+    out = torch.full(out_shape, WRITE_MARK, dtype=x.dtype if x.is_floating_point() else torch.float32, device=x.device)
+    with np.errstate(all="ignore"):
+        op(x, out=out)
+    if x.is_cuda:
+        torch.cuda.synchronize()
+    return (out == WRITE_MARK).cpu()
+
+
 def run_counted(op, x, out, mode: str, case: Case):
     """运行 ``op(x, out=out)``：sim 模式与访存计数用例在 Triton 解释器里（:func:`reduction_lab.count_memory`：越界的读写
     在发生之前报出，并数清读写了多少元素），返回计数；gpu 模式在 GPU 上运行并同步，返回 None。"""
@@ -243,3 +273,13 @@ def _compile_line(exc: BaseException, text: str, kernel: str) -> int | None:
     if m and start:
         return start + int(m.group(1)) - 1      # 第 1 行是 def 这一行
     return None
+
+
+def nan_written_hint(text: str, file: str, first: str) -> Hint | None:
+    """内核写出了 NaN / inf（不是没写）：被屏蔽的车道填了 +inf（-inf 写成了 inf）时 x - max 是 inf - inf。"""
+    line = find_line(text, r"other\s*=\s*(float\(\s*[\"']inf[\"']\s*\)|math\.inf|float\(\s*[\"']\+inf)", lang="py")
+    if line:
+        return Hint("mask-other", "内核写出了 NaN：被屏蔽的车道填的是 +inf，它成了每行的最大值，x - max 与 inf - inf 都不对",
+                    file, line, first, "tl.load 的 other 应为 -float(\"inf\")（负无穷）：它不改变最大值，exp(-inf) = 0。")
+    return None
+

@@ -836,6 +836,25 @@ def test_readme_commands_work_inside_the_lab_folder(tmp_path, monkeypatch, capsy
     assert "lab start reduce-sum-cuda" in out and "Traceback" not in out and out.count("reduce_sum.cu") <= 2, out
 
 
+
+@pytest.mark.skipif(rl.MODE != "sim", reason="每个用例的时间上限只在 sim 模式下设（GPU 上的内核不能从主机打断）")
+def test_endless_triton_loop_times_out_at_the_learners_line(tmp_path, monkeypatch):
+    """Triton 解释器里的死循环（while 的循环变量不变）：用例超时后报出学习者文件里的那一行，后面的用例不再运行。"""
+    from reduction_lab.labs import grading
+
+    monkeypatch.setattr(grading, "CASE_TIME_LIMIT_S", 2)
+    old = ("    for start in range(0, n_rows, BLOCK_M):\n        rows = start + tl.arange(0, BLOCK_M)\n")
+    new = ("    start = 0\n    while start < n_rows:\n        rows = start + tl.arange(0, BLOCK_M)\n")
+    dest, text = _edited_solution("col-sum-triton", tmp_path, [(old, new)], "endless-while")
+    result = labs.check("col-sum-triton", dest, bench=False)
+    assert not result.passed and result.hint_keys()[0] == "timeout", result.report()
+    hint = result.hints[0]
+    assert hint.file == "col_sum.py" and hint.line is not None
+    assert 28 <= hint.line <= 36 and "死循环" in hint.cause, result.report()
+    ran = [r for r in result.results if not r.note.startswith("未运行")]
+    assert len(ran) == 1 and ran[0].note.startswith("超时"), result.report()
+
+
 CUDA_FILES = [(name, kind) for name, lab in labs.LABS.items() if lab.files[0].endswith(".cu")
               for kind in ("skeleton", "solution")]
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -58,13 +59,26 @@ def run(args) -> int:
             except ValueError:
                 raise LabError(f"--case 要写成逗号分隔的编号，例如 --case 3,12，得到 {args.case!r} "
                                f"(--case takes comma-separated case numbers)") from None
+        print(f"评分 {args.name}：逐个运行用例（sim 模式下每个用例至多 {_limit()} 秒）……", file=sys.stderr, flush=True)
         result = check(args.name, args.dir, backend=args.backend, bench=False if args.no_bench else None,
                        cases=cases)
     except LabError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
-    print(result.report())
+    except KeyboardInterrupt:
+        print("已中断（Ctrl-C）：没有给出成绩", file=sys.stderr)
+        return 130
+    try:
+        print(result.report(), flush=True)
+    except BrokenPipeError:                # reduction-lab lab check … | head：读的一方先关了管道
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if result.passed else 1
+
+
+def _limit() -> int:
+    from .grading import CASE_TIME_LIMIT_S
+
+    return CASE_TIME_LIMIT_S
 
 
 def main(argv=None) -> int:

@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 from .. import runtime
-from . import todo
-from .grading import BenchRow, Case, CaseResult, GradeResult, Hint, LabError, merge_hints, run_cases
+from . import grading, todo
+from .grading import BenchRow, Case, CaseResult, GradeResult, Hint, LabError, merge_hints, run_cases, timeout_hint
 
 SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 
@@ -213,7 +213,8 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
         result.results = [CaseResult(i, c, False, None, "未运行：" + blocking[0].cause) for i, c in enumerate(cases, 1)]
     else:
         result.results = run_cases(cases, lambda c: lab.run_case(impl, c, mode),
-                                   lambda c, e: lab.on_error(c, e, paths), only)
+                                   lambda c, e: timeout_hint(e, paths) or lab.on_error(c, e, paths), only,
+                                   limit_s=grading.CASE_TIME_LIMIT_S if mode == "sim" else None)
     # 顺序：没完成的 TODO（最可能的原因）、模拟器检查（GPU 不会报出的根源）、各用例的诊断
     hints = extra_hints + merge_hints(result.results)
     if not hints and not pending and result.results and all(r.ok for r in result.results if not r.skipped):

@@ -6,8 +6,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import signal
+import threading
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -418,10 +422,72 @@ def _context_lost_hint(case: Case, index: int, exc: BaseException, hint: Hint) -
                 "（模拟器检查每一次访问的边界，指出越界的那一行）。")
 
 
+#: sim 模式下一个用例最多运行的秒数（参考解的每个用例都在 1 秒以内）。Triton 解释器里的死循环不会自己停下，
+#: CUDA C 模拟器另有按步数的上限（LoopLimitError）
+CASE_TIME_LIMIT_S = 60
+
+
+class CaseTimeout(Exception):
+    """一个用例运行超过了 :data:`CASE_TIME_LIMIT_S` 秒。"""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """``seconds`` 秒之后在运行中的代码里抛出 :class:`CaseTimeout`（SIGALRM；只在主线程、有 setitimer 的系统上）。"""
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(signum, frame):
+        raise CaseTimeout(f"用例运行了 {seconds:g} 秒还没有结束 (the case ran for {seconds:g} s without finishing)")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def timed_out(exc: BaseException | None) -> CaseTimeout | None:
+    """``exc`` 或它的起因链里的 :class:`CaseTimeout`（解释器可能把它包在别的异常里）。"""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, CaseTimeout):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def timeout_hint(exc: BaseException, files: dict[str, Path]) -> Hint | None:
+    """用例超时的诊断：指向超时的那一刻正在执行的、学习者文件里的最后一行。"""
+    t = timed_out(exc)
+    if t is None:
+        return None
+    where = {str(Path(p).resolve()): name for name, p in files.items()}
+    file = line = None
+    e: BaseException | None = exc
+    seen = set()
+    while e is not None and id(e) not in seen:      # 起因链越往后越靠近超时的那一刻（解释器里内核的那一帧）
+        seen.add(id(e))
+        for fr in reversed(traceback.extract_tb(e.__traceback__)):
+            name = where.get(str(Path(fr.filename).resolve()))
+            if name:
+                file, line = name, fr.lineno
+                break
+        e = e.__cause__ or e.__context__
+    return Hint("timeout", f"用例运行了 {CASE_TIME_LIMIT_S} 秒还没有结束：很可能是死循环", file, line,
+                detail="超时的那一刻正在执行这一行。" if line else "",
+                fix="检查循环变量每一轮是否在变（start += BLOCK、range(0, n, BLOCK) 的步长）以及循环条件能否变成假。")
+
+
 def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseException], Hint],
-              only: set[int] | None = None) -> list[CaseResult]:
+              only: set[int] | None = None, limit_s: float | None = None) -> list[CaseResult]:
     """逐个运行用例；``runner`` 返回 (是否通过, 最大误差, 备注, 诊断)，异常交给 ``on_error`` 诊断。
     ``only``：只运行这些编号（从 1 起）的用例，其余记为没有运行（``skipped``）。
+    ``limit_s``：每个用例最多运行的秒数（:func:`time_limit`）；超时之后不再运行后面的用例（多半同样停不下来）。
     让 CUDA 上下文失效的错误（:func:`gpu_context_lost`）之后不再运行后面的用例：它们只会报同一个错。"""
     out = []
     for i, case in enumerate(cases, 1):
@@ -430,10 +496,14 @@ def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseE
             continue
         printed = captured_output()          # 内核里 printf 的输出（模拟器与 GPU）：记在这个用例上，不让十几个用例的输出挤满终端
         try:
-            with printed:
+            with printed, time_limit(limit_s):
                 ok, err, note, hint = runner(case)
         except Exception as exc:  # noqa: BLE001  学习者的代码可能抛出任何异常：都要诊断，不能让评分崩溃
             ok, err, note, hint = False, None, type(exc).__name__, on_error(case, exc)
+            if timed_out(exc):
+                out.append(CaseResult(i, case, False, None, f"超时（{limit_s:g} 秒）", hint, printed.text))
+                out += [CaseResult(j, c, False, None, f"未运行：用例 {i} 超时") for j, c in enumerate(cases[i:], i + 1)]
+                return out
             if gpu_context_lost(exc):
                 out.append(CaseResult(i, case, ok, err, note, _context_lost_hint(case, i, exc, hint), printed.text))
                 out += [CaseResult(j, c, False, None, f"未运行：用例 {i} 之后 CUDA 上下文已经失效")

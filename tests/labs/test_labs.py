@@ -311,6 +311,16 @@ MISTAKES = [
      "row * n_cols"),
     ("rms-norm-triton", "sum-not-squares", "ms = tl.sum(x * x, axis=0) / n_cols", "ms = tl.sum(x, axis=0) / n_cols",
      "mean-square", "tl.sum(x, axis=0)"),
+    # 32 位的行号乘行距：用例测不出，源码检查找出
+    ("softmax-triton", "int32-row", "tl.program_id(0).to(tl.int64)", "tl.program_id(0)", "int32-offset",
+     "row * in_row_stride"),
+    ("softmax-rows-triton", "int32-pid", "tl.program_id(0).to(tl.int64)", "tl.program_id(0)", "int32-offset",
+     "rows[:, None] * in_row_stride"),
+    ("online-softmax", "int32-row", "tl.program_id(0).to(tl.int64)", "tl.program_id(0)", "int32-offset",
+     "row * in_row_stride"),
+    ("rms-norm-triton", "int32-row", "tl.program_id(0).to(tl.int64)", "tl.program_id(0)", "int32-offset",
+     "row * in_row_stride"),
+    ("col-sum-triton", "int32-rows", "rows.to(tl.int64)[:, None]", "rows[:, None]", "int32-offset", "in_row_stride"),
     # 只有第 0 组列的偏移不对：别的列没有 program 写
     ("col-sum-triton", "cols-without-block", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)",
      "cols = pid + tl.arange(0, BLOCK_N)", "col-offset", "cols = pid +"),
@@ -535,10 +545,9 @@ CORRECT_VARIANTS = [
        "    int64_t n_edge = cols - VEC * n_pack;\n    for (int64_t e = tid; e < n_edge; e += blockDim.x)\n"
        "        acc += __bfloat162float(row_in[e < head ? e : e + VEC * n_pack]);\n")]),
     ("vector-loads-cuda", "uintptr", [("(size_t)row_in % 16", "(uintptr_t)row_in % 16")]),
-    # softmax-rows-triton：乘以和的倒数；exp2 换底；行号不转 int64（这些形状上不溢出）
+    # softmax-rows-triton：乘以和的倒数；exp2 换底（行号不转 int64 是错的：见 MISTAKES 的 int32-pid）
     ("softmax-rows-triton", "reciprocal", [("y = num / d[:, None]", "y = num * (1.0 / d)[:, None]")]),
     ("softmax-rows-triton", "exp2", [("num = tl.exp(x - m[:, None])", "num = tl.exp2((x - m[:, None]) * 1.4426950408889634)")]),
-    ("softmax-rows-triton", "int32-rows", [("pid = tl.program_id(0).to(tl.int64)", "pid = tl.program_id(0)")]),
     ("cluster-reduce-cuda", "cluster-2", [("#define CLUSTER_SIZE 4", "#define CLUSTER_SIZE 2")]),
     ("cluster-reduce-cuda", "cluster-8-block-128", [("#define CLUSTER_SIZE 4", "#define CLUSTER_SIZE 8"),
                                                     ("#define BLOCK_SIZE 256", "#define BLOCK_SIZE 128")]),

@@ -27,6 +27,8 @@ SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 #: （在模拟器里死循环要跑满工作预算）；线程块大小不合法时每个用例都一样错。
 #: sim 模式的模拟器检查只报告死循环，其余错误照常在各个用例里报出。
 BLOCKING = {"barrier-divergence", "endless-loop", "warp-sync", "block-size"}
+#: 用例之外的检查里，排在用例的诊断之后的（用例的输入上不出错，只在大输入上错）
+LATE_HINTS = {"int32-offset"}
 
 #: gpu 模式下模拟器检查发现这些错误时也不在 GPU 上运行用例：越界访问、读已经退出的块的共享内存、越界的簇内编号、
 #: 不对齐的向量加载
@@ -216,7 +218,9 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
                                    lambda c, e: timeout_hint(e, paths) or lab.on_error(c, e, paths), only,
                                    limit_s=grading.CASE_TIME_LIMIT_S if mode == "sim" else None)
     # 顺序：没完成的 TODO（最可能的原因）、模拟器检查（GPU 不会报出的根源）、各用例的诊断
-    hints = extra_hints + merge_hints(result.results)
+    # 源码检查里只关乎大输入的（32 位的行偏移）排在用例的诊断之后：先改用例里就错的
+    late = [h for h in extra_hints if h.key in LATE_HINTS]
+    hints = [h for h in extra_hints if h.key not in LATE_HINTS] + merge_hints(result.results) + late
     if not hints and not pending and result.results and all(r.ok for r in result.results if not r.skipped):
         final_lines, hints = lab.final_checks(impl, mode, paths)
         result.extra = result.extra + final_lines

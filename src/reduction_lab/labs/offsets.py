@@ -1,0 +1,105 @@
+"""静态检查：Triton 内核里用 32 位整数算的行偏移（行号 x 行距）。
+
+``tl.program_id``、``tl.arange`` 与 ``range`` 的循环变量都是 32 位整数；行号乘行距超过 2^31 - 1 时
+（例如 65536 x 32768 的矩阵），32 位的乘积溢出成负数，读写到别处。用例里的矩阵都远小于 2^31 个元素，
+所以这个错误在用例里不会出现，在这里从源码找出：某个乘法的一边是 32 位的行号（从上面几个来源算出、
+中间没有 ``.to(tl.int64)``），另一边是行距（名字里有 ``stride``，或 ``n_cols``）。
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .grading import Hint
+
+_SOURCES = {"program_id", "arange"}
+_STRIDE_NAMES = {"n_cols", "ncols", "N"}
+
+
+def _is_int64_cast(node: ast.AST) -> bool:
+    """``e.to(tl.int64)`` 或 ``e.to(tl.uint64)``。"""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"
+            and bool(node.args) and isinstance(node.args[0], ast.Attribute) and node.args[0].attr in ("int64", "uint64"))
+
+
+def _is_source(node: ast.AST) -> bool:
+    """``tl.program_id(...)``、``tl.arange(...)``。"""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SOURCES
+
+
+def _width(node: ast.AST, names: dict[str, int]) -> int | None:
+    """整数表达式的位宽：64（``.to(tl.int64)`` 或由它算出）、32（来自 32 位的来源）、None（说不准，例如参数）。
+    Triton 的算术按较宽的一边提升：两边有一个是 64 位，结果就是 64 位。"""
+    if _is_int64_cast(node):
+        return 64
+    if _is_source(node):
+        return 32
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.Subscript):
+        return _width(node.value, names)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not isinstance(node.func.value, ast.Name | ast.Attribute):
+        return _width(node.func.value, names)          # rows[:, None].to(...)、(a + b).reshape(...)：看接收者
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+            and node.func.value.id in names:
+        return names[node.func.value.id]               # rows.reshape(...)
+    widths = [w for c in ast.iter_child_nodes(node) if (w := _width(c, names)) is not None]
+    return max(widths) if widths else None
+
+
+def _is_stride(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return "stride" in node.id or node.id in _STRIDE_NAMES
+    if isinstance(node, ast.Subscript):
+        return _is_stride(node.value)
+    return False
+
+
+def narrow_offsets(text: str, kernel: str) -> list[tuple[int, str]]:
+    """内核 ``kernel`` 里 32 位的行号乘行距的地方：[(行号, 那个乘法的源码)]。"""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == kernel), None)
+    if fn is None:
+        return []
+    names: dict[str, int] = {}
+    for _ in range(4):                       # 赋值链不长：几轮传播就到不动点
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                w = _width(node.value, names)
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        if w is None:
+                            names.pop(t.id, None)
+                        else:
+                            names[t.id] = w
+            elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+                it = node.iter
+                if isinstance(it, ast.Call) and (getattr(it.func, "id", None) == "range"
+                                                 or getattr(it.func, "attr", None) in ("range", "static_range")):
+                    names[node.target.id] = 32
+    out = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for a, b in ((node.left, node.right), (node.right, node.left)):
+                if _is_stride(b) and _width(a, names) == 32:
+                    out.append((node.lineno, ast.get_source_segment(text, node) or ""))
+                    break
+    return sorted(set(out))
+
+
+def narrow_offset_hint(text: str, kernel: str, file: str) -> Hint | None:
+    """第一处 32 位的行偏移 -> 诊断；没有时 None。"""
+    found = narrow_offsets(text, kernel)
+    if not found:
+        return None
+    line, code = found[0]
+    more = "、".join(f"第 {ln} 行" for ln, _ in found[1:])
+    detail = (f"{code}：两边都是 32 位整数，乘积超过 2^31 - 1（例如 65536 x 32768 的矩阵）时溢出成负数，"
+              "读写到别的地方。用例的矩阵都小，测不出来。" + (f"同样的乘法还在{more}。" if more else ""))
+    return Hint("int32-offset", "行偏移用 32 位整数计算：大矩阵上会溢出", file, line, detail=detail,
+                fix="行号先转成 64 位再乘行距：row = tl.program_id(0).to(tl.int64)，"
+                    "或 rows.to(tl.int64)[:, None] * in_row_stride。")

@@ -321,6 +321,8 @@ MISTAKES = [
     ("rms-norm-triton", "int32-row", "tl.program_id(0).to(tl.int64)", "tl.program_id(0)", "int32-offset",
      "row * in_row_stride"),
     ("col-sum-triton", "int32-rows", "rows.to(tl.int64)[:, None]", "rows[:, None]", "int32-offset", "in_row_stride"),
+    ("reduce-sum-cuda", "int32-row", "    int64_t row = blockIdx.x;\n    const float *row_in = in + row * cols;",
+     "    int row = blockIdx.x;\n    int c = cols;\n    const float *row_in = in + row * c;", "int32-offset", "row * c"),
     # 只有第 0 组列的偏移不对：别的列没有 program 写
     ("col-sum-triton", "cols-without-block", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)",
      "cols = pid + tl.arange(0, BLOCK_N)", "col-offset", "cols = pid +"),

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from .. import runtime
-from . import grading, todo
+from . import grading, offsets, todo
 from .grading import BenchRow, Case, CaseResult, GradeResult, Hint, LabError, merge_hints, run_cases, timeout_hint
 
 SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
@@ -204,6 +204,7 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
         return result
     with contextlib.redirect_stdout(io.StringIO()):   # 预检查里内核的 printf：用例自己的输出会摘进报告
         extra_lines, extra_hints = lab.extra_checks(impl, mode, paths)
+    extra_hints = extra_hints + offsets.offset_hints(lab, paths)     # 用例测不出的 32 位下标：从源码找
     result.extra = extra_lines
     cases = lab.cases(mode)
     blocking = [h for h in extra_hints if h.key in BLOCKING or (mode == "gpu" and h.key in GPU_UNSAFE)]

@@ -103,3 +103,95 @@ def narrow_offset_hint(text: str, kernel: str, file: str) -> Hint | None:
     return Hint("int32-offset", "行偏移用 32 位整数计算：大矩阵上会溢出", file, line, detail=detail,
                 fix="行号先转成 64 位再乘行距：row = tl.program_id(0).to(tl.int64)，"
                     "或 rows.to(tl.int64)[:, None] * in_row_stride。")
+
+
+# ---------------------------------------------------------------- CUDA C
+_GRID_NAMES = {"blockIdx", "gridDim"}
+
+
+def cuda_narrow_offsets(text: str, filename: str) -> list[tuple[int, str]]:
+    """CUDA C 源码里 32 位的乘法：一边由 ``blockIdx`` / ``gridDim`` 算出（行号），另一边是运行时的量（列数、行距），
+    [(行号, 源码)]。例如 ``int row = blockIdx.x; int c = cols; in + row * c``、``in + (int)(row * cols)`` 之前的
+    ``int r = row; r * c``。乘以常数（``blockIdx.x * TILE``）与 ``blockDim`` 的不算。
+    用 libclang 按 C++ 的类型判断（``int64_t row = blockIdx.x; row * cols`` 是 64 位的，不算）；解析不了时返回 []。"""
+    try:                                  # 没有 libclang 时模拟器自己会报出（FrontendMissingError）：这里不重复
+        import clang.cindex as ci
+
+        from ..simt.clang_frontend import CLANG_ARGS
+
+        tu = ci.Index.create().parse(filename, args=list(CLANG_ARGS), unsaved_files=[(filename, text)])
+    except Exception:  # noqa: BLE001  ImportError、LibclangError、TranslationUnitLoadError
+        return []
+    K, TK = ci.CursorKind, ci.TypeKind
+    lib = ci.conf.lib
+    lines = text.splitlines()
+
+    def in_file(c) -> bool:
+        return c.location.file is not None and c.location.file.name == filename
+
+    def refs(c) -> set[str]:
+        return {d.spelling for d in c.walk_preorder() if d.kind == K.DECL_REF_EXPR}
+
+    derived = set(_GRID_NAMES)
+    decls = [c for c in tu.cursor.walk_preorder() if in_file(c) and c.kind == K.VAR_DECL]
+    assigns = [c for c in tu.cursor.walk_preorder() if in_file(c) and c.kind == K.BINARY_OPERATOR
+               and lib.clang_getCursorBinaryOperatorKind(c) == 22]
+    for _ in range(4):
+        for d in decls:
+            kids = list(d.get_children())
+            if kids and refs(kids[-1]) & derived:
+                derived.add(d.spelling)
+        for a in assigns:
+            lhs, rhs = list(a.get_children())[:2]
+            if lhs.kind == K.DECL_REF_EXPR and refs(rhs) & derived:
+                derived.add(lhs.spelling)
+    out = []
+    for c in tu.cursor.walk_preorder():
+        if not (in_file(c) and c.kind == K.BINARY_OPERATOR and lib.clang_getCursorBinaryOperatorKind(c) == 3):
+            continue
+        if c.type.get_canonical().kind not in (TK.INT, TK.UINT):
+            continue
+        a, b = list(c.get_children())[:2]
+        ra, rb = refs(a), refs(b)
+        # 一边由网格算出（行号、线程号），另一边是运行时的量（列数、行距）：常数（TILE）与 blockDim 不算，
+        # 块内的二维下标 blockIdx.y * TILE 不会接近 2^31
+        if not ((ra & derived and rb - {"blockDim"}) or (rb & derived and ra - {"blockDim"})):
+            continue
+        ext = c.extent
+        if ext.start.line == ext.end.line and ext.start.line <= len(lines):
+            code = lines[ext.start.line - 1][ext.start.column - 1:ext.end.column - 1]
+        else:
+            code = ""
+        out.append((c.location.line, code))
+    return sorted(set(out))
+
+
+def cuda_narrow_offset_hint(text: str, filename: str, file: str) -> Hint | None:
+    """第一处 32 位的行偏移 / 全局下标（CUDA C）-> 诊断；没有时 None。"""
+    found = cuda_narrow_offsets(text, filename)
+    if not found:
+        return None
+    line, code = found[0]
+    more = "、".join(f"第 {ln} 行" for ln, _ in found[1:])
+    detail = (f"{code}：乘法的两边都是 32 位整数（int / unsigned），其中一边由 blockIdx 或 gridDim 算出；"
+              "行数 x 列数（或元素总数）超过 2^31 时乘积溢出，读写到别的地方。用例的矩阵都小，测不出来。"
+              + (f"同样的乘法还在{more}。" if more else ""))
+    return Hint("int32-offset", "下标用 32 位整数计算：大矩阵上会溢出", file, line, detail=detail,
+                fix="参与乘法的一边先变成 64 位：int64_t row = blockIdx.x;、(int64_t)blockIdx.x * blockDim.x + tid；"
+                    "存下标的变量也用 int64_t。")
+
+
+def offset_hints(lab, paths) -> list[Hint]:
+    """实验的每个学习者文件做一遍 32 位下标的源码检查（Triton 看 ``lab.kernel``，CUDA C 看整个文件）。"""
+    out = []
+    for file, path in paths.items():
+        text = path.read_text(encoding="utf-8")
+        if lab.backend == "triton" and file.endswith(".py"):
+            h = narrow_offset_hint(text, lab.kernel, file)
+        elif lab.backend == "cuda" and file.endswith(".cu"):
+            h = cuda_narrow_offset_hint(text, str(path), file)
+        else:
+            h = None
+        if h is not None:
+            out.append(h)
+    return out

@@ -12,7 +12,6 @@ import re
 import torch
 
 from . import cases as C
-from .offsets import narrow_offset_hint
 from .core import Lab, load_learner_module, sim_precheck, softmax_bench
 from .grading import (Case, Hint, compare, error_line, find_line, first_bad_row, root_cause, rows_text,
                       softmax_tolerance, traceback_line, zh_part)
@@ -169,9 +168,7 @@ class SoftmaxTriton(Lab):
             with count_memory():                      # 解释器在 CPU 副本上运行，越界在发生之前报出
                 impl["op"](x)
 
-        lines, hints = sim_precheck(self, mode, paths, run, "Triton 解释器，3x781")
-        wide = narrow_offset_hint(impl["text"], self.kernel, self.file)   # 用例测不出的 32 位行偏移：从源码找
-        return lines, hints + ([wide] if wide else [])
+        return sim_precheck(self, mode, paths, run, "Triton 解释器，3x781")
 
     def final_checks(self, impl, mode, paths):
         """sim 模式：把内核编译成 sm_90 的机器码（:mod:`.sm90_compile`），找出解释器接受、GPU 上编译不过的写法。

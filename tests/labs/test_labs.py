@@ -323,6 +323,13 @@ MISTAKES = [
     ("col-sum-triton", "int32-rows", "rows.to(tl.int64)[:, None]", "rows[:, None]", "int32-offset", "in_row_stride"),
     ("reduce-sum-cuda", "int32-row", "    int64_t row = blockIdx.x;\n    const float *row_in = in + row * cols;",
      "    int row = blockIdx.x;\n    int c = cols;\n    const float *row_in = in + row * c;", "int32-offset", "row * c"),
+    # Triton 自己的报错：换成学习者看得懂的原因与改法
+    ("softmax-triton", "axis-1-on-1d", "tl.max(x, axis=0)", "tl.max(x, axis=1)", "triton-error", "tl.max(x, axis=1)"),
+    ("softmax-triton", "arange-not-pow2", "cols = tl.arange(0, BLOCK_SIZE)", "cols = tl.arange(0, 1000)", "triton-error",
+     "tl.arange(0, 1000)"),
+    ("col-sum-triton", "store-to-scalar", "tl.store(out_ptr + cols,", "tl.store(out_ptr + pid,", "triton-error",
+     "out_ptr + pid"),
+    ("online-softmax", "no-m-update", "        m = m_new\n", "\n", "no-m-update", "m_new = "),
     # 只有第 0 组列的偏移不对：别的列没有 program 写
     ("col-sum-triton", "cols-without-block", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)",
      "cols = pid + tl.arange(0, BLOCK_N)", "col-offset", "cols = pid +"),

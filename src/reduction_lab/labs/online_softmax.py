@@ -61,8 +61,13 @@ class OnlineSoftmax(SoftmaxTriton):
 
     def wrong_answer(self, case, x, out, ref, bad, impl) -> Hint:
         got = out.detach().cpu().double()
+        text = impl["text"]
+        if not torch.isfinite(got[bad]).all() and find_line(text, r"\bm_new\s*=", lang="py") \
+                and not find_line(text, r"^\s*m\s*=\s*(m_new\b|tl\.maximum)", lang="py"):
+            return Hint("no-m-update", "第 1 遍循环里 m 一直没有更新：第 2 遍用的 m 还是 -inf，exp(x - m) = inf", self.file,
+                        find_line(text, r"\bm_new\s*=", lang="py"), first_bad_row(ref.detach().cpu().double(), got, bad),
+                        "TODO(2)：每一块处理完之后 m = m_new：d 是以 m_new 为基准累加的，下一块和第 2 遍都要用它。")
         if case.kind == "inf-prefix" and not torch.isfinite(got[bad]).all():
-            text = impl["text"]
             return Hint("inf-guard", "一行的前几块全是 -inf 时得到 NaN：m_new 是 -inf，exp(x - m_new) = exp(-inf - (-inf)) = NaN",
                         self.file, find_line(text, r"tl\.exp\(.*m_new", lang="py") or find_line(text, r"tl\.exp", lang="py"),
                         first_bad_row(ref.detach().cpu().double(), got, bad),

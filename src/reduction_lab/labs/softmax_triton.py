@@ -144,9 +144,14 @@ class SoftmaxTriton(Lab):
         text = path.read_text(encoding="utf-8")
         if isinstance(exc, OutOfBoundsError):
             pid = "" if exc.pid is None else f"program {tuple(exc.pid)}，"
-            return Hint("out-of-bounds", "越界访问：没有屏蔽的车道越过了张量", self.file, error_line(exc),
-                        detail=pid + zh_part(str(exc)).split("\n")[0][:400],
-                        fix="tl.load 和 tl.store 都要带 mask=cols < n_cols。")
+            line = error_line(exc)
+            lines = text.splitlines()
+            masked = line is not None and 0 < line <= len(lines) and "mask" in lines[line - 1].split("#")[0]
+            fix = ("这一行已经带了 mask：检查它的条件（是 <，不是 <=）、它是否同时管住行与列（二维块要 "
+                   "(rows < n_rows)[:, None] & (cols < n_cols)[None, :]），以及指针用的行距与偏移（行距用对应张量的 "
+                   "stride，偏移没有多加 1）。" if masked else "tl.load 和 tl.store 都要带 mask=cols < n_cols。")
+            return Hint("out-of-bounds", "越界访问：没有屏蔽的车道越过了张量", self.file, line,
+                        detail=pid + zh_part(str(exc)).split("\n")[0][:400], fix=fix)
         if isinstance(exc, SyntaxError):
             return Hint("syntax-error", f"语法错误：{exc.msg}", self.file, exc.lineno, fix="按 Python 的提示修改这一行。")
         line = traceback_line(exc, path) or _compile_line(exc, text, self.kernel)
@@ -158,6 +163,9 @@ class SoftmaxTriton(Lab):
             name = getattr(root, "name", None) or (re.findall(r"'(\w+)'", str(root)) or ["?"])[0]
             return Hint("undeclared", f"用到了没有定义的名字 {name}", self.file, line, detail=str(root),
                         fix=f"先给 {name} 赋值再使用（或检查拼写）。")
+        for pattern, cause, fix in _TRITON_ERRORS:
+            if re.search(pattern, msg):
+                return Hint("triton-error", cause, self.file, line, detail=zh_part(str(root))[:400], fix=fix)
         return Hint("exception", f"运行时抛出 {type(root).__name__}", self.file, line, detail=zh_part(str(root))[:600])
 
     def extra_checks(self, impl, mode, paths):
@@ -232,6 +240,20 @@ def low_precision_hint(x, got, ref, file: str, text: str, first: str) -> Hint | 
                         "在 float32 里计算，写回之前转换成输出指针的 dtype：y.to(out_ptr.dtype.element_ty)。")
     return None
 
+
+#: Triton 常见的报错 -> (原因, 改法)：按报错的正文匹配
+_TRITON_ERRORS = [
+    (r"arange's range must be a power of 2", "tl.arange 的长度必须是 2 的幂",
+     "块宽取 2 的幂：BLOCK_SIZE = triton.next_power_of_2(n_cols)，多出来的车道用 mask 屏蔽。"),
+    (r"axis \d+ out of bounds|invalid axis", "归约的 axis 超出了块的维数",
+     "一维的块只有 axis=0；二维块 [BLOCK_M, BLOCK_N] 里一行的数沿 axis=1 排开。"),
+    (r"Value argument cannot be block type if pointer argument is not a block",
+     "tl.store 的指针是一个标量，要存的值却是一个块",
+     "指针也要是同形的块（out_ptr + cols），或者先把值归约成一个数（tl.sum(..., axis=0)）再存。"),
+    (r"Expected pointer argument to have shape|[Cc]annot broadcast|incompatible (dimensions|shapes)|"
+     r"[Cc]annot make_shape_compatible", "指针、值与 mask 的形状对不上",
+     "行号沿第 0 维、列号沿第 1 维：rows[:, None] 与 cols[None, :] 广播成 [BLOCK_M, BLOCK_N]，值与 mask 也要是这个形状。"),
+]
 
 #: 再运行一次时输出先填的值：有限、在 float16 / bfloat16 里也能精确表示，正常的结果里不会整片出现
 WRITE_MARK = 1536.0

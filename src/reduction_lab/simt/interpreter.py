@@ -149,7 +149,8 @@ BUILTIN_FUNCS.update(
     set(_HINT_LOADS) | set(_HINT_STORES) | set(_MATH1) | {n + "f" for n in _MATH1} | set(_MATH2) | {n + "f" for n in _MATH2}
     | set(_FAST) | {
         "max", "min", "abs", "fma", "fmaf", "__fdividef", "__builtin_inff", "__builtin_nanf",
-        "__syncthreads", "__syncwarp", "__threadfence", "__threadfence_block",
+        "__syncthreads", "__syncthreads_count", "__syncthreads_and", "__syncthreads_or", "__activemask",
+        "__fmaf_rn", "__syncwarp", "__threadfence", "__threadfence_block",
         "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
         "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
@@ -2191,6 +2192,42 @@ class Machine:
                 buf.tracker.reset_blocks(blocks, blocks is None)
         return Val(T.VOID, np.int32(0))
     # --8<-- [end:syncthreads]
+
+    def _syncthreads_pred(self, name, node, args, lanes, fr):
+        """__syncthreads_count / _and / _or(pred)：先求每个线程的谓词，再是一次 __syncthreads()（同样的发散检查），
+        返回每个线程块里谓词为真的线程数（每个线程得到自己块的值）。"""
+        (v,) = self._args(args, 1, node, lanes, fr, name)
+        pred = np.broadcast_to(self.truth(v), (lanes.n,))
+        self.b___syncthreads(node, [], lanes, fr)
+        blk = self.blk if lanes.idx is None else self.blk[lanes.idx]
+        count = np.bincount(blk, weights=pred.astype(np.int64), minlength=self.nblocks).astype(np.int64)
+        return count[blk]
+
+    def b___syncthreads_count(self, node, args, lanes, fr):
+        return Val(T.INT, self._syncthreads_pred("__syncthreads_count", node, args, lanes, fr).astype(np.int32))
+
+    def b___syncthreads_and(self, node, args, lanes, fr):
+        c = self._syncthreads_pred("__syncthreads_and", node, args, lanes, fr)
+        return Val(T.INT, (c == self.tpb).astype(np.int32))
+
+    def b___syncthreads_or(self, node, args, lanes, fr):
+        return Val(T.INT, (self._syncthreads_pred("__syncthreads_or", node, args, lanes, fr) > 0).astype(np.int32))
+
+    def b___activemask(self, node, args, lanes, fr):
+        """__activemask()：本线程束里此刻一起执行到这里的线程的位图（不是同步点，也不检查 mask）。"""
+        if args:
+            raise self.unsupported("__activemask 带参数", node)
+        ids = self.ids(lanes)
+        lw = self.g(self.lw, lanes)
+        gw = self.g(self.gw, lanes)
+        first = np.concatenate(([True], gw[1:] != gw[:-1]))
+        bits = np.broadcast_to(np.left_shift(np.int64(1), lw), ids.shape)
+        acc = np.bitwise_or.reduceat(bits, np.flatnonzero(first)) if ids.size else bits
+        return Val(T.UINT, (acc[np.cumsum(first) - 1] & 0xFFFFFFFF).astype(np.uint32))
+
+    def b___fmaf_rn(self, node, args, lanes, fr):
+        """__fmaf_rn(a, b, c)：就近舍入的 fmaf（模拟器的 fmaf 本来就是一次舍入）。"""
+        return self.math("fmaf", args, node, lanes, fr)
 
     # -- 线程块簇（cooperative_groups::cluster_group，前端改写而来）
     def _cluster_blocks(self, node, lanes, what):

@@ -71,6 +71,11 @@ extern const __device__ int warpSize;
 
 // 同步与线程束
 __device__ void __syncthreads();
+__device__ int __syncthreads_count(int);
+__device__ int __syncthreads_and(int);
+__device__ int __syncthreads_or(int);
+__device__ unsigned int __activemask();
+__device__ float __fmaf_rn(float, float, float);
 __device__ void __syncwarp(unsigned int = 0xffffffffu);
 __device__ void __threadfence();
 __device__ void __threadfence_block();

@@ -162,6 +162,9 @@ class VectorLoadsCuda(Lab):
         if torch.isnan(got).all():
             return Hint("not-written", "out[row] 没有被写入（评分前 out 填满了 NaN）", FILE, find_line(text, r"out\s*\["),
                         first, "最后一段已经写好（线程 0 写 out[row]）：检查 TODO 的代码有没有提前 return。")
+        if bool((got == 0).all()) and not bool((mm.ref == 0).all()):
+            return Hint("nothing-summed", "每行的和都是 0：还没有累加任何元素", FILE, find_line(text, r"\bacc\s*\+?="),
+                        first, "TODO(2)–(4)：整包加到 acc 上，两头的元素也逐个加上；最后一段把 acc 归约成 out[row]。")
         hs = heads(x)
         N = x.shape[1]
         checks = [

@@ -330,6 +330,9 @@ MISTAKES = [
     ("col-sum-triton", "store-to-scalar", "tl.store(out_ptr + cols,", "tl.store(out_ptr + pid,", "triton-error",
      "out_ptr + pid"),
     ("online-softmax", "no-m-update", "        m = m_new\n", "\n", "no-m-update", "m_new = "),
+    # 线程 0 一个人读完整行：结果对，读请求多出几十倍（全部用例通过之后的检查）
+    ("warp-reduce-cuda", "serial-row", "    for (int64_t j = tid; j < cols; j += blockDim.x)",
+     "    if (tid == 0)\n    for (int64_t j = 0; j < cols; ++j)", "not-parallel", "acc += row_in[j]"),
     # 只有第 0 组列的偏移不对：别的列没有 program 写
     ("col-sum-triton", "cols-without-block", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)",
      "cols = pid + tl.arange(0, BLOCK_N)", "col-offset", "cols = pid +"),

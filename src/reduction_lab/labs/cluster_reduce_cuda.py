@@ -227,6 +227,9 @@ class ClusterReduceCuda(RowSumCudaLab):
 
         return C.run_row_sum_case(self, dict(impl, op=op, block=block, cluster=cluster), case, mode, call)
 
+    def launch_shape(self, impl, M: int) -> tuple[int, dict]:
+        return M * impl["cluster"], {"BLOCK_SIZE": impl["block"], "CLUSTER_SIZE": impl["cluster"]}
+
     def extra_checks(self, impl, mode, paths):
         """模拟器检查：学习者的 BLOCK_SIZE 与 CLUSTER_SIZE，另用 96 个线程、2 块的簇。gpu 模式下 GPU 不报告簇内的
         竞争，读已退出的块、越界的簇内编号可能让内核非法访存：模拟器先指出是哪一行（core.GPU_UNSAFE：这时用例

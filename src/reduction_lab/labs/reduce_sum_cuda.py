@@ -163,6 +163,33 @@ class RowSumCudaLab(Lab):
 
         return cuda_precheck(self, mode, paths, run, "2x300")
 
+    def launch_shape(self, impl, M: int) -> tuple[int, dict]:
+        """模拟器里启动 M 行时的 (线程块数, 编译期的宏)。"""
+        return M, {"BLOCK_SIZE": impl["block"]}
+
+    def final_checks(self, impl, mode, paths):
+        """全部用例通过之后：在模拟器里数一遍全局内存的读请求，看整行是不是由一个线程块的线程一起读的。
+        一个线程读完整行（if (tid == 0) for (…) acc += row_in[j];）也算得对，但每次请求只读 4 字节，
+        比合并的读法（相邻线程读相邻的数，一次请求 32 个）多出几十倍的请求，GPU 上慢一个数量级。"""
+        from .. import simt
+
+        M, N = 2, 4096
+        x = torch.randn(M, N, generator=torch.Generator().manual_seed(3))
+        grid, defines = self.launch_shape(impl, M)
+        rep = simt.launch(str(impl["path"]), self.kernel, grid, impl["block"], (torch.zeros(M), x, M, N),
+                          defines=defines)
+        coalesced = M * N // 32
+        line = f"全局内存读请求（模拟器，{M}x{N}）：{rep.global_load_requests} 次，合并的读法约 {coalesced} 次"
+        if rep.global_load_requests <= 4 * coalesced:
+            return [line], []
+        text = impl["text"]
+        return [line], [Hint(
+            "not-parallel", f"读一行的只有少数几个线程：{rep.global_load_requests} 次读请求，合并的读法约 {coalesced} 次",
+            self.file, find_line(text, r"\+=\s*row_in\s*\[") or find_line(text, r"row_in\s*\["),
+            detail="结果是对的，但每次请求只读到几个 float：GPU 上要慢一个数量级。",
+            fix="每个线程从第 tid 列开始、以 blockDim.x 为步长读：for (int64_t j = tid; j < cols; j += blockDim.x)，"
+                "相邻的线程读相邻的地址；再在块内归约。")]
+
     def bench(self, impl):
         M, N = 4096, 4096
         x = torch.randn(M, N, device="cuda")

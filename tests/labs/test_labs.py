@@ -333,6 +333,9 @@ MISTAKES = [
     # 线程 0 一个人读完整行：结果对，读请求多出几十倍（全部用例通过之后的检查）
     ("warp-reduce-cuda", "serial-row", "    for (int64_t j = tid; j < cols; j += blockDim.x)",
      "    if (tid == 0)\n    for (int64_t j = 0; j < cols; ++j)", "not-parallel", "acc += row_in[j]"),
+    # 累加器的初值是 float16、循环里算出的是 float32：解释器照算，编译器拒绝（sim 模式在全部通过之后的编译检查里）
+    ("col-sum-triton", "acc-float16", "acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
+     "acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float16)", "gpu-compile", "dtype=tl.float16"),
     # 只有第 0 组列的偏移不对：别的列没有 program 写
     ("col-sum-triton", "cols-without-block", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)",
      "cols = pid + tl.arange(0, BLOCK_N)", "col-offset", "cols = pid +"),

@@ -149,6 +149,8 @@ class GradeResult:
             return f"结论：选中的用例 {picked} {got}（共 {total} 个用例，其余没有运行；不加 --case 评全部）。"
         if self.passed:
             return f"结论：全部 {total} 个用例通过。"
+        if self.results and self.n_passed == total:
+            return f"结论：全部 {total} 个用例通过，但上面还有 {len(self.hints)} 个问题（用例之外的检查），还没有完成。"
         return f"结论：{self.n_passed}/{total} 个用例通过，还没有完成。"
 
     def hint_keys(self) -> list[str]:

@@ -157,7 +157,8 @@ class SoftmaxTriton(Lab):
         line = traceback_line(exc, path) or _compile_line(exc, text, self.kernel)
         root = root_cause(exc)
         msg = f"{type(root).__name__}: {root}"
-        if "Cannot access global variable" in str(exc) or "Unsupported function referenced" in msg:
+        if "Cannot access global variable" in str(exc) or "Unsupported function referenced" in msg \
+                or "Loop-carried variable" in str(exc):
             return self.compile_hint(str(exc) if "Cannot access global variable" in str(exc) else msg, text)
         if isinstance(root, NameError):
             name = getattr(root, "name", None) or (re.findall(r"'(\w+)'", str(root)) or ["?"])[0]
@@ -217,6 +218,13 @@ class SoftmaxTriton(Lab):
                 start = find_line(text, rf"def {self.kernel}\b", lang="py") or 1
                 at = find_line("\n".join(text.splitlines()[start:]), rf"\b{name}\s*\(", lang="py")
                 line = start + at if at else find_line(text, rf"def {name}\b", lang="py")
+        elif m := re.search(r"Loop-carried variable (\w+) has initial type <[^>]*?(\w+)> but is re-assigned to "
+                            r"<[^>]*?(\w+)>", err):
+            name, t0, t1 = m.groups()
+            cause = (f"GPU 上编译不过：循环里的 {name} 初值是 {t0}，循环里算出的却是 {t1}"
+                     "（Triton 解释器不管类型，编译器要求循环前后的类型一致）")
+            fix = f"让 {name} 的初值就是 {t1}：例如 tl.zeros(..., dtype=tl.float32)；累加用 float32，存回时再转成输出的类型。"
+            line = find_line(text, rf"^\s*{name}\s*=", lang="py") or line
         else:
             cause = "GPU 上编译不过：Triton 解释器接受了这段代码，编译器不接受"
             fix = "按编译器的提示修改这一行；解释器逐句执行 Python，编译器只接受 Triton 语言里的写法。"

@@ -37,6 +37,10 @@ CLANG_ARGS = ("-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", "-noc
 K = ci.CursorKind
 TK = ci.TypeKind
 
+#: 报「不支持」时 clang 声明种类的说法（学习者看得懂的写法）
+_DECL_NAMES = {"UNEXPOSED_DECL": "结构化绑定等声明（auto [a, b] = …;）：分成几个普通的变量声明",
+               "LABEL_STMT": "标号（goto 的目标）"}
+
 _lib = ci.conf.lib
 # clang.cindex 没有包装的几个 libclang 函数：(名字, 参数类型, 返回类型)
 for _name, _args, _res in (
@@ -1031,7 +1035,7 @@ class Lowering:
                        K.NAMESPACE_ALIAS):
                 continue
             else:
-                raise self.unsupported(f"声明 {k.name}", ch)
+                raise self.unsupported(_DECL_NAMES.get(k.name, f"声明 {k.name}"), ch)
         return out
 
     def var_init(self, c):

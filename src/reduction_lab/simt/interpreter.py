@@ -173,6 +173,11 @@ BUILTIN_FUNCS.update({"__float2half", "__float2half_rn", "__half2float",
 
 _BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 
+#: 报「不支持」时语法树节点的说法（学习者看得懂的写法，而不是解析器的类名）
+_NODE_NAMES = {"InitList": "表达式里的花括号初始化（临时对象 T{…}、{a, b} 作为值）；先声明一个有名字的变量再用",
+               "CompoundLiteral": "复合字面量 (T){…}", "NamedInitializer": "指定成员的初始化 {.x = …}",
+               "ExprList": "逗号表达式", "Pragma": "这个 #pragma"}
+
 #: 循环每迭代一次至少计这么多「线程步」：解释器每次迭代有固定开销，只剩一个线程在自旋时
 #: 预算也要在几秒内用完
 MIN_STEPS_PER_ITERATION = 1024
@@ -872,7 +877,8 @@ class Machine:
     def ev(self, node, lanes, fr):
         h = self.E.get(type(node).__name__)
         if h is None:
-            raise self.unsupported(type(node).__name__, node)
+            name = type(node).__name__
+            raise self.unsupported(_NODE_NAMES.get(name, name), node)
         return h(node, lanes, fr)
 
     def e_const(self, node, lanes, fr):

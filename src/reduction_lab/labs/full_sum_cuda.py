@@ -175,8 +175,9 @@ class FullSumCuda(Lab):
         return Hint("too-many-atomics", f"原子加做了 {ops} 次（{grid} 个线程块，每块 {per:g} 次）：每块应只做一次", FILE,
                     find_line(text, r"atomicAdd"),
                     f"模拟器的计数器 atomic_ops = {ops}；同一个地址上的原子加在 GPU 上一个接一个地执行，"
-                    f"{block} 个线程各加一次就是 {block} 次排队。",
-                    "先在块内归约（TODO(3)、TODO(4)），再只让线程 0 atomicAdd：if (tid == 0) atomicAdd(out, s);")
+                    f"每块 {per:g} 次，{grid} 块就是 {ops} 次排队（每块一次只要 {grid} 次）。",
+                    "先在块内归约（TODO(3)、TODO(4)：warp 内洗牌，再经 warp_sums 合并各 warp），"
+                    "再只让线程 0 atomicAdd：if (tid == 0) atomicAdd(out, s);")
 
     def wrong_answer(self, x, got: float, ref: float, tol: float, grid: int, block: int, impl) -> Hint:
         text = impl["text"]

@@ -104,7 +104,7 @@ class BankConflicts(Lab):
             "bank-conflict", f"{what}共享内存仍有存储体冲突：平均每次请求 {ways:.1f} 个波前（{ways:.0f} 路冲突）",
             FILE, line, f"额外的波前：读 {rep.shared_load_bank_conflicts}，写 {rep.shared_store_bank_conflicts}（应为 0）",
             "一个 warp 的 32 个线程读同一列时，地址相差 ld 个字，第 k 个线程落在存储体 (k * ld) % 32："
-            f"ld 与 32 的最大公约数是几，就是几路冲突（ld = 32 时 32 路，ld = 34 时 2 路）。"
+            "ld 与 32 的最大公约数是几，就是几路冲突（ld = 32 时 32 路，ld = 34 时 2 路）。"
             "行距要与 32 互质，最省的是 33（分块声明成 TILE * (TILE + 1)），写入和读出都用它。")
 
     def extra_checks(self, impl, mode, paths):

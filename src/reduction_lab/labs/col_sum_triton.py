@@ -114,8 +114,10 @@ class ColSumTriton(SoftmaxTriton):
              "TODO(3)：for start in range(0, n_rows, BLOCK_M)，每一轮读下面的一个块。"),
             ("rows-not-advanced", M > BLOCK, head * -(-M // BLOCK), f"前 {BLOCK} 行被加了 {-(-M // BLOCK)} 遍：循环里的行号没有加上 start",
              r"\brows\s*=", "TODO(3)：rows = start + tl.arange(0, BLOCK_M)。"),
-            ("wrong-axis", True, wrong_axis_model(xs), "归约沿错了轴：tl.sum(acc, axis=1) 把一个块的列加在一起，得到的是各行的和",
-             r"axis\s*=\s*1", "TODO(5)：沿列归约是 axis=0（把 BLOCK_M 行加起来，剩下 BLOCK_N 个列和）。"),
+            ("wrong-axis", True, wrong_axis_model(xs), "归约沿错了轴：得到的是各行的和，不是各列的和",
+             r"axis\s*=\s*1|\[\s*None\s*,\s*:\s*\]\s*\*\s*in_row_stride",
+             "块是 [BLOCK_M, BLOCK_N]：行号沿第 0 维（rows[:, None] * in_row_stride），列号沿第 1 维（cols[None, :]）；"
+             "TODO(5) 沿第 0 维把 BLOCK_M 行加起来：tl.sum(acc, axis=0)。两处有一处反了，加起来的就是每行。"),
         ]
         if case.kind == "row-stride":
             wide = C.row_stride_base(case).double().reshape(-1)

@@ -91,18 +91,21 @@ def narrow_offsets(text: str, kernel: str) -> list[tuple[int, str]]:
     return sorted(set(out))
 
 
-def narrow_offset_hint(text: str, kernel: str, file: str) -> Hint | None:
-    """第一处 32 位的行偏移 -> 诊断；没有时 None。"""
-    found = narrow_offsets(text, kernel)
+def _offset_hint(found: list[tuple[int, str]], why: str, fix: str, file: str) -> Hint | None:
+    """第一处 32 位的乘法 -> 诊断（其余的行列在说明里）；没有时 None。"""
     if not found:
         return None
     line, code = found[0]
     more = "、".join(f"第 {ln} 行" for ln, _ in found[1:])
-    detail = (f"{code}：两边都是 32 位整数，乘积超过 2^31 - 1（例如 65536 x 32768 的矩阵）时溢出成负数，"
-              "读写到别的地方。用例的矩阵都小，测不出来。" + (f"同样的乘法还在{more}。" if more else ""))
-    return Hint("int32-offset", "行偏移用 32 位整数计算：大矩阵上会溢出", file, line, detail=detail,
-                fix="行号先转成 64 位再乘行距：row = tl.program_id(0).to(tl.int64)，"
-                    "或 rows.to(tl.int64)[:, None] * in_row_stride。")
+    detail = (f"{code}：{why}；乘积超过 2^31 - 1（例如 65536 x 32768 的矩阵）时溢出成负数，读写到别的地方。"
+              "用例的矩阵都小，测不出来。" + (f"同样的乘法还在{more}。" if more else ""))
+    return Hint("int32-offset", "下标用 32 位整数计算：大矩阵上会溢出", file, line, detail=detail, fix=fix)
+
+
+def narrow_offset_hint(text: str, kernel: str, file: str) -> Hint | None:
+    """Triton 内核里第一处 32 位的行偏移 -> 诊断；没有时 None。"""
+    return _offset_hint(narrow_offsets(text, kernel), "两边都是 32 位整数", "行号先转成 64 位再乘行距："
+                        "row = tl.program_id(0).to(tl.int64)，或 rows.to(tl.int64)[:, None] * in_row_stride。", file)
 
 
 # ---------------------------------------------------------------- CUDA C
@@ -167,18 +170,11 @@ def cuda_narrow_offsets(text: str, filename: str) -> list[tuple[int, str]]:
 
 
 def cuda_narrow_offset_hint(text: str, filename: str, file: str) -> Hint | None:
-    """第一处 32 位的行偏移 / 全局下标（CUDA C）-> 诊断；没有时 None。"""
-    found = cuda_narrow_offsets(text, filename)
-    if not found:
-        return None
-    line, code = found[0]
-    more = "、".join(f"第 {ln} 行" for ln, _ in found[1:])
-    detail = (f"{code}：乘法的两边都是 32 位整数（int / unsigned），其中一边由 blockIdx 或 gridDim 算出；"
-              "行数 x 列数（或元素总数）超过 2^31 时乘积溢出，读写到别的地方。用例的矩阵都小，测不出来。"
-              + (f"同样的乘法还在{more}。" if more else ""))
-    return Hint("int32-offset", "下标用 32 位整数计算：大矩阵上会溢出", file, line, detail=detail,
-                fix="参与乘法的一边先变成 64 位：int64_t row = blockIdx.x;、(int64_t)blockIdx.x * blockDim.x + tid；"
-                    "存下标的变量也用 int64_t。")
+    """CUDA C 源码里第一处 32 位的行偏移 / 全局下标 -> 诊断；没有时 None。"""
+    return _offset_hint(cuda_narrow_offsets(text, filename),
+                        "乘法的两边都是 32 位整数（int / unsigned），其中一边由 blockIdx 或 gridDim 算出",
+                        "参与乘法的一边先变成 64 位：int64_t row = blockIdx.x;、(int64_t)blockIdx.x * blockDim.x + tid；"
+                        "存下标的变量也用 int64_t。", file)
 
 
 def offset_hints(lab, paths) -> list[Hint]:

@@ -1,9 +1,12 @@
-"""静态检查：Triton 内核里用 32 位整数算的行偏移（行号 x 行距）。
+"""静态检查：用 32 位整数算的行偏移（行号 x 行距），Triton 与 CUDA C 各一份。
 
-``tl.program_id``、``tl.arange`` 与 ``range`` 的循环变量都是 32 位整数；行号乘行距超过 2^31 - 1 时
-（例如 65536 x 32768 的矩阵），32 位的乘积溢出成负数，读写到别处。用例里的矩阵都远小于 2^31 个元素，
-所以这个错误在用例里不会出现，在这里从源码找出：某个乘法的一边是 32 位的行号（从上面几个来源算出、
-中间没有 ``.to(tl.int64)``），另一边是行距（名字里有 ``stride``，或 ``n_cols``）。
+行号乘行距超过 2^31 - 1 时（例如 65536 x 32768 的矩阵），32 位的乘积溢出成负数，读写到别处。
+用例里的矩阵都远小于 2^31 个元素，这个错误在用例里不会出现，所以从源码找：
+
+* Triton（Python 的语法树）：``tl.program_id``、``tl.arange`` 与 ``range`` 的循环变量都是 32 位；某个乘法的一边
+  由它们算出、中间没有 ``.to(tl.int64)``，另一边是行距（名字里有 ``stride``，或 ``n_cols``）；
+* CUDA C（libclang 给出的类型）：结果是 ``int`` / ``unsigned`` 的乘法，一边由 ``blockIdx`` / ``gridDim`` 算出，
+  另一边是运行时的量（不是常数，也不只是 ``blockDim``）。
 """
 
 from __future__ import annotations
@@ -114,8 +117,8 @@ _GRID_NAMES = {"blockIdx", "gridDim"}
 
 def cuda_narrow_offsets(text: str, filename: str) -> list[tuple[int, str]]:
     """CUDA C 源码里 32 位的乘法：一边由 ``blockIdx`` / ``gridDim`` 算出（行号），另一边是运行时的量（列数、行距），
-    [(行号, 源码)]。例如 ``int row = blockIdx.x; int c = cols; in + row * c``、``in + (int)(row * cols)`` 之前的
-    ``int r = row; r * c``。乘以常数（``blockIdx.x * TILE``）与 ``blockDim`` 的不算。
+    [(行号, 源码)]。例如 ``int row = blockIdx.x; int c = cols; in + row * c``。乘以常数（``blockIdx.x * TILE``）
+    与 ``blockDim`` 的不算。
     用 libclang 按 C++ 的类型判断（``int64_t row = blockIdx.x; row * cols`` 是 64 位的，不算）；解析不了时返回 []。"""
     try:                                  # 没有 libclang 时模拟器自己会报出（FrontendMissingError）：这里不重复
         import clang.cindex as ci

@@ -336,6 +336,9 @@ MISTAKES = [
     # 累加器的初值是 float16、循环里算出的是 float32：解释器照算，编译器拒绝（sim 模式在全部通过之后的编译检查里）
     ("col-sum-triton", "acc-float16", "acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)",
      "acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float16)", "gpu-compile", "dtype=tl.float16"),
+    # [:, None] 写了，tl.max 却沿 axis=0：形状对不上，诊断指向 axis=0 那一行
+    ("softmax-rows-triton", "max-axis-0", "m = tl.max(x, axis=1)", "m = tl.max(x, axis=0)", "wrong-axis",
+     "tl.max(x, axis=0)"),
     # 只有第 0 组列的偏移不对：别的列没有 program 写
     ("col-sum-triton", "cols-without-block", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)",
      "cols = pid + tl.arange(0, BLOCK_N)", "col-offset", "cols = pid +"),

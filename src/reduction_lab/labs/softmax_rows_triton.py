@@ -186,6 +186,12 @@ class SoftmaxRowsTriton(SoftmaxTriton):
         msg = str(root_cause(exc))
         if "incompatible dimensions" in msg or "Cannot make_shape_compatible" in msg:
             h = super().on_error(case, exc, paths)
+            axis0 = find_line(text, r"tl\.(max|sum)\(.*axis\s*=\s*0", lang="py")
+            if axis0:                     # [:, None] 已经写了：形状不对是因为归约沿了 axis=0（每列一个数）
+                return Hint("wrong-axis", "归约沿错了轴：axis=0 得到的是每列一个数（BLOCK_N 个），不是每行一个数", FILE,
+                            axis0, zh_part(msg)[:400],
+                            "块是 BLOCK_M 行 x BLOCK_N 列，一行的数沿 axis=1 排开：m = tl.max(x, axis=1)、"
+                            "d = tl.sum(num, axis=1)，再写成 m[:, None]、d[:, None] 沿列广播。")
             return Hint("broadcast", "形状对不上：每行一个数（BLOCK_M 个）不能直接与 BLOCK_M x BLOCK_N 的块运算", FILE,
                         h.line, zh_part(msg)[:400],
                         "TODO(3)/(4)：m = tl.max(x, axis=1) 的形状是 (BLOCK_M,)；写成 m[:, None]（BLOCK_M x 1）才沿列广播，"

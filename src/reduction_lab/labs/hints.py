@@ -74,7 +74,7 @@ def _unclosed_paren_line(text: str, line: int) -> int | None:
 def simt_hint(exc: BaseException, file: str, text: str | None = None, fixes: dict[str, str] | None = None) -> Hint | None:
     """模拟器的错误 -> 诊断。``text`` 是学习者文件的内容（用来修正「少了分号」的行号）；
     ``fixes``：{诊断的 key: 这个实验自己的改法}，代替通用的说明。"""
-    msg = str(exc)
+    msg = re.sub(rf"\S*/{re.escape(file)}", file, str(exc))     # 学习者文件的绝对路径只留文件名，与标题一致
     fixes = fixes or {}
     if type(exc).__name__ == "UnsupportedError":
         m = re.search(r"未声明的标识符 (\w+)", msg)
@@ -111,7 +111,7 @@ def simt_hint(exc: BaseException, file: str, text: str | None = None, fixes: dic
     for cls in type(exc).__mro__:
         if cls.__name__ in _SIMT_HINTS:
             key, cause, fix = _SIMT_HINTS[cls.__name__]
-            detail = zh_part(str(exc))
+            detail = zh_part(msg)
             if key == "endless-loop":             # 评分程序里学习者传不了这两个参数
                 detail = re.sub(r"[；，]?确实需要更多[^）)]*", "", detail)
             return Hint(key, f"{cause}（模拟器：{type(exc).__name__}）", file, error_line(exc),

@@ -658,3 +658,28 @@ def test_missing_front_end_is_an_import_error_that_names_the_package(no_simt_fro
         simt.launch('__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }', "k", grid=1, block=32,
                     args=[np.zeros(32, np.float32)])
     assert isinstance(e.value, ImportError) and "pip install" in str(e.value)
+
+
+def test_scalar_brace_initialisation():
+    """C++ 的花括号初始化标量：float acc{} 是 0，float b{2.0f}、int c = {3} 取括号里的值；指针的空列表仍然拒绝。"""
+    import torch
+
+    from reduction_lab import simt
+
+    src = r"""
+__global__ void k(const float* x, float* o, int* n) {
+    float acc{};
+    float b{2.0f};
+    int c = {3};
+    unsigned d{};
+    for (int i = 0; i < 4; ++i) acc += x[i];
+    o[0] = acc * b; n[0] = c + (int)d;
+}
+__global__ void null_ptr(float* o) { float* p{}; o[0] = 1.0f; }
+"""
+    x = torch.arange(4, dtype=torch.float32)
+    o, n = torch.zeros(1), torch.zeros(1, dtype=torch.int32)
+    simt.launch(src, "k", 1, 1, (x, o, n))
+    assert (o.item(), n.item()) == (12.0, 3)
+    with pytest.raises(simt.UnsupportedError, match="空初始化列表"):
+        simt.launch(src, "null_ptr", 1, 1, (torch.zeros(1),))

@@ -583,8 +583,16 @@ class Machine:
                 self.write_var(var, lanes, Val(t, vals), node)
                 fr.scopes[-1][node.name] = var
                 return lanes
-            if isinstance(node.init, c_ast.InitList):
-                raise self.unsupported("标量的初始化列表", node)
+            if isinstance(node.init, c_ast.InitList):          # float acc{}; float acc{x}; int n = {3};
+                ex = node.init.exprs or []
+                if len(ex) > 1:
+                    raise self.unsupported(f"标量 {node.name} 的初始化列表有 {len(ex)} 个元素", node)
+                if not ex and not (t.is_scalar and getattr(t, "dtype", None) is not None):
+                    raise self.unsupported(f"{t!r} 的空初始化列表", node)
+                v = self.ev(ex[0], lanes, fr) if ex else Val(t, t.dtype.type(0))
+                self.write_var(var, lanes, self.conv(v, t, node), node)
+                fr.scopes[-1][node.name] = var
+                return lanes
             v = self.ev(node.init, lanes, fr)
             self.write_var(var, lanes, self.conv(v, t, node), node)
         fr.scopes[-1][node.name] = var

@@ -339,6 +339,8 @@ MISTAKES = [
     # [:, None] 写了，tl.max 却沿 axis=0：形状对不上，诊断指向 axis=0 那一行
     ("softmax-rows-triton", "max-axis-0", "m = tl.max(x, axis=1)", "m = tl.max(x, axis=0)", "wrong-axis",
      "tl.max(x, axis=0)"),
+    ("softmax-cuda", "serial-read", "    float m = -INFINITY;\n    for (int64_t j = tid; j < cols; j += blockDim.x) {",
+     "    float m = -INFINITY;\n    if (tid == 0)\n    for (int64_t j = 0; j < cols; ++j) {", "not-parallel", "row_in[j]"),
     # 只有第 0 组列的偏移不对：别的列没有 program 写
     ("col-sum-triton", "cols-without-block", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)",
      "cols = pid + tl.arange(0, BLOCK_N)", "col-offset", "cols = pid +"),

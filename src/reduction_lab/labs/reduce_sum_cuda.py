@@ -66,6 +66,22 @@ def make_op(path: Path, mode: str, block: int = BLOCK, kernel: str = KERNEL, clu
     return reduce_sum
 
 
+def load_request_check(rep, M: int, N: int, file: str, text: str, load_pattern: str) -> tuple[list[str], list[Hint]]:
+    """全部用例通过之后的检查（按行归约的 CUDA C 实验共用）：模拟器数出的全局内存读请求。一个线程读完整行
+    （if (tid == 0) for (…) acc += row_in[j];）也算得对，但每次请求只读 4 字节，比合并的读法（相邻线程读相邻的数，
+    一次请求 32 个 float）多出几十倍的请求，GPU 上慢一个数量级。超过合并读法的 4 倍就报出。"""
+    coalesced = M * N // 32
+    line = f"全局内存读请求（模拟器，{M}x{N}）：{rep.global_load_requests} 次，合并的读法约 {coalesced} 次"
+    if rep.global_load_requests <= 4 * coalesced:
+        return [line], []
+    return [line], [Hint(
+        "not-parallel", f"读一行的只有少数几个线程：{rep.global_load_requests} 次读请求，合并的读法约 {coalesced} 次",
+        file, find_line(text, r"\+=\s*" + load_pattern) or find_line(text, load_pattern),
+        detail="结果是对的，但每次请求只读到几个 float：GPU 上要慢一个数量级。",
+        fix="每个线程从第 tid 列开始、以 blockDim.x 为步长读：for (int64_t j = tid; j < cols; j += blockDim.x)，"
+            "相邻的线程读相邻的地址；再在块内归约。")]
+
+
 class RowSumCudaLab(Lab):
     """按行求和的 CUDA C 实验：内核 ``KERNEL(float *out, const float *in, int64_t rows, int64_t cols)``，
     一行一个线程块。子类给出文件、内核名、线程块大小和自己的诊断（:meth:`specific_hints`）。"""
@@ -168,9 +184,7 @@ class RowSumCudaLab(Lab):
         return M, {"BLOCK_SIZE": impl["block"]}
 
     def final_checks(self, impl, mode, paths):
-        """全部用例通过之后：在模拟器里数一遍全局内存的读请求，看整行是不是由一个线程块的线程一起读的。
-        一个线程读完整行（if (tid == 0) for (…) acc += row_in[j];）也算得对，但每次请求只读 4 字节，
-        比合并的读法（相邻线程读相邻的数，一次请求 32 个）多出几十倍的请求，GPU 上慢一个数量级。"""
+        """全部用例通过之后：在模拟器里数一遍全局内存的读请求（:func:`load_request_check`）。"""
         from .. import simt
 
         M, N = 2, 4096
@@ -178,17 +192,7 @@ class RowSumCudaLab(Lab):
         grid, defines = self.launch_shape(impl, M)
         rep = simt.launch(str(impl["path"]), self.kernel, grid, impl["block"], (torch.zeros(M), x, M, N),
                           defines=defines)
-        coalesced = M * N // 32
-        line = f"全局内存读请求（模拟器，{M}x{N}）：{rep.global_load_requests} 次，合并的读法约 {coalesced} 次"
-        if rep.global_load_requests <= 4 * coalesced:
-            return [line], []
-        text = impl["text"]
-        return [line], [Hint(
-            "not-parallel", f"读一行的只有少数几个线程：{rep.global_load_requests} 次读请求，合并的读法约 {coalesced} 次",
-            self.file, find_line(text, r"\+=\s*row_in\s*\[") or find_line(text, r"row_in\s*\["),
-            detail="结果是对的，但每次请求只读到几个 float：GPU 上要慢一个数量级。",
-            fix="每个线程从第 tid 列开始、以 blockDim.x 为步长读：for (int64_t j = tid; j < cols; j += blockDim.x)，"
-                "相邻的线程读相邻的地址；再在块内归约。")]
+        return load_request_check(rep, M, N, self.file, impl["text"], r"row_in\s*\[")
 
     def bench(self, impl):
         M, N = 4096, 4096

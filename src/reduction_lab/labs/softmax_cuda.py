@@ -23,7 +23,7 @@ from . import cases as C
 from .core import Lab, softmax_bench
 from .grading import Case, Hint, compare, find_line, first_bad_row, rows_text, softmax_tolerance
 from .hints import cuda_error_hint
-from .reduce_sum_cuda import ROW_PARAMS, check_row_signature
+from .reduce_sum_cuda import ROW_PARAMS, check_row_signature, load_request_check
 from .warp_reduce_cuda import DEFAULT_BLOCK, block_size_from, block_size_hint, block_sizes_precheck
 
 FILE = "softmax.cu"
@@ -206,6 +206,13 @@ class SoftmaxCuda(Lab):
 
     def on_error(self, case, exc, paths):
         return cuda_error_hint(exc, FILE, KERNEL, paths[FILE].read_text(encoding="utf-8"), ROW_PARAMS, FIXES)
+
+    def final_checks(self, impl, mode, paths):
+        """全部用例通过之后：模拟器里数一遍全局内存的读请求，整行是不是由一个线程块的线程一起读的。"""
+        M, N = 2, 4096
+        x = torch.randn(M, N, generator=torch.Generator().manual_seed(3))
+        _, rep = make_op(impl["path"], "sim", impl["block"]).with_report(x)
+        return load_request_check(rep, M, N, FILE, impl["text"], r"row_in\s*\[")
 
     def extra_checks(self, impl, mode, paths):
         """模拟器检查用学习者的 BLOCK_SIZE，也用 32 与 96 个线程：行比线程数短（行尾之外的线程），

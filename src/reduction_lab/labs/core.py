@@ -50,6 +50,9 @@ class Lab:
     notebook: str = ""         # 实验页面（docs/labs/ 下的 .ipynb）
     files: tuple[str, ...] = ()   # 学习者要改的文件；第一个是 lab start 之后提示打开的
     backend: str = ""
+    #: sim 模式下每个用例的时间上限（grading.CASE_TIME_LIMIT_S）：Triton 解释器与 CUDA C 模拟器都在 Python 里逐句执行，
+    #: 超时的信号能打断它们；TileLang 的 sim 模式运行编译好的 C 代码（信号打断不了），第一次还要编译，不设上限
+    case_time_limit: bool = True
 
     @property
     def file(self) -> str:
@@ -217,7 +220,7 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
     else:
         result.results = run_cases(cases, lambda c: lab.run_case(impl, c, mode),
                                    lambda c, e: timeout_hint(e, paths) or lab.on_error(c, e, paths), only,
-                                   limit_s=grading.CASE_TIME_LIMIT_S if mode == "sim" else None)
+                                   limit_s=grading.CASE_TIME_LIMIT_S if mode == "sim" and lab.case_time_limit else None)
     # 顺序：没完成的 TODO（最可能的原因）、模拟器检查（GPU 不会报出的根源）、各用例的诊断
     # 源码检查里只关乎大输入的（32 位的行偏移）排在用例的诊断之后：先改用例里就错的
     late = [h for h in extra_hints if h.key in LATE_HINTS]

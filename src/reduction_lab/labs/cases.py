@@ -240,6 +240,13 @@ def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
     return x.to(device=device_of(mode), dtype=case.dtype)
 
 
+def read_with_stride_n(case: Case, dtype=torch.float32) -> torch.Tensor:
+    """``kind == "row-stride"`` 的用例里，把行距当成 N 的内核读到的 (M, N)：更宽的矩阵（:func:`row_stride_base`）
+    按行主序摊平后的前 MN 个元素。"""
+    M, N = case.shape
+    return row_stride_base(case).to(dtype).reshape(-1)[:M * N].reshape(M, N)
+
+
 def row_stride_base(case: Case, seed: int = 0) -> torch.Tensor:
     """``kind == "row-stride"`` 的用例：x 是这个更宽（多 7 列）的矩阵的前 N 列，行距 N + 7。"""
     M, N = case.shape

@@ -15,8 +15,8 @@ import torch
 
 from . import cases as C
 from .core import load_learner_module, time_against
-from .grading import Case, Hint, compare, find_line, rows_text, tolerance
-from .softmax_triton import SoftmaxTriton, never_written, run_counted
+from .grading import Case, Hint, compare, find_line, never_written, rows_text, tolerance
+from .softmax_triton import SoftmaxTriton, run_counted
 
 FILE = "col_sum.py"
 #: 包装函数里的块大小（BLOCK_M = BLOCK_N）
@@ -120,9 +120,7 @@ class ColSumTriton(SoftmaxTriton):
              "TODO(5) 沿第 0 维把 BLOCK_M 行加起来：tl.sum(acc, axis=0)。两处有一处反了，加起来的就是每行。"),
         ]
         if case.kind == "row-stride":
-            wide = C.row_stride_base(case).double().reshape(-1)
-            idx = torch.arange(M)[:, None] * N + torch.arange(N)[None, :]
-            checks.append(("row-stride", True, wide[idx].sum(dim=0),
+            checks.append(("row-stride", True, C.read_with_stride_n(case).double().sum(dim=0),
                            f"行距用成了 N：x 是更宽的矩阵的一部分（行距 {x.stride(0)}，N = {N}），第 1 行以后读错了位置",
                            r"n_cols\s*\[|\*\s*n_cols", "行的起点是 rows * in_row_stride，不是 rows * n_cols：x 的行之间可能有空隙。"))
         for key, applies, cand, cause, where, fix in checks:

@@ -11,7 +11,6 @@ import math
 import re
 import signal
 import threading
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -398,6 +397,23 @@ def traceback_line(exc: BaseException, path: Path) -> int | None:
 
 # ---------------------------------------------------------------- 运行一个用例
 
+#: 再运行一次时输出先填的值：有限、在 float16 / bfloat16 里也能精确表示，正常的结果里不会整片出现
+WRITE_MARK = 1536.0
+
+
+def never_written(op, x, out_shape) -> torch.Tensor:
+    """输出里内核从来没有写过的元素（bool，与输出同形，在 CPU 上）：同一个输入再运行一次，输出先填
+    :data:`WRITE_MARK`，仍是它的就是没写。第一次运行的输出是 NaN 时，靠它分清「没写」与「写了 NaN（0/0、inf - inf）」。"""
+    import numpy as np
+
+    out = torch.full(out_shape, WRITE_MARK, dtype=x.dtype if x.is_floating_point() else torch.float32, device=x.device)
+    with np.errstate(all="ignore"):
+        op(x, out=out)
+    if x.is_cuda:
+        torch.cuda.synchronize()
+    return (out == WRITE_MARK).cpu()
+
+
 Runner = Callable[[Case], tuple[bool, float | None, str, Hint | None]]
 
 
@@ -455,32 +471,15 @@ def time_limit(seconds: float | None):
 
 def timed_out(exc: BaseException | None) -> CaseTimeout | None:
     """``exc`` 或它的起因链里的 :class:`CaseTimeout`（解释器可能把它包在别的异常里）。"""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, CaseTimeout):
-            return exc
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return None
+    return next((e for e in exception_chain(exc) if isinstance(e, CaseTimeout)), None) if exc is not None else None
 
 
 def timeout_hint(exc: BaseException, files: dict[str, Path]) -> Hint | None:
-    """用例超时的诊断：指向超时的那一刻正在执行的、学习者文件里的最后一行。"""
-    t = timed_out(exc)
-    if t is None:
+    """用例超时的诊断：指向超时的那一刻正在执行的、学习者文件里的那一行（:func:`traceback_line`）。"""
+    if timed_out(exc) is None:
         return None
-    where = {str(Path(p).resolve()): name for name, p in files.items()}
-    file = line = None
-    e: BaseException | None = exc
-    seen = set()
-    while e is not None and id(e) not in seen:      # 起因链越往后越靠近超时的那一刻（解释器里内核的那一帧）
-        seen.add(id(e))
-        for fr in reversed(traceback.extract_tb(e.__traceback__)):
-            name = where.get(str(Path(fr.filename).resolve()))
-            if name:
-                file, line = name, fr.lineno
-                break
-        e = e.__cause__ or e.__context__
+    file, line = next(((name, ln) for name, p in files.items() if (ln := traceback_line(exc, Path(p))) is not None),
+                      (None, None))
     return Hint("timeout", f"用例运行了 {CASE_TIME_LIMIT_S} 秒还没有结束：很可能是死循环", file, line,
                 detail="超时的那一刻正在执行这一行。" if line else "",
                 fix="检查循环变量每一轮是否在变（start += BLOCK、range(0, n, BLOCK) 的步长）以及循环条件能否变成假。")

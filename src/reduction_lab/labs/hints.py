@@ -98,7 +98,8 @@ def simt_hint(exc: BaseException, file: str, text: str | None = None, fixes: dic
         h = _plain_access_beside_atomic(exc, msg, file, text)
         if h is not None:
             return h
-    if type(exc).__name__ == "GlobalMemoryRaceError" and "同一行代码" in msg and "global-race" not in fixes:
+    if type(exc).__name__ == "GlobalMemoryRaceError" and exc.hazard == "WAW" and exc.line == exc.other_line \
+            and "global-race" not in fixes:         # 同一行的写被几个线程执行
         fixes = {**fixes, "global-race": "每个输出元素只让一个线程写，例如 if (tid == 0) out[row] = …;。"}
     if type(exc).__name__ == "OutOfBoundsError":
         m = re.search(r"[读写]共享数组 (\w+)\[(-?\d+)\] 越界：数组只有 (\d+) 个", msg)
@@ -121,17 +122,16 @@ def simt_hint(exc: BaseException, file: str, text: str | None = None, fixes: dic
 
 def _plain_access_beside_atomic(exc: BaseException, msg: str, file: str, text: str) -> Hint | None:
     """全局内存竞争的另一方是一次普通的读写、报错的这一行是原子操作时，该改的是那一行
-    （例如内核里先 ``*out = 0`` 清零，别的线程块已经在 ``atomicAdd``）：诊断指向那一行。"""
-    line = error_line(exc)
-    m = re.search(r"在第 (\d+) 行(写|读)过这个字", msg)
+    （例如内核里先 ``*out = 0`` 清零，别的线程块已经在 ``atomicAdd``）：诊断指向那一行。
+    行号与种类取自异常的属性 ``line``、``other_line``、``hazard``。"""
+    line, other = getattr(exc, "line", None), getattr(exc, "other_line", None)
     lines = text.splitlines()
-    if line is None or m is None or not 0 < line <= len(lines) or not 0 < int(m.group(1)) <= len(lines):
+    if not (isinstance(line, int) and isinstance(other, int) and 0 < line <= len(lines) and 0 < other <= len(lines)):
         return None
-    other = int(m.group(1))
     here, there = lines[line - 1].split("//")[0], lines[other - 1].split("//")[0]
     if "atomic" not in here or "atomic" in there:
         return None
-    what = "写" if m.group(2) == "写" else "读"
+    what = "读" if exc.hazard == "WAR" else "写"
     return Hint("global-race", f"第 {other} 行普通地{what}了一个别的线程块正在用原子操作累加的元素"
                 f"（模拟器：{type(exc).__name__}）", file, other, detail=zh_part(msg),
                 fix="原子操作只和原子操作互相排队，普通的读写插在它们中间没有先后。清零放在启动之前（内核外），"

@@ -15,8 +15,8 @@ import torch
 
 from . import cases as C
 from .core import load_learner_module, time_against
-from .grading import Hint, find_line, first_bad_row
-from .softmax_triton import SoftmaxTriton, low_precision_hint, never_written
+from .grading import Hint, find_line, first_bad_row, never_written
+from .softmax_triton import SoftmaxTriton, low_precision_hint
 
 FILE = "rms_norm.py"
 EPS = 1e-6
@@ -116,9 +116,7 @@ class RmsNormTriton(SoftmaxTriton):
              "TODO(4)：y = x * rstd * w；w 用 tl.load(w_ptr + cols, mask=mask, other=0.0) 读入。"),
         ]
         if case.kind == "row-stride":
-            wide = C.row_stride_base(case).to(x.dtype).reshape(-1)
-            idx = torch.arange(M)[:, None] * N + torch.arange(N)[None, :]
-            checks.append(("row-stride", True, model(wide[idx], w), f"行距用成了 N：x 是更宽的矩阵的一部分（行距 {x.stride(0)}，"
+            checks.append(("row-stride", True, model(C.read_with_stride_n(case, x.dtype), w), f"行距用成了 N：x 是更宽的矩阵的一部分（行距 {x.stride(0)}，"
                            f"N = {N}），第 1 行以后读错了位置", r"\*\s*n_cols",
                            "行的起点是 row * in_row_stride，不是 row * n_cols：x 的行之间可能有空隙；写出用 out_row_stride。"))
         for key, applies, cand, cause, where, fix in checks:

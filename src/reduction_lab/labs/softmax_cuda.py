@@ -21,7 +21,7 @@ import torch
 from ..checks import check_out
 from . import cases as C
 from .core import Lab, softmax_bench
-from .grading import Case, Hint, compare, find_line, first_bad_row, rows_text, softmax_tolerance
+from .grading import Case, Hint, compare, find_line, first_bad_row, never_written, rows_text, softmax_tolerance
 from .hints import cuda_error_hint
 from .reduce_sum_cuda import ROW_PARAMS, check_row_signature, load_request_check
 from .warp_reduce_cuda import DEFAULT_BLOCK, block_size_from, block_size_hint, block_sizes_precheck
@@ -122,10 +122,8 @@ class SoftmaxCuda(Lab):
         ok, err, bad = compare(out, ref, atol, rtol)
         if not ok:
             def writes_output() -> bool:
-                """同一个内核在普通的输入上是否写了输出（全是 NaN 时分不清「没写」与 0/0）。"""
-                probe = torch.randn(x.shape, generator=torch.Generator().manual_seed(2)).to(x.device)
-                got = op(probe, out=torch.full(x.shape, float("nan"), device=x.device))
-                return not bool(torch.isnan(got).all())
+                """同一个内核是否写了输出（全是 NaN 时分不清「没写」与 0/0）：:func:`never_written`。"""
+                return not bool(never_written(op, x, x.shape).all())
 
             return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(case, x, out, ref, bad, impl,
                                                                             writes_output)

@@ -19,8 +19,8 @@ import torch
 
 from . import cases as C
 from .core import load_learner_module, time_against
-from .grading import Case, Hint, find_line, first_bad_row, zh_part
-from .softmax_triton import SoftmaxTriton, low_precision_hint, nan_written_hint, never_written
+from .grading import Case, Hint, find_line, first_bad_row, never_written, zh_part
+from .softmax_triton import SoftmaxTriton, low_precision_hint, nan_written_hint
 
 FILE = "softmax_rows.py"
 #: 每个 program 的行数至多这么多（包装函数的默认规则，见 :func:`default_block_m`）
@@ -159,9 +159,7 @@ class SoftmaxRowsTriton(SoftmaxTriton):
                             first, "TODO(2)：tl.load 的 other 应为 -float(\"inf\")：它不改变最大值，exp(-inf) = 0 也不改变分母。")
         checks = []
         if case.kind == "row-stride":
-            wide = C.row_stride_base(case).to(x.dtype).double().reshape(-1)
-            idx = torch.arange(M)[:, None] * N + torch.arange(N)[None, :]
-            checks.append(("row-stride", True, torch.softmax(wide[idx], dim=1),
+            checks.append(("row-stride", True, torch.softmax(C.read_with_stride_n(case, x.dtype).double(), dim=1),
                            f"行距用成了 N：x 是更宽的矩阵的一部分（行距 {x.stride(0)}，N = {N}），第 1 行以后读错了位置",
                            r"\*\s*n_cols", "行的起点是 rows[:, None] * in_row_stride，不是乘 n_cols：x 的行之间可能有空隙。"))
         for key, applies, cand, cause, where, fix in checks:

@@ -13,7 +13,7 @@ import torch
 
 from . import cases as C
 from .core import Lab, load_learner_module, sim_precheck, softmax_bench
-from .grading import (Case, Hint, compare, error_line, find_line, first_bad_row, root_cause, rows_text,
+from .grading import (Case, Hint, compare, never_written, error_line, find_line, first_bad_row, root_cause, rows_text,
                       softmax_tolerance, traceback_line, zh_part)
 
 FILE = "softmax.py"
@@ -121,9 +121,8 @@ class SoftmaxTriton(Lab):
                             "tl.load 的 other 应为 -float(\"inf\")：它不改变最大值，exp(-inf) = 0 也不改变分母；"
                             "填 0 会让每个多余的车道给分母加上 exp(0 - max)。")
         if case.kind == "row-stride":
-            wide = C.row_stride_base(case).to(x.dtype).reshape(-1)
-            idx = torch.arange(M)[:, None] * N + torch.arange(N)[None, :]
-            if torch.allclose(got[bad], self.reference(wide[idx]).double()[bad], rtol=2e-3, atol=1e-6):
+            cand = self.reference(C.read_with_stride_n(case, x.dtype)).double()
+            if torch.allclose(got[bad], cand[bad], rtol=2e-3, atol=1e-6):
                 return Hint("row-stride", f"行距用成了 N：x 是更宽的矩阵的一部分（行距 {x.stride(0)}，N = {N}），"
                             "第 1 行以后读错了位置", self.file,
                             find_line(text, r"\*\s*n_cols", lang="py") or find_line(text, r"tl\.load", lang="py"), first,
@@ -262,23 +261,6 @@ _TRITON_ERRORS = [
      r"[Cc]annot make_shape_compatible", "指针、值与 mask 的形状对不上",
      "行号沿第 0 维、列号沿第 1 维：rows[:, None] 与 cols[None, :] 广播成 [BLOCK_M, BLOCK_N]，值与 mask 也要是这个形状。"),
 ]
-
-#: 再运行一次时输出先填的值：有限、在 float16 / bfloat16 里也能精确表示，正常的结果里不会整片出现
-WRITE_MARK = 1536.0
-
-
-def never_written(op, x, out_shape) -> torch.Tensor:
-    """输出里内核从来没有写过的元素（bool，与输出同形，在 CPU 上）：同一个输入再运行一次，输出先填
-    :data:`WRITE_MARK`，仍是它的就是没写。第一次运行的输出是 NaN 时，靠它分清「没写」与「写了 NaN（0/0、inf - inf）」。"""
-    import numpy as np
-
-    out = torch.full(out_shape, WRITE_MARK, dtype=x.dtype if x.is_floating_point() else torch.float32, device=x.device)
-    with np.errstate(all="ignore"):
-        op(x, out=out)
-    if x.is_cuda:
-        torch.cuda.synchronize()
-    return (out == WRITE_MARK).cpu()
-
 
 def run_counted(op, x, out, mode: str, case: Case):
     """运行 ``op(x, out=out)``：sim 模式与访存计数用例在 Triton 解释器里（:func:`reduction_lab.count_memory`：越界的读写

@@ -103,8 +103,8 @@ def test_skeleton_todo_marks_are_numbered_in_order(name):
 
 
 
-def _all_code_under_last_todo(tmp_path, code_edit=None) -> Path:
-    """reduce-sum-cuda 的骨架，参考解的全部代码都写在 TODO(5) 下面；TODO(1)–(4) 下面还是骨架原样。"""
+def _all_code_under_last_todo(tmp_path, code_edit=None, under: int = 5) -> Path:
+    """reduce-sum-cuda 的骨架，参考解的全部代码都写在 TODO(under)（默认 TODO(5)）下面；其余 TODO 下面还是骨架原样。"""
     sol = (SOLUTIONS / "reduce-sum-cuda" / "reduce_sum.cu").read_text(encoding="utf-8").splitlines()
     start = next(i for i, ln in enumerate(sol) if "int64_t row = blockIdx.x" in ln)
     stop = next(i for i, ln in enumerate(sol) if "out[row] = sdata[0];" in ln)
@@ -115,7 +115,7 @@ def _all_code_under_last_todo(tmp_path, code_edit=None) -> Path:
     dest = labs.start("reduce-sum-cuda", tmp_path / "elsewhere")
     f = dest / "reduce_sum.cu"
     lines = f.read_text(encoding="utf-8").splitlines()
-    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("// TODO(5)"))
+    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith(f"// TODO({under})"))
     f.write_text("\n".join(lines[:at + 1] + [code] + lines[at + 1:]) + "\n", encoding="utf-8")
     return dest
 
@@ -135,6 +135,22 @@ def test_code_written_under_a_later_todo_is_not_called_unfinished(tmp_path):
     assert "还没有完成" not in first.cause
     lines = (broken / "reduce_sum.cu").read_text(encoding="utf-8").splitlines()
     assert "TODO(1)" in lines[first.line - 1]
+
+
+def test_code_written_under_the_first_todo_still_gets_the_checks_after_all_cases(tmp_path):
+    """全部代码写在 TODO(1) 下面（后面的步骤没动过）：全部用例通过时，TODO(2)–(5) 只是提醒，不说「还没有完成」，
+    全部通过之后的检查（这里是读请求的计数）照做：线程 0 一个人读完整行的写法被报出来。"""
+    result = labs.check("reduce-sum-cuda", _all_code_under_last_todo(tmp_path, under=1), bench=False)
+    assert result.passed, result.report()
+    serial = _all_code_under_last_todo(tmp_path / "s", ("    for (int64_t j = tid; j < cols; j += blockDim.x)",
+                                                        "    if (tid == 0)\n    for (int64_t j = 0; j < cols; ++j)"),
+                                       under=1)
+    result = labs.check("reduce-sum-cuda", serial, bench=False)
+    keys = result.hint_keys()
+    assert not result.passed and keys == ["todo-elsewhere", "not-parallel"], result.report()
+    first = result.hints[0]
+    assert "TODO(2)" in first.cause and "全部用例却都通过了" in first.cause and "TODO(5)" in first.detail
+    assert "还没有完成" not in result.report().split("结论")[0]
 
 
 def test_todo_untouched_marks_steps_followed_by_edited_ones():

@@ -337,6 +337,11 @@ MISTAKES = [
     ("rms-norm-triton", "int32-row", "tl.program_id(0).to(tl.int64)", "tl.program_id(0)", "int32-offset",
      "row * in_row_stride"),
     ("col-sum-triton", "int32-rows", "rows.to(tl.int64)[:, None]", "rows[:, None]", "int32-offset", "in_row_stride"),
+    # 32 位的循环变量与 64 位的上界比较：n >= 2^31 时循环停不下来，用例测不出，源码检查找出
+    ("full-sum-cuda", "int32-counter", "    for (int64_t j = i; j < n; j += stride)", "    for (int j = i; j < n; j += stride)",
+     "int32-counter", "j < n"),
+    ("softmax-cuda", "uint32-counter", "    for (int64_t j = tid; j < cols; j += blockDim.x) {",
+     "    for (unsigned j = tid; j < cols; j += blockDim.x) {", "int32-counter", "j < cols"),
     ("reduce-sum-cuda", "int32-row", "    int64_t row = blockIdx.x;\n    const float *row_in = in + row * cols;",
      "    int row = blockIdx.x;\n    int c = cols;\n    const float *row_in = in + row * c;", "int32-offset", "row * c"),
     # Triton 自己的报错：换成学习者看得懂的原因与改法

@@ -29,7 +29,7 @@ SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 #: sim 模式的模拟器检查只报告死循环，其余错误照常在各个用例里报出。
 BLOCKING = {"barrier-divergence", "endless-loop", "warp-sync", "block-size"}
 #: 用例之外的检查里，排在用例的诊断之后的（用例的输入上不出错，只在大输入上错）
-LATE_HINTS = {"int32-offset"}
+LATE_HINTS = {"int32-offset", "int32-counter"}
 
 #: gpu 模式下模拟器检查发现这些错误时也不在 GPU 上运行用例：越界访问、读已经退出的块的共享内存、越界的簇内编号、
 #: 不对齐的向量加载

@@ -6,7 +6,8 @@
 * Triton（Python 的语法树）：``tl.program_id``、``tl.arange`` 与 ``range`` 的循环变量都是 32 位；某个乘法的一边
   由它们算出、中间没有 ``.to(tl.int64)``，另一边是行距（名字里有 ``stride``，或 ``n_cols``）；
 * CUDA C（libclang 给出的类型）：结果是 ``int`` / ``unsigned`` 的乘法，一边由 ``blockIdx`` / ``gridDim`` 算出，
-  另一边是运行时的量（不是常数，也不只是 ``blockDim``）。
+  另一边是运行时的量（不是常数，也不只是 ``blockDim``）；以及循环条件里拿 32 位的变量去比 64 位的上界
+  （``for (int i = ...; i < n; i += stride)``，``n`` 是 ``int64_t``）：``n`` 超过 2^31 - 1 时 ``i`` 溢出。
 """
 
 from __future__ import annotations
@@ -115,19 +116,36 @@ def narrow_offset_hint(text: str, kernel: str, file: str) -> Hint | None:
 _GRID_NAMES = {"blockIdx", "gridDim"}
 
 
+def _parse_cuda(text: str, filename: str):
+    """libclang 的翻译单元；解析不了时 None（没有 libclang 时模拟器自己会报出 FrontendMissingError：这里不重复）。"""
+    try:
+        import clang.cindex as ci
+
+        from ..simt.clang_frontend import CLANG_ARGS
+
+        return ci.Index.create().parse(filename, args=list(CLANG_ARGS), unsaved_files=[(filename, text)])
+    except Exception:  # noqa: BLE001  ImportError、LibclangError、TranslationUnitLoadError
+        return None
+
+
+def _source_of(c, lines: list[str]) -> str:
+    """表达式在源码里的原文（跨行时空串）。"""
+    ext = c.extent
+    if ext.start.line == ext.end.line and ext.start.line <= len(lines):
+        return lines[ext.start.line - 1][ext.start.column - 1:ext.end.column - 1]
+    return ""
+
+
 def cuda_narrow_offsets(text: str, filename: str) -> list[tuple[int, str]]:
     """CUDA C 源码里 32 位的乘法：一边由 ``blockIdx`` / ``gridDim`` 算出（行号），另一边是运行时的量（列数、行距），
     [(行号, 源码)]。例如 ``int row = blockIdx.x; int c = cols; in + row * c``。乘以常数（``blockIdx.x * TILE``）
     与 ``blockDim`` 的不算。
     用 libclang 按 C++ 的类型判断（``int64_t row = blockIdx.x; row * cols`` 是 64 位的，不算）；解析不了时返回 []。"""
-    try:                                  # 没有 libclang 时模拟器自己会报出（FrontendMissingError）：这里不重复
-        import clang.cindex as ci
-
-        from ..simt.clang_frontend import CLANG_ARGS
-
-        tu = ci.Index.create().parse(filename, args=list(CLANG_ARGS), unsaved_files=[(filename, text)])
-    except Exception:  # noqa: BLE001  ImportError、LibclangError、TranslationUnitLoadError
+    tu = _parse_cuda(text, filename)
+    if tu is None:
         return []
+    import clang.cindex as ci
+
     K, TK = ci.CursorKind, ci.TypeKind
     lib = ci.conf.lib
     lines = text.splitlines()
@@ -163,12 +181,53 @@ def cuda_narrow_offsets(text: str, filename: str) -> list[tuple[int, str]]:
         # 块内的二维下标 blockIdx.y * TILE 不会接近 2^31
         if not ((ra & derived and rb - {"blockDim"}) or (rb & derived and ra - {"blockDim"})):
             continue
-        ext = c.extent
-        if ext.start.line == ext.end.line and ext.start.line <= len(lines):
-            code = lines[ext.start.line - 1][ext.start.column - 1:ext.end.column - 1]
-        else:
-            code = ""
-        out.append((c.location.line, code))
+        out.append((c.location.line, _source_of(c, lines)))
+    return sorted(set(out))
+
+
+#: libclang 的 CXBinaryOperatorKind：<、>、<=、>=、!=
+_COMPARISONS = {11, 12, 13, 14, 16}
+
+
+def cuda_narrow_counters(text: str, filename: str) -> list[tuple[int, str]]:
+    """CUDA C 的循环条件（``for`` / ``while`` / ``do``）里，32 位整数的变量与 64 位的量比较：[(行号, 源码)]。
+    例如 ``for (int i = tid; i < n; i += stride)``，``n`` 是 ``int64_t``：``n`` 超过 2^31 - 1 时 ``i`` 溢出，
+    循环不会在 ``n`` 停下。比较的两边都是 32 位（``s > 0``、``k < VEC``）的不算。解析不了时返回 []。"""
+    tu = _parse_cuda(text, filename)
+    if tu is None:
+        return []
+    import clang.cindex as ci
+
+    K, TK = ci.CursorKind, ci.TypeKind
+    lib = ci.conf.lib
+    lines = text.splitlines()
+    narrow = (TK.INT, TK.UINT)
+    wide = (TK.LONG, TK.ULONG, TK.LONGLONG, TK.ULONGLONG)
+
+    def inner(c):
+        """去掉隐式的类型转换（libclang 把它们报成 UNEXPOSED_EXPR）与括号。"""
+        while c.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
+            kids = list(c.get_children())
+            if len(kids) != 1:
+                break
+            c = kids[0]
+        return c
+
+    out = []
+    for loop in tu.cursor.walk_preorder():
+        if loop.kind not in (K.FOR_STMT, K.WHILE_STMT, K.DO_STMT):
+            continue
+        if loop.location.file is None or loop.location.file.name != filename:
+            continue
+        for cond in loop.get_children():
+            if not (cond.kind == K.BINARY_OPERATOR and lib.clang_getCursorBinaryOperatorKind(cond) in _COMPARISONS):
+                continue
+            a, b = (inner(x) for x in list(cond.get_children())[:2])
+            for var, bound in ((a, b), (b, a)):
+                if (var.kind == K.DECL_REF_EXPR and var.type.get_canonical().kind in narrow
+                        and bound.type.get_canonical().kind in wide):
+                    out.append((cond.location.line, _source_of(cond, lines)))
+                    break
     return sorted(set(out))
 
 
@@ -180,6 +239,20 @@ def cuda_narrow_offset_hint(text: str, filename: str, file: str) -> Hint | None:
                         "存下标的变量也用 int64_t。", file)
 
 
+def cuda_narrow_counter_hint(text: str, filename: str, file: str) -> Hint | None:
+    """CUDA C 源码里第一处 32 位的循环变量与 64 位的上界比较 -> 诊断；没有时 None。"""
+    found = cuda_narrow_counters(text, filename)
+    if not found:
+        return None
+    line, code = found[0]
+    more = "、".join(f"第 {ln} 行" for ln, _ in found[1:])
+    detail = (f"{code}：左右两边一个是 32 位的变量（int / unsigned），一个是 64 位的量（int64_t）。"
+              "上界超过 2^31 - 1 时，变量加到 2^31 - 1 之后溢出（int 溢出是未定义行为，实际多变成负数；unsigned 绕回 0），"
+              "循环停不下来、读到别的地方。用例的数组都小，测不出来。" + (f"同样的比较还在{more}。" if more else ""))
+    return Hint("int32-counter", "循环变量是 32 位，上界是 64 位：大数组上会溢出", file, line, detail=detail,
+                fix="循环变量与它的步长都用 int64_t：for (int64_t i = ...; i < n; i += stride)。")
+
+
 def offset_hints(lab, paths) -> list[Hint]:
     """实验的每个学习者文件做一遍 32 位下标的源码检查（Triton 看 ``lab.kernel``，CUDA C 看整个文件）。"""
     out = []
@@ -188,7 +261,7 @@ def offset_hints(lab, paths) -> list[Hint]:
         if lab.backend == "triton" and file.endswith(".py"):
             h = narrow_offset_hint(text, lab.kernel, file)
         elif lab.backend == "cuda" and file.endswith(".cu"):
-            h = cuda_narrow_offset_hint(text, str(path), file)
+            h = cuda_narrow_offset_hint(text, str(path), file) or cuda_narrow_counter_hint(text, str(path), file)
         else:
             h = None
         if h is not None:

@@ -617,6 +617,56 @@ def test_local_constants_size_arrays_but_variables_do_not():
 
 # ---------------------------------------------------------------- 这些源码是真正的 CUDA：nvcc 接受，故意写错的内核 nvcc 同样拒绝
 _NVCC = shutil.which("nvcc")
+# 临时对象：函数对象 MaxOp{} / SumOp() 作实参，return {m, d}，MD{…} 作值（在线 softmax 的 (m, d) 对）
+TEMPS = r"""
+struct MaxOp { __device__ float operator()(float a, float b) const { return fmaxf(a, b); } };
+struct SumOp { __device__ float operator()(float a, float b) const { return a + b; } };
+struct MD { float m; float d; };
+
+template <typename Op>
+__device__ float warp_reduce(float v, Op op) {
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ MD combine(MD a, MD b) {
+    float m = fmaxf(a.m, b.m);
+    return {m, a.d * __expf(a.m - m) + b.d * __expf(b.m - m)};
+}
+
+__global__ void temps(const float* x, float* out) {
+    float v = x[threadIdx.x];
+    float mx = warp_reduce(v, MaxOp{});
+    float s = warp_reduce(v, SumOp());
+    MD acc = MD{-INFINITY, 0.0f};
+    acc = combine(acc, MD{v, 1.0f});
+    for (int o = 16; o > 0; o >>= 1)
+        acc = combine(acc, MD{__shfl_xor_sync(0xffffffffu, acc.m, o), __shfl_xor_sync(0xffffffffu, acc.d, o)});
+    MD half = MD{1.0f};
+    if (threadIdx.x == 0) { out[0] = mx; out[1] = s; out[2] = acc.m; out[3] = acc.d; out[4] = half.m + half.d; }
+}
+
+struct Busy { float k; __device__ Busy() : k(2.0f) {} __device__ float operator()(float a) const { return k * a; } };
+__device__ float apply(Busy b, float a) { return b(a); }
+__global__ void busy_ctor(float* out) {
+    out[0] = apply(Busy(), 1.0f);
+}
+"""
+
+
+def test_temporaries_functors_and_braced_returns():
+    x = np.linspace(-3, 2, 32, dtype=np.float32)
+    out = np.zeros(5, np.float32)
+    simt.launch(TEMPS, "temps", 1, 32, (x, out))
+    d = np.exp(x - x.max()).sum()
+    assert out[0] == x.max() and out[2] == x.max() and out[4] == 1.0
+    assert abs(out[1] - x.sum()) < 1e-4 and abs(out[3] - d) < 1e-4 * d
+    # 做了事情的构造函数（成员初始化 k(2.0f)）：模拟器不执行它，拒绝并指出行
+    with pytest.raises(simt.UnsupportedError, match="构造函数") as ei:
+        simt.launch(TEMPS, "busy_ctor", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 32
+
+
 # 故意写错的内核：nvcc 的报错 -> 模拟器报的错误类
 _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "add4": 'no operator "+"',
             "bad_member": 'has no member "q"'}
@@ -624,7 +674,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
-    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST]
+    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

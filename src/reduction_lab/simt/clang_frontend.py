@@ -1102,6 +1102,14 @@ class Lowering:
         if inits or (body is not None and list(body.get_children())):
             raise self.unsupported(f"构造函数 constructor {qualified_name(ctor)}", c)
 
+    def temporary(self, c, init):
+        """临时对象 ``T{…}``、``T()``（例如实参里的 ``MaxOp{}``）：降成复合字面量 ``(T){…}``，解释器按
+        ``T t = {…};`` 的规则求值。初始化不是花括号列表（``T(other)`` 的复制）时就是那个值本身。"""
+        if not isinstance(init, c_ast.InitList):
+            return init
+        co = self.co(c)
+        return c_ast.CompoundLiteral(c_ast.Typename(None, [], None, self.tnode(c.type, None, c), co), init, co)
+
     def init_expr(self, c):
         s = _strip(c)
         if s.kind == K.CALL_EXPR and s.referenced is not None and s.referenced.kind == K.CONSTRUCTOR:
@@ -1177,7 +1185,7 @@ class Lowering:
             if not ex:
                 raise self.unsupported("类型转换", c)
             if c.type.get_canonical().kind == TK.RECORD:
-                return self.init_expr(ex[-1])
+                return self.temporary(c, self.init_expr(ex[-1]))
             to = c_ast.Typename(None, [], None, self.tnode(c.type, None, c), co)
             return c_ast.Cast(to, self.expr(ex[-1]), co)
         if k == K.CXX_DYNAMIC_CAST_EXPR:
@@ -1313,7 +1321,9 @@ class Lowering:
             raise self.unsupported("这种函数调用", callee or c)
         rk = r.kind
         if rk == K.CONSTRUCTOR:
-            return self.init_expr(c)
+            if not list(c.get_arguments()):
+                self.check_ctor(r, c)
+            return self.temporary(c, self.init_expr(c))
         args = list(c.get_arguments())
         if rk == K.CONVERSION_FUNCTION and not self.where.is_user(r.location.file):
             callee = _strip(ex[0]) if ex else None

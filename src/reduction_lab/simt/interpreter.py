@@ -174,8 +174,8 @@ BUILTIN_FUNCS.update({"__float2half", "__float2half_rn", "__half2float",
 _BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 
 #: 报「不支持」时语法树节点的说法（学习者看得懂的写法，而不是解析器的类名）
-_NODE_NAMES = {"InitList": "表达式里的花括号初始化（临时对象 T{…}、{a, b} 作为值）；先声明一个有名字的变量再用",
-               "CompoundLiteral": "复合字面量 (T){…}", "NamedInitializer": "指定成员的初始化 {.x = …}",
+_NODE_NAMES = {"InitList": "表达式里的花括号列表 {a, b}（实参、赋值的右边）；先声明一个有名字的变量再用",
+               "NamedInitializer": "指定成员的初始化 {.x = …}",
                "ExprList": "逗号表达式", "Pragma": "这个 #pragma"}
 
 #: 循环每迭代一次至少计这么多「线程步」：解释器每次迭代有固定开销，只剩一个线程在自旋时
@@ -302,7 +302,7 @@ class Machine:
             "Constant": self.e_const, "ID": self.e_id, "BinaryOp": self.e_binary,
             "UnaryOp": self.e_unary, "Assignment": self.e_assign, "TernaryOp": self.e_ternary,
             "FuncCall": self.e_call, "ArrayRef": self.e_arrayref, "StructRef": self.e_structref,
-            "Cast": self.e_cast, "ExprList": self.e_exprlist,
+            "Cast": self.e_cast, "ExprList": self.e_exprlist, "CompoundLiteral": self.e_compound,
         }
 
     # ------------------------------------------------------------ 线程集合
@@ -575,12 +575,7 @@ class Machine:
         var = self.new_var(t)
         if node.init is not None:
             if isinstance(node.init, c_ast.InitList) and t.is_vec:     # float4 v = {1, 2, 3, 4}; P p = {0};
-                ex = _flat_init(node.init)
-                if len(ex) > t.n:
-                    raise self.unsupported(f"{t!r} 的初始化列表元素过多", node)
-                vals = tuple(self.conv(self.ev(ex[k], lanes, fr), t.elems[k], node).v if k < len(ex)
-                             else t.elems[k].dtype.type(0) for k in range(t.n))
-                self.write_var(var, lanes, Val(t, vals), node)
+                self.write_var(var, lanes, self.vec_init(t, node.init, lanes, fr, node), node)
                 fr.scopes[-1][node.name] = var
                 return lanes
             if isinstance(node.init, c_ast.InitList):          # float acc{}; float acc{x}; int n = {3};
@@ -597,6 +592,29 @@ class Machine:
             self.write_var(var, lanes, self.conv(v, t, node), node)
         fr.scopes[-1][node.name] = var
         return lanes
+
+    def vec_init(self, t, init, lanes, fr, node):
+        """向量类型与成员都在寄存器里的结构体的花括号初始化 {a, b, …}（缺的成员为 0）-> 值。"""
+        ex = _flat_init(init)
+        if len(ex) > t.n:
+            raise self.unsupported(f"{t!r} 的初始化列表元素过多", node)
+        vals = tuple(self.conv(self.ev(ex[k], lanes, fr), t.elems[k], node).v if k < len(ex)
+                     else t.elems[k].dtype.type(0) for k in range(t.n))
+        return Val(t, vals)
+
+    def e_compound(self, node, lanes, fr):
+        """临时对象 T{…} / T()（前端降成的复合字面量 (T){…}）：按 ``T t = {…};`` 求值。"""
+        t = self.prog.resolve(node.type, node)
+        if not isinstance(t, T.CType):
+            t = t.t
+        if not t.is_vec:
+            ex = node.init.exprs or []
+            if len(ex) > 1 or not t.is_scalar:
+                raise self.unsupported(f"{t!r} 的临时对象", node)
+            return self.conv(self.ev(ex[0], lanes, fr), t, node) if ex else Val(t, t.dtype.type(0))
+        if not t.flat:
+            raise self.unsupported(f"有数组成员的结构体 {t!r} 的临时对象；先声明一个有名字的变量再用", node)
+        return self.vec_init(t, node.init, lanes, fr, node)
 
     def resolve_decl(self, node, fr):
         """声明的类型；数组长度用到局部常量（const int N = 8; float a[N];）时在这里求值。"""
@@ -777,7 +795,10 @@ class Machine:
             rt = fr.func.ret_type
             if rt.is_void:
                 raise self.unsupported("void 函数返回值", node)
-            v = self.conv(self.ev(node.expr, lanes, fr), rt, node)
+            if isinstance(node.expr, c_ast.InitList) and rt.is_vec and rt.flat:     # return {m, d};
+                v = self.vec_init(rt, node.expr, lanes, fr, node)
+            else:
+                v = self.conv(self.ev(node.expr, lanes, fr), rt, node)
             if fr.ret is None:
                 fr.ret = self.new_var(rt)
             self.write_var(fr.ret, lanes, v, node)

@@ -667,6 +667,63 @@ def test_temporaries_functors_and_braced_returns():
     assert ei.value.line == 32
 
 
+# lambda：不捕获、按值捕获（[=]、[a, b]）、泛型参数 auto、mutable 的状态、立即调用、作模板实参、外层的常量
+LAMBDAS = r"""
+template <typename Op>
+__device__ float warp_fold(float v, Op op) {
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__global__ void lambdas(float* out, const float* in, float scale, int n) {
+    constexpr int W = 32;
+    float v = in[threadIdx.x];
+    auto add = [](auto a, auto b) { return a + b; };
+    auto affine = [scale, n](float a) { return a * scale + n; };
+    int count = 0;
+    auto bump = [count]() mutable { return ++count; };
+    bump();
+    int twice = bump();
+    const float* p = in;
+    auto at = [=](int i) { return p[i] * scale; };
+    float s = warp_fold(v, add);
+    float m = warp_fold(v, [](float a, float b) { return fmaxf(a, b); });
+    float lane = [](int i) { return (float)(W - i); }(threadIdx.x);
+    out[8 + threadIdx.x] = lane;
+    if (threadIdx.x == 0) { out[0] = s; out[1] = m; out[2] = affine(1.0f); out[3] = twice + count; out[4] = at(5); }
+}
+__global__ void by_reference(float* out) {
+    float acc = 0.0f;
+    auto add = [&](float a) { acc += a; };
+    add(1.0f);
+    out[0] = acc;
+}
+__global__ void shared_inside(float* out) {
+    __shared__ float buf[32];
+    buf[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    auto get = [](int i) { return buf[i]; };
+    out[threadIdx.x] = get(31 - threadIdx.x);
+}
+"""
+
+
+def test_lambdas_run_and_reference_captures_are_refused():
+    x = np.linspace(-3, 2, 32, dtype=np.float32)
+    out = np.zeros(40, np.float32)
+    simt.launch(LAMBDAS, "lambdas", 1, 32, (out, x, np.float32(0.5), np.int32(4)))
+    assert abs(out[0] - x.sum()) < 1e-4 and out[1] == x.max()
+    assert out[2:5].tolist() == [4.5, 2.0, x[5] * np.float32(0.5)]     # 按值捕获：外层的 count 仍是 0
+    assert out[8:].tolist() == [32.0 - i for i in range(32)]
+    # 按引用捕获：闭包里是引用，模拟器不支持，指出 lambda 所在的行
+    with pytest.raises(simt.UnsupportedError, match="按引用捕获") as ei:
+        simt.launch(LAMBDAS, "by_reference", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 26
+    # lambda 里用外层的 __shared__ 数组（不必捕获）：拒绝并说明改法
+    with pytest.raises(simt.UnsupportedError, match="外层函数的变量 buf") as ei:
+        simt.launch(LAMBDAS, "shared_inside", 1, 32, (np.zeros(32, np.float32),))
+    assert ei.value.line == 34
+
+
 # 故意写错的内核：nvcc 的报错 -> 模拟器报的错误类
 _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "add4": 'no operator "+"',
             "bad_member": 'has no member "q"'}
@@ -674,7 +731,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
-    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS]
+    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

@@ -400,12 +400,21 @@ def string_literal(c):
         return None
 
 
+_LAMBDA_SPELLING = re.compile(r"^(?:const |volatile )*\(lambda at .*:(\d+):(\d+)\)$")
+
+
+def lambda_name(spelling):
+    """闭包类型 ``(lambda at /path/k.cu:8:16)`` -> ``lambda@8:16``（不是 lambda 时 None）。"""
+    m = _LAMBDA_SPELLING.match(spelling)
+    return f"lambda@{m.group(1)}:{m.group(2)}" if m else None
+
+
 def qualified_name(c):
     parts = [c.spelling]
     p = c.semantic_parent
     while p is not None and p.kind != K.TRANSLATION_UNIT:
         if p.kind in _SCOPES and p.spelling:
-            parts.append(p.spelling)
+            parts.append(lambda_name(p.spelling) or p.spelling)
         p = p.semantic_parent
     return "::".join(reversed(parts))
 
@@ -475,6 +484,7 @@ class Lowering:
         self.last = None
         self.callees = set()
         self.in_spec = None           # 正在降低的 __assert/__assume（注解里的查询报错时说明位置）
+        self.lambdas = None           # 闭包类型的位置 -> LAMBDA_EXPR（第一次用到时建立）
 
     # ------------------------------------------------------------ 位置与报错
     def co(self, c):
@@ -575,6 +585,12 @@ class Lowering:
             return v
         self.check_class(decl)
         fields = list(t.get_fields())
+        lam = lambda_name(name)
+        if lam is not None:
+            captures = self.lambda_captures(self.lambda_of(decl, c))
+            if len(captures) != len(fields):
+                raise self.unsupported(f"{lam} 的捕获", c)
+            name = lam
         leaves, names, members = [], [], {}
         for b in decl.get_children():           # 非虚的基类：成员排在前面（空的基类不占存储）
             if b.kind != K.CXX_BASE_SPECIFIER:
@@ -588,23 +604,24 @@ class Lowering:
                 members[mname] = (len(leaves) + start, mt)
             leaves.extend(bt.elems)
             names.extend(bt.fields)
-        for f in fields:
-            if f.spelling in members:
-                raise self.unsupported(f"结构体 {name} 的成员 {f.spelling} 与基类的成员同名", f)
+        for i, f in enumerate(fields):
+            fname = captures[i].spelling if lam is not None else f.spelling      # 闭包的成员没有名字：用捕获的变量名
+            if fname in members:
+                raise self.unsupported(f"结构体 {name} 的成员 {fname} 与基类的成员同名", f)
             if f.is_bitfield():
                 raise self.unsupported(f"结构体 {name} 的位域成员 {f.spelling}（bit-field）", f)
             ft = f.type.get_canonical()
             if ft.is_volatile_qualified():
                 raise self.unsupported(f"结构体 {name} 的 volatile 成员 {f.spelling}", f)
             mt = self.member_type(ft, f, name)
-            members[f.spelling] = (len(leaves), mt)
+            members[fname] = (len(leaves), mt)
             if mt.is_scalar or mt.is_ptr or mt.is_fnptr:
                 leaves.append(mt)
-                names.append(f.spelling)
+                names.append(fname)
             else:
                 sub = _leaves_of(mt)
                 leaves.extend(sub)
-                names.extend(f"{f.spelling}#{k}" for k in range(len(sub)))
+                names.extend(f"{fname}#{k}" for k in range(len(sub)))
         # 成员大小不同、有填充或含指针的结构体只能放在寄存器里（放进内存时报告不支持）
         storable = bool(leaves) and all(x.is_scalar and x.size == leaves[0].size for x in leaves) and \
             t.get_size() == len(leaves) * leaves[0].size
@@ -625,6 +642,73 @@ class Lowering:
         self.struct_cache[key] = v
         self.prog.typedefs[name] = v
         return v
+
+    def lambda_of(self, decl, c):
+        """闭包类型的声明 -> 定义它的 LAMBDA_EXPR（按源码位置找）。"""
+        if self.lambdas is None:
+            self.lambdas = {}
+            for x in self.tu.cursor.walk_preorder():
+                if x.kind == K.LAMBDA_EXPR:
+                    d = x.type.get_declaration()
+                    self.lambdas[(d.location.file.name if d.location.file else None, d.location.offset)] = x
+        key = (decl.location.file.name if decl.location.file else None, decl.location.offset)
+        lam = self.lambdas.get(key)
+        if lam is None:
+            raise self.unsupported("lambda 表达式", c)
+        return lam
+
+    def lambda_captures(self, lam):
+        """lambda 按值捕获的变量（DECL_REF_EXPR，顺序即闭包成员的顺序）。按引用捕获、捕获 this、带初值的捕获拒绝。"""
+        toks = [t.spelling for t in lam.get_tokens()]
+        depth, intro = 0, []
+        for t in toks:                       # 捕获列表 [...] 里的记号
+            if t == "[":
+                depth += 1
+                if depth == 1:
+                    continue
+            elif t == "]":
+                depth -= 1
+                if depth == 0:
+                    break
+            intro.append(t)
+        if "&" in intro or "&&" in intro:
+            raise self.unsupported("lambda 按引用捕获 [&]（改成按值捕获 [=]，或把要改的变量作为参数传进去）", lam)
+        if "this" in intro:
+            raise self.unsupported("lambda 捕获 this", lam)
+        if "=" in intro[1:] or any(t not in ("=", ",") and not t.isidentifier() for t in intro):
+            raise self.unsupported("lambda 的这种捕获（带初值的捕获 [y = x] 等）", lam)
+        caps = []
+        for ch in lam.get_children():
+            if ch.kind == K.PARM_DECL or ch.kind == K.COMPOUND_STMT:
+                break
+            if ch.kind == K.DECL_REF_EXPR:          # 捕获的初值（显式捕获另有一个 VARIABLE_REF，是捕获列表里的名字）
+                caps.append(ch)
+            elif ch.kind not in (K.VARIABLE_REF, K.TYPE_REF, K.TEMPLATE_TYPE_PARAMETER):
+                raise self.unsupported("lambda 的这种捕获", ch)
+        return caps
+
+    def lambda_expr(self, c):
+        """lambda 表达式 -> 闭包类型的临时对象：按值捕获的变量依次作为成员的初值（operator() 照成员函数降低）。"""
+        caps = self.lambda_captures(c)
+        co = self.co(c)
+        init = c_ast.InitList([self.expr(x) for x in caps], co)
+        return c_ast.CompoundLiteral(c_ast.Typename(None, [], None, self.tnode(c.type, None, c), co), init, co)
+
+    def captured(self, r):
+        """正在降低 lambda 的 operator()，r 是它按值捕获的外层变量：捕获的名字，否则 None。"""
+        fn = self.cur_fn
+        if fn is None or fn.kind != K.CXX_METHOD or fn.semantic_parent is None or \
+                lambda_name(fn.semantic_parent.type.spelling) is None:
+            return None
+        p = r.semantic_parent
+        while p is not None and p.kind not in (K.TRANSLATION_UNIT,):
+            if p == fn:
+                return None                  # lambda 自己的形参与局部变量
+            p = p.semantic_parent
+        caps = self.lambda_captures(self.lambda_of(fn.semantic_parent, fn))
+        if any(x.referenced == r for x in caps):
+            return r.spelling
+        return False                         # 外层函数的变量，没有捕获（__shared__、static、常量）
 
     def layout_reason(self, name, leaves, t):
         if any(x.is_ptr or x.is_fnptr for x in leaves):
@@ -1204,7 +1288,7 @@ class Lowering:
         if k == K.CXX_THROW_EXPR:
             raise self.unsupported("异常 exceptions（throw）", c)
         if k == K.LAMBDA_EXPR:
-            raise self.unsupported("lambda 表达式", c)
+            return self.lambda_expr(c)
         if k == K.CXX_THIS_EXPR:
             return c_ast.UnaryOp("&", _id(THIS, co), co)
         if "KERNEL" in k.name:
@@ -1241,6 +1325,15 @@ class Lowering:
                 if v is None:
                     raise self.unsupported(f"静态成员 {qualified_name(r)}", c)
                 return self.number(v, c.type, co)
+            cap = self.captured(r) if pk in (K.FUNCTION_DECL, K.CXX_METHOD, K.FUNCTION_TEMPLATE) else None
+            if cap:
+                return c_ast.StructRef(_id(THIS, co), ".", _id(cap, co), co)     # lambda 捕获的变量：闭包的成员
+            if cap is False:
+                v = evaluate(c)
+                if v is not None and r.type.get_canonical().kind in _SCALARS:
+                    return self.number(v, c.type, co)               # 外层的常量：不必捕获
+                raise self.unsupported(f"lambda 里用外层函数的变量 {r.spelling}（没有捕获：__shared__ 或 static 变量；"
+                                       "把它的指针作为参数传进去）", c)
             lp = r.lexical_parent
             if rk == K.VAR_DECL and pk in (K.TRANSLATION_UNIT, K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL) and \
                     (lp is None or lp.kind in (K.TRANSLATION_UNIT, K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL)):

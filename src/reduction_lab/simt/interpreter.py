@@ -598,9 +598,15 @@ class Machine:
         ex = _flat_init(init)
         if len(ex) > t.n:
             raise self.unsupported(f"{t!r} 的初始化列表元素过多", node)
-        vals = tuple(self.conv(self.ev(ex[k], lanes, fr), t.elems[k], node).v if k < len(ex)
-                     else t.elems[k].dtype.type(0) for k in range(t.n))
-        return Val(t, vals)
+        vals = []
+        for k in range(t.n):
+            e = t.elems[k]
+            if k >= len(ex):
+                vals.append(Val(e, np.int64(0)) if e.is_ptr or e.is_fnptr else e.dtype.type(0))
+                continue
+            v = self.conv(self.ev(ex[k], lanes, fr), e, node)
+            vals.append(v if e.is_ptr or e.is_fnptr else v.v)      # 指针成员连同它指向的数组
+        return Val(t, tuple(vals))
 
     def e_compound(self, node, lanes, fr):
         """临时对象 T{…} / T()（前端降成的复合字面量 (T){…}）：按 ``T t = {…};`` 求值。"""

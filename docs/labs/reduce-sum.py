@@ -37,6 +37,7 @@ import torch
 import reduction_lab as rl
 from reduction_lab import labs
 
+torch.manual_seed(0)                              # 随机输入固定下来：重新运行得到页面上的输出
 cuda_dir = labs.start("reduce-sum-cuda")          # 已有的文件不会被覆盖
 tilelang_dir = labs.start("reduce-sum-tilelang")
 print("模式：", rl.MODE)

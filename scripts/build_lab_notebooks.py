@@ -19,13 +19,30 @@ sys.path.insert(0, str(ROOT / "tests" / "labs"))
 from notebook_run import execute_notebook, notebook_sources  # noqa: E402
 
 
+def _stable(nb):
+    """重新生成时不变的部分：单元的编号按顺序给（nbformat 默认随机），去掉执行的时间戳。"""
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i}"
+        cell.get("metadata", {}).pop("execution", None)
+        outs = []
+        for o in cell.get("outputs", []):           # 同一个流接连的几段输出合成一段（分段随执行的快慢而变）
+            if outs and o.get("output_type") == "stream" and outs[-1].get("output_type") == "stream" \
+                    and outs[-1].get("name") == o.get("name"):
+                outs[-1]["text"] += o["text"]
+            else:
+                outs.append(o)
+        if "outputs" in cell:
+            cell["outputs"] = outs
+    return nb
+
+
 def main(names: list[str]) -> int:
     import nbformat
 
     for py in notebook_sources():
         if names and py.stem not in names:
             continue
-        nb = execute_notebook(py)
+        nb = _stable(execute_notebook(py))
         out = py.with_suffix(".ipynb")
         nbformat.write(nb, out)
         print(f"写出 {out.relative_to(ROOT)}")

@@ -36,6 +36,7 @@ import torch
 import reduction_lab as rl
 from reduction_lab import labs
 
+torch.manual_seed(0)                              # 随机输入固定下来：重新运行得到页面上的输出
 lab_dir = labs.start("full-sum-cuda")            # 已有的文件不会被覆盖
 print("模式：", rl.MODE, "；打开", lab_dir / "full_sum.cu")
 

@@ -864,6 +864,8 @@ class Lowering:
 
     def lower_function(self, d, name, is_kernel, co):
         from .frontend import Function
+        if d.kind == K.CONSTRUCTOR:
+            return self.lower_ctor(d, name, co)
         if d.kind not in (K.FUNCTION_DECL, K.CXX_METHOD, K.CONVERSION_FUNCTION):
             raise self.unsupported(f"成员函数 member function {qualified_name(d)}", d)
         params, decls, refs = [], [], {}
@@ -875,6 +877,31 @@ class Lowering:
                 decls.append(c_ast.Decl(THIS, [], [], ["register"], [], tn, None, None, co))
                 params.append((THIS, st, f"{st.name}&"))
                 refs[THIS] = True        # 也能绑定到临时对象（C++ 允许在临时对象上调用成员函数）
+        p2, d2, r2 = self.lower_params(d, is_kernel)
+        params += p2
+        decls += d2
+        refs.update(r2)
+        ret = self.prog.resolve_plain(self.tnode(d.result_type, name, d)) if d.result_type.kind != TK.VOID else T.VOID
+        body = next((ch for ch in d.get_children() if ch.kind == K.COMPOUND_STMT), None)
+        if body is None:
+            raise self.unsupported(f"没有函数体的函数 {name}", d)
+        self.cur_fn = d
+        self.callees = set()
+        cbody = self.stmt(body)
+        if ret.is_void:
+            rnode = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType([self.type_key(ret)], co), co)
+        else:                       # 返回指针的函数：类型节点照常由 tnode 构造
+            rnode = self.tnode(d.result_type, name, d)
+        fdecl = c_ast.Decl(name, [], [], [], [], c_ast.FuncDecl(c_ast.ParamList(decls, co), rnode, co), None, None, co)
+        node = c_ast.FuncDef(fdecl, None, cbody, co)
+        f = Function(name, node, is_kernel, ret, params, refs, d.location.line, self.callees)
+        if is_kernel:
+            f.cluster_dims = self.cluster_dims(d)
+        return f
+
+    def lower_params(self, d, is_kernel):
+        """函数的形参 -> (params, decls, refs)：引用形参记在 refs 里（值为是否 const）。"""
+        params, decls, refs = [], [], {}
         for i, p in enumerate(d.get_arguments()):
             pt = p.type
             pname = p.spelling or f"__unnamed{i}"
@@ -898,23 +925,52 @@ class Lowering:
                 refs[pname] = const
             params.append((pname, ct, ts))
             decls.append(decl)
-        ret = self.prog.resolve_plain(self.tnode(d.result_type, name, d)) if d.result_type.kind != TK.VOID else T.VOID
-        body = next((ch for ch in d.get_children() if ch.kind == K.COMPOUND_STMT), None)
-        if body is None:
-            raise self.unsupported(f"没有函数体的函数 {name}", d)
+        return params, decls, refs
+
+    def lower_ctor(self, d, name, co):
+        """构造函数 -> 返回新对象的函数：``T T::T(参数) { T __this; 成员按声明的顺序取初始化列表里的值或默认成员初值；
+        函数体；return __this; }``。函数体里的成员与 this 照成员函数降低（__this 在这里是局部变量）。"""
+        from .frontend import Function
+        rec = d.semantic_parent
+        st = self.ctype(rec.type, d)
+        kids = list(d.get_children())
+        inits = {}
+        for i, ch in enumerate(kids):
+            if ch.kind == K.TYPE_REF:
+                raise self.unsupported(f"构造函数 {qualified_name(d)} 里的基类或委托构造", ch)
+            if ch.kind == K.MEMBER_REF:
+                ex = _exprs(kids[i + 1]) if i + 1 < len(kids) and kids[i + 1].kind == K.MEMBER_REF else None
+                if i + 1 >= len(kids) or kids[i + 1].kind in (K.MEMBER_REF, K.COMPOUND_STMT):
+                    raise self.unsupported(f"构造函数 {qualified_name(d)} 的成员初始化 {ch.spelling}()", ch)
+                inits[ch.spelling] = kids[i + 1]
+        defaults = self.field_inits(rec)
+        params, decls, refs = self.lower_params(d, False)
+        saved = self.cur_fn, self.callees
         self.cur_fn = d
         self.callees = set()
-        cbody = self.stmt(body)
-        if ret.is_void:
-            rnode = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType([self.type_key(ret)], co), co)
-        else:                       # 返回指针的函数：类型节点照常由 tnode 构造
-            rnode = self.tnode(d.result_type, name, d)
+        try:
+            tn = c_ast.TypeDecl(THIS, [], None, c_ast.IdentifierType([self.type_key(st)], co), co)
+            items = [c_ast.Decl(THIS, [], [], [], [], tn, None, None, co)]
+            for f in rec.type.get_canonical().get_fields():
+                e = inits.get(f.spelling, defaults.get(f.spelling))
+                if e is None:
+                    continue
+                if f.type.get_canonical().kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
+                    raise self.unsupported(f"构造函数里初始化数组成员 {f.spelling}", e)
+                fc = self.co(e)
+                items.append(c_ast.Assignment("=", c_ast.StructRef(_id(THIS, fc), ".", _id(f.spelling, fc), fc),
+                                              self.init_expr(e), fc))
+            body = next((ch for ch in kids if ch.kind == K.COMPOUND_STMT), None)
+            if body is not None:
+                items.append(self.stmt(body))
+            items.append(c_ast.Return(_id(THIS, co), co))
+            callees = self.callees
+        finally:
+            self.cur_fn, self.callees = saved
+        rnode = c_ast.TypeDecl(name, [], None, c_ast.IdentifierType([self.type_key(st)], co), co)
         fdecl = c_ast.Decl(name, [], [], [], [], c_ast.FuncDecl(c_ast.ParamList(decls, co), rnode, co), None, None, co)
-        node = c_ast.FuncDef(fdecl, None, cbody, co)
-        f = Function(name, node, is_kernel, ret, params, refs, d.location.line, self.callees)
-        if is_kernel:
-            f.cluster_dims = self.cluster_dims(d)
-        return f
+        node = c_ast.FuncDef(fdecl, None, c_ast.Compound(items, co), co)
+        return Function(name, node, False, st, params, refs, d.location.line, callees)
 
     def cluster_dims(self, d):
         """内核的 __cluster_dims__(x[, y[, z]])（序言把它写成 annotate 属性；可以写在前置声明上）：(x, y, z) 或 None。"""
@@ -1133,9 +1189,8 @@ class Lowering:
             return last if _strip(last).kind in (K.INIT_LIST_EXPR, K.STRING_LITERAL) else None
         s = _strip(last)
         if s.kind == K.CALL_EXPR and s.referenced is not None and s.referenced.kind == K.CONSTRUCTOR \
-                and not list(s.get_arguments()):
-            self.check_ctor(s.referenced, s)
-            return None     # 结构体的默认构造：没有初值
+                and not list(s.get_arguments()) and self.ctor_def(s.referenced) is None:
+            return None     # 结构体的默认构造，什么也不做：没有初值
         return last
 
     def local_var(self, c):
@@ -1171,20 +1226,71 @@ class Lowering:
         tn = self.tnode(base, c.spelling, c)
         init = self.var_init(c)
         ini = None
+        ctor = self.element_ctor(base)
+        if ctor is not None and base.get_canonical().kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY) and not shared:
+            raise self.unsupported(f"有构造函数（或默认成员初值）的结构体数组 {c.spelling}（逐个元素构造）；"
+                                   "先声明数组，再在循环里给每个元素赋值", c)
+        if shared and init is not None and _strip(init).kind == K.CALL_EXPR:
+            init = None     # __shared__ 变量不执行构造函数（nvcc 警告 dynamic initialization is not supported）
         if init is not None:
             ini = self.init_expr(init)
         quals = ["const"] if base.get_canonical().is_const_qualified() else []
         return c_ast.Decl(c.spelling, quals, [], storage, [], tn, ini, None, co)
 
-    def check_ctor(self, ctor, c):
-        """自己写的、做了事情的构造函数（有成员初始化或语句）：模拟器不执行它，拒绝。"""
+    @staticmethod
+    def field_inits(record_decl):
+        """结构体的默认成员初值（``float m = -INFINITY;``）：{成员名: 初值表达式}。"""
+        out = {}
+        for f in record_decl.get_children():
+            if f.kind != K.FIELD_DECL or f.is_bitfield():
+                continue
+            ex = _exprs(f)
+            if f.type.get_canonical().kind == TK.CONSTANTARRAY:       # 数组成员的子节点先是长度
+                ex = [x for x in ex if _strip(x).kind == K.INIT_LIST_EXPR]
+            if ex:
+                out[f.spelling] = ex[-1]
+        return out
+
+    def ctor_def(self, ctor):
+        """要执行的构造函数：自己写的、做了事情的构造函数（成员初始化、函数体、参数），或者结构体有默认成员初值
+        时的默认构造 -> 它的定义；编译器生成的复制、移动与什么也不做的构造 -> None。"""
+        if not self.where.is_user(ctor.location.file):
+            return None
         d = ctor.get_definition()
-        if d is None or not self.where.is_user(d.location.file) or ctor.is_default_method():
-            return
+        if d is None:
+            return None
         body = next((ch for ch in d.get_children() if ch.kind == K.COMPOUND_STMT), None)
-        inits = [ch for ch in d.get_children() if ch.kind == K.MEMBER_REF]
-        if inits or (body is not None and list(body.get_children())):
-            raise self.unsupported(f"构造函数 constructor {qualified_name(ctor)}", c)
+        rec = ctor.semantic_parent
+        implicit = (d.location.line, d.location.column) == (rec.location.line, rec.location.column)
+        copy = ctor.is_copy_constructor() or ctor.is_move_constructor()
+        if copy and (implicit or ctor.is_default_method()):
+            return None                      # 编译器生成的复制、移动：按值复制
+        inits = [ch for ch in d.get_children() if ch.kind in (K.MEMBER_REF, K.TYPE_REF)]
+        work = bool(inits) or (body is not None and list(body.get_children())) or bool(list(d.get_arguments()))
+        if work or self.field_inits(ctor.semantic_parent):
+            return d
+        return None
+
+    def element_ctor(self, t):
+        """类型（或数组的元素类型）是要执行默认构造的结构体时，那个构造函数的定义；否则 None。"""
+        t = t.get_canonical()
+        while t.kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
+            t = t.element_type.get_canonical()
+        if t.kind != TK.RECORD:
+            return None
+        rec = t.get_declaration()
+        if not self.where.is_user(rec.location.file):
+            return None
+        for ch in rec.get_children():
+            if ch.kind == K.CONSTRUCTOR and all(_exprs(a) for a in ch.get_arguments()):    # 默认构造（形参都有默认值）
+                return self.ctor_def(ch)
+        return rec if self.field_inits(rec) else None
+
+    def ctor_call(self, s, d):
+        """调用构造函数：降成返回新对象的函数（见 lower_ctor）。"""
+        n = self.fname(d)
+        self.callees.add(n)
+        return _call(n, self.args_of(s, d, False), self.co(s))
 
     def temporary(self, c, init):
         """临时对象 ``T{…}``、``T()``（例如实参里的 ``MaxOp{}``）：降成复合字面量 ``(T){…}``，解释器按
@@ -1197,6 +1303,9 @@ class Lowering:
     def init_expr(self, c):
         s = _strip(c)
         if s.kind == K.CALL_EXPR and s.referenced is not None and s.referenced.kind == K.CONSTRUCTOR:
+            d = self.ctor_def(s.referenced)
+            if d is not None:
+                return self.ctor_call(s, d)
             args = list(s.get_arguments())
             if len(args) == 1:
                 return self.init_expr(args[0])
@@ -1277,7 +1386,18 @@ class Lowering:
         if k == K.CALL_EXPR:
             return self.call(c)
         if k == K.INIT_LIST_EXPR:
-            return c_ast.InitList([self.init_expr(x) for x in _exprs(c) if x.location.file is not None], co)
+            given = [x for x in _exprs(c) if x.location.file is not None]
+            items = [self.init_expr(x) for x in given]
+            t = c.type.get_canonical()
+            if t.kind == TK.RECORD and self.where.is_user(t.get_declaration().location.file):
+                defaults = self.field_inits(t.get_declaration())
+                if defaults:                 # 没写出的成员取默认成员初值（libclang 不给出这些表达式）
+                    fields = list(t.get_fields())
+                    if any(f.type.get_canonical().kind not in _SCALARS for f in fields) or len(given) > len(fields):
+                        raise self.unsupported(f"有默认成员初值、成员不全是标量的结构体 {t.spelling} 的初始化列表", c)
+                    for f in fields[len(given):]:
+                        items.append(self.init_expr(defaults[f.spelling]) if f.spelling in defaults else _const("int", "0", co))
+            return c_ast.InitList(items, co)
         if k == K.CXX_UNARY_EXPR:
             v = evaluate(c)
             if v is None:
@@ -1369,7 +1489,7 @@ class Lowering:
             raise self.unsupported(f"成员函数 member function {c.spelling}", c)
         if not ex:
             if r is not None and r.kind == K.FIELD_DECL and self.cur_fn is not None and \
-                    self.cur_fn.kind in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
+                    self.cur_fn.kind in (K.CXX_METHOD, K.CONVERSION_FUNCTION, K.CONSTRUCTOR):
                 return c_ast.StructRef(_id(THIS, co), ".", _id(c.spelling, co), co)     # 隐式的 this->
             raise self.unsupported(f"成员 {c.spelling}（成员函数里的隐式 this）", c)
         base = ex[0]
@@ -1414,8 +1534,6 @@ class Lowering:
             raise self.unsupported("这种函数调用", callee or c)
         rk = r.kind
         if rk == K.CONSTRUCTOR:
-            if not list(c.get_arguments()):
-                self.check_ctor(r, c)
             return self.temporary(c, self.init_expr(c))
         args = list(c.get_arguments())
         if rk == K.CONVERSION_FUNCTION and not self.where.is_user(r.location.file):
@@ -1513,7 +1631,7 @@ class Lowering:
         if st.n == 0:                               # 空结构体：没有 __this 参数
             return _call(n, rest, co)
         if not obj:                                 # 成员函数里调用另一个成员函数：隐式的 this
-            if self.cur_fn is None or self.cur_fn.kind not in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
+            if self.cur_fn is None or self.cur_fn.kind not in (K.CXX_METHOD, K.CONVERSION_FUNCTION, K.CONSTRUCTOR):
                 raise self.unsupported(f"成员函数 {r.spelling} 的调用（没有对象）", c)
             return _call(n, [_id(THIS, co)] + rest, co)
         o = obj[0]

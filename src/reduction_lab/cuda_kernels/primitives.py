@@ -5,9 +5,9 @@
     P.row_sum(x, "cg")              # (M, N) -> (M,)：一行一个线程块
     P.full_sum(x, "cub_block")      # 一维 -> 0 维：固定个数的线程块得到部分和，再用一个线程块加起来
 
-原语见 :data:`PRIMITIVES`。primitives.cu 里的内核在两种模式下都能运行（sim 模式交给模拟器）；
-primitives_cub.cu 只能在 GPU 上运行：它经 CuPy 编译（CuPy 自带 CCCL 头文件，见 :func:`cccl_include_dirs`），
-sim 模式下模拟器报 :class:`reduction_lab.simt.UnsupportedError`，指出源码里它不支持的那一行。
+原语见 :data:`PRIMITIVES`。两个文件里的内核在两种模式下都能运行（sim 模式交给模拟器）。primitives_cub.cu
+在 GPU 上经 CuPy 编译（CuPy 自带 CCCL 头文件，见 :func:`cccl_include_dirs`）；模拟器不解析 CUB 的源码，用自带的
+同接口子集（``reduction_lab/simt/prelude/cub/reduce.cuh``）运行它：结果相同，计数是那个子集的实现的。
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _cub_launch(kernel, grid, block_size, args, m):
     if m == "sim":
         from .. import simt
 
-        # 模拟器解析这个文件时就报 UnsupportedError（带出错的行号）
+        # 模拟器的 CUB 子集（prelude/cub/reduce.cuh）：同样的接口，按 CUB 的算法写成
         return simt.launch(str(KERNEL_DIR / "primitives_cub.cu"), kernel, grid, block_size,
                            tuple(a.numpy() if isinstance(a, torch.Tensor) else a for a in args),
                            defines={"BLOCK_SIZE": block_size})
@@ -133,8 +133,8 @@ def cub_temp_storage_bytes(block_size: int = 256) -> dict[str, int]:
     from .. import runtime
 
     if runtime.MODE != "gpu":
-        raise runtime.ModeError("cub_temp_storage_bytes 需要 gpu 模式：模拟器不能运行 CUB "
-                                "(needs gpu mode: the simulator cannot run CUB)")
+        raise runtime.ModeError("cub_temp_storage_bytes 需要 gpu 模式：TempStorage 的大小取决于 CUB 的实现，"
+                                "模拟器的 CUB 子集与它不同 (needs gpu mode: TempStorage sizes are CUB's own)")
     B = _check_block(block_size, 32)
     out = torch.zeros(4, dtype=torch.int32, device="cuda")
     _cub_launch("cub_temp_storage_bytes", 1, B, (out,), "gpu")

@@ -1,5 +1,5 @@
 // primitives_cub.cu：用CUB（CCCL）的WarpReduce与BlockReduce写分段求和。课程页面：docs/cuda/library-primitives.md；
-// 包装函数：reduction_lab.cuda_kernels.primitives。模拟器不能运行CUB（sim模式报UnsupportedError）；
+// 包装函数：reduction_lab.cuda_kernels.primitives。sim模式下由模拟器自带的同接口子集（simt/prelude/cub）运行；
 // GPU上经CuPy编译，CuPy自带CCCL头文件，编译选项是-I<CCCL目录>与--std=c++17。
 //
 //   seg_sum_cub_warp           warp内用cub::WarpReduce<float>，块内合并与primitives.cu相同

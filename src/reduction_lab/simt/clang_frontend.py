@@ -28,6 +28,8 @@ from .errors import CompileError, SimtError, UnsupportedError
 
 PRELUDE_DIR = Path(__file__).with_name("prelude")
 PRELUDE = PRELUDE_DIR / "cuda_prelude.h"
+#: 用模拟器支持的 C++ 写成的库（CUB 子集、<cuda/functional>）：当作源码降低
+LIB_DIRS = tuple(str(PRELUDE_DIR / d) + os.sep for d in ("cub", "cuda"))
 #: clang 的参数：只编译设备端，不用系统与 CUDA 的头文件（它们的声明在序言里）
 CLANG_ARGS = ("-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", "-nocudainc", "-nocudalib", "-std=c++17",
               "-nostdinc", "-nostdinc++", "-isystem", str(PRELUDE_DIR), "-include", str(PRELUDE),
@@ -133,13 +135,16 @@ class _Where:
         if name == self.main_display:
             return name
         a = os.path.abspath(name)
+        if a.startswith(str(PRELUDE_DIR) + os.sep):          # 模拟器自带的头文件：按 #include <...> 的写法
+            return "<" + os.path.relpath(a, PRELUDE_DIR).replace(os.sep, "/") + ">"
         return os.path.relpath(a, self.dir) if a.startswith(self.dir + os.sep) else name
 
     def is_user(self, f):
+        """源码里的定义（要降低、执行的）：用户的文件，以及模拟器用 C++ 写成的库（CUB 子集）。"""
         if f is None:
             return False
         name = os.path.abspath(f.name)
-        return not name.startswith(str(PRELUDE_DIR) + os.sep)
+        return not name.startswith(str(PRELUDE_DIR) + os.sep) or name.startswith(LIB_DIRS)
 
 
 def _err(cls, where_file, line, zh, en, header=None):

@@ -54,6 +54,10 @@ from .errors import (
     UninitializedReadError, UnsupportedError, WarpSyncError,
 )
 from .frontend import BUILTIN_FUNCS, parse_constant
+
+#: 模拟器用 C++ 写成的库（CUB 子集、<cuda/functional>）：错误报在用户调用它的那一行
+_PRELUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prelude")
+_LIB_DIRS = tuple(os.path.join(_PRELUDE_DIR, d) + os.sep for d in ("cub", "cuda"))
 from .memory import Buffer, rank_span, remote_view
 from .sanitizers import (
     ATOMIC_BASE, GLOBAL_BLOCK_NOTE, GLOBAL_CLUSTER_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, ClusterTracker,
@@ -289,6 +293,7 @@ class Machine:
         self.dx_nodes = []                                 # (语法树节点, 数组名)：每处访问一项
         self.dx_index = {}                                 # (id(节点), 数组名) -> dx_nodes 里的下标
         self.depth = 0
+        self.calls = []           # 正在执行的 __device__ 函数调用的节点（库里的错误报在用户调用它的那一行）
         self.consts = prog.consts
         self.handles = []       # 存进内存的指针指向的数组（句柄 = 编号 + 1）
         self._leafu = {}        # (结构体, 单元大小) -> 每个叶子的单元偏移
@@ -354,7 +359,24 @@ class Machine:
         return t, f
 
     # ------------------------------------------------------------ 错误信息
+    def user_node(self, node):
+        """节点在模拟器自带的库（CUB 子集）里时，换成调用链上最里层的、在用户源码里的调用。"""
+        if node is None or not node.coord or not str(node.coord.file or "").startswith(_LIB_DIRS):
+            return node
+        for call in reversed(self.calls):
+            if call.coord and not str(call.coord.file or "").startswith(_LIB_DIRS):
+                return call
+        return node
+
+    def lib_note(self, node):
+        """库里的位置（报错时写在用户的行号后面），不在库里时空串。"""
+        if node is None or not node.coord or not str(node.coord.file or "").startswith(_LIB_DIRS):
+            return ""
+        rel = os.path.relpath(str(node.coord.file), _PRELUDE_DIR).replace(os.sep, "/")
+        return f"（<{rel}> 第 {node.coord.line} 行）"
+
     def line(self, node):
+        node = self.user_node(node)
         return node.coord.line if node is not None and node.coord else "?"
 
     def where(self, lane):
@@ -370,6 +392,7 @@ class Machine:
 
     def header(self, node):
         """节点在被 #include 的另一个文件里时返回那个文件名（报错时写在行号前），否则返回空串。"""
+        node = self.user_node(node)
         f = getattr(node.coord, "file", None) if node is not None and node.coord else None
         main = self.prog.filename.replace("\\", "/").replace('"', "")
         if not f or f == main or f.startswith("<"):
@@ -383,8 +406,9 @@ class Machine:
         ln = self.line(node)
         h = self.header(node)
         hz, he = (f" {h}", f" {h},") if h else ("", "")
+        note = self.lib_note(node)
         err = UnsupportedError(
-            f"内核 {self.kernel}{hz} 第 {ln} 行：不支持 {what} / kernel {self.kernel},{he} line {ln}: unsupported: {what}"
+            f"内核 {self.kernel}{hz} 第 {ln} 行{note}：不支持 {what} / kernel {self.kernel},{he} line {ln}: unsupported: {what}"
         )
         err.kernel = self.kernel
         err.file = h or None
@@ -403,7 +427,8 @@ class Machine:
             loc_en = ""
         h = self.header(node)
         hz, he = (f" {h}", f" {h},") if h else ("", "")
-        err = cls(f"内核 {self.kernel}{hz} 第 {ln} 行{loc}：{zh} / kernel {self.kernel},{he} line {ln}{loc_en}: {en}")
+        note = self.lib_note(node)
+        err = cls(f"内核 {self.kernel}{hz} 第 {ln} 行{note}{loc}：{zh} / kernel {self.kernel},{he} line {ln}{loc_en}: {en}")
         err.kernel = self.kernel
         err.file = h or None
         err.line = ln if isinstance(ln, int) else None
@@ -2093,10 +2118,12 @@ class Machine:
             self.write_var(var, lanes, self.conv(v, pt, node), node)
             nf.scopes[0][pname] = var
         self.depth += 1
+        self.calls.append(node)
         try:
             self.ex(f.node.body, lanes, nf)
         finally:
             self.depth -= 1
+            self.calls.pop()
         if f.ret_type.is_void:
             return Val(T.VOID, np.int32(0))
         if nf.ret is None:

@@ -944,7 +944,6 @@ class Lowering:
             if ch.kind == K.TYPE_REF:
                 raise self.unsupported(f"构造函数 {qualified_name(d)} 里的基类或委托构造", ch)
             if ch.kind == K.MEMBER_REF:
-                ex = _exprs(kids[i + 1]) if i + 1 < len(kids) and kids[i + 1].kind == K.MEMBER_REF else None
                 if i + 1 >= len(kids) or kids[i + 1].kind in (K.MEMBER_REF, K.COMPOUND_STMT):
                     raise self.unsupported(f"构造函数 {qualified_name(d)} 的成员初始化 {ch.spelling}()", ch)
                 inits[ch.spelling] = kids[i + 1]

@@ -780,6 +780,28 @@ def test_constructors_and_default_member_initialisers():
     assert ei.value.line == 39
 
 
+# 半精度的原子加（__half、__nv_bfloat16，结果按目标类型舍入）；assert 不写 #include 也能用（nvcc 隐式包含）
+HALF_ATOMICS = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+__global__ void half_atomics(const float* x, __half* h, __nv_bfloat16* b) {
+    assert(x[threadIdx.x] >= 0.0f);
+    atomicAdd(h, __float2half(x[threadIdx.x]));
+    atomicAdd(b, __float2bfloat16(x[threadIdx.x]));
+}
+"""
+
+
+def test_half_precision_atomics_and_implicit_assert():
+    import ml_dtypes
+    x = np.full(64, 0.5, np.float32)
+    h, b = np.zeros(1, np.float16), np.zeros(1, ml_dtypes.bfloat16)
+    simt.launch(HALF_ATOMICS, "half_atomics", 1, 64, (x, h, b))
+    assert float(h[0]) == 32.0 and float(b[0]) == 32.0
+    with pytest.raises(simt.SimtError, match="assert"):
+        simt.launch(HALF_ATOMICS, "half_atomics", 1, 64, (-x, h, b))
+
+
 # 故意写错的内核：nvcc 的报错 -> 模拟器报的错误类
 _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "add4": 'no operator "+"',
             "bad_member": 'has no member "q"'}
@@ -787,7 +809,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
-    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS]
+    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS, HALF_ATOMICS]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

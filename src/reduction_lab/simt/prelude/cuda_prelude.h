@@ -195,6 +195,9 @@ __device__ __nv_bfloat16 __float2bfloat16(float);
 __device__ float __bfloat162float(__nv_bfloat16);
 __device__ __half __float2half_rn(float);
 __device__ __nv_bfloat16 __float2bfloat16_rn(float);
+// 半精度的原子加（sm_70 起的 __half、sm_80 起的 __nv_bfloat16）：结果按目标类型舍入
+__device__ __half atomicAdd(__half*, __half);
+__device__ __nv_bfloat16 atomicAdd(__nv_bfloat16*, __nv_bfloat16);
 // 成对的半精度：两个分量 .x（低 16 位）与 .y
 struct __align__(4) __half2 { __half x, y; };
 struct __align__(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
@@ -350,3 +353,5 @@ template <class... _Ap> __device__ void __barrier_invariant_binary_2(_Ap...);
 #define __SIMT_NOOVFL(T, N) __device__ T __add_noovfl_##N(T, T); __device__ unsigned T __add_noovfl_unsigned_##N(unsigned T, unsigned T);
 __SIMT_NOOVFL(char, char) __SIMT_NOOVFL(short, short) __SIMT_NOOVFL(int, int) __SIMT_NOOVFL(long, long)
 #undef __SIMT_NOOVFL
+// nvcc 隐式包含的 cuda_runtime.h 带来 assert（不写 #include <assert.h> 也能用）
+#include "assert.h"

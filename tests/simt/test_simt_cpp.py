@@ -789,6 +789,25 @@ __global__ void half_atomics(const float* x, __half* h, __nv_bfloat16* b) {
     atomicAdd(h, __float2half(x[threadIdx.x]));
     atomicAdd(b, __float2bfloat16(x[threadIdx.x]));
 }
+// cuda_fp16.h / cuda_bf16.h 的算术：warp 内的最大值与和（__hmax、__hadd 配洗牌），成对的 __hadd2、__hmul2
+__global__ void half_math(const __half* x, const __nv_bfloat16* y, float* out) {
+    __half m = x[threadIdx.x];
+    __nv_bfloat16 s = y[threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1) {
+        m = __hmax(m, __shfl_xor_sync(0xffffffffu, m, o));
+        s = __hadd(s, __shfl_xor_sync(0xffffffffu, s, o));
+    }
+    __half2 p = __halves2half2(m, hexp(__float2half(0.0f)));
+    p = __hmul2(__hadd2(p, p), p);
+    if (threadIdx.x == 0) {
+        out[0] = __half2float(m);
+        out[1] = __bfloat162float(s);
+        out[2] = __low2float(p);
+        out[3] = __high2float(p);
+        out[4] = __hlt(__low2half(p), __high2half(p)) ? 1.0f : 0.0f;
+        out[5] = __bfloat162float(__hfma(s, s, __hneg(s)));
+    }
+}
 """
 
 
@@ -800,6 +819,16 @@ def test_half_precision_atomics_and_implicit_assert():
     assert float(h[0]) == 32.0 and float(b[0]) == 32.0
     with pytest.raises(simt.SimtError, match="assert"):
         simt.launch(HALF_ATOMICS, "half_atomics", 1, 64, (-x, h, b))
+
+
+def test_half_precision_arithmetic():
+    import ml_dtypes
+    xs = np.arange(32, dtype=np.float16) - 7
+    ys = np.full(32, 0.25, ml_dtypes.bfloat16)
+    out = np.zeros(6, np.float32)
+    simt.launch(HALF_ATOMICS, "half_math", 1, 32, (xs, ys, out))
+    # max 24、和 8、p = (2m·m, 2·1·1) = (1152, 2)，1152 < 2 为假，fma(8, 8, -8) = 56
+    assert out.tolist() == [24.0, 8.0, 1152.0, 2.0, 0.0, 56.0]
 
 
 # 故意写错的内核：nvcc 的报错 -> 模拟器报的错误类

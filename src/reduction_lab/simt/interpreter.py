@@ -175,6 +175,24 @@ BUILTIN_FUNCS.update({"__float2half", "__float2half_rn", "__half2float",
                       "__floats2bfloat162_rn", "__float2bfloat162_rn", "__bfloat1622float2",
                       "__low2float", "__high2float"})
 
+#: 半精度（__half、__nv_bfloat16）的算术：名字 -> (参数个数, 按 float32 计算的函数)；结果就近舍入到参数的类型
+_HALF_ARITH = {
+    "__hadd": (2, np.add), "__hsub": (2, np.subtract), "__hmul": (2, np.multiply), "__hdiv": (2, np.divide),
+    "__hneg": (1, np.negative), "__habs": (1, np.abs), "__hmax": (2, np.fmax), "__hmin": (2, np.fmin),
+    "__hfma": (3, lambda a, b, c: (a.astype(np.float64) * b + c).astype(np.float32)),
+    "hexp": (1, np.exp), "hexp2": (1, np.exp2), "hlog": (1, np.log), "hlog2": (1, np.log2), "hsqrt": (1, np.sqrt),
+    "hrsqrt": (1, lambda a: np.float32(1) / np.sqrt(a)), "hrcp": (1, lambda a: np.float32(1) / a),
+}
+#: 半精度的比较：名字 -> 函数（结果是 bool）
+_HALF_CMP = {"__heq": np.equal, "__hne": np.not_equal, "__hlt": np.less, "__hle": np.less_equal,
+             "__hgt": np.greater, "__hge": np.greater_equal}
+#: 成对的半精度：名字 -> 逐个分量用的 _HALF_ARITH 名字
+_PAIR_ARITH = {"__hadd2": "__hadd", "__hsub2": "__hsub", "__hmul2": "__hmul", "__h2div": "__hdiv", "__hmax2": "__hmax",
+               "__hmin2": "__hmin", "__hfma2": "__hfma", "__hneg2": "__hneg", "__habs2": "__habs"}
+BUILTIN_FUNCS.update(set(_HALF_ARITH) | set(_HALF_CMP) | set(_PAIR_ARITH) |
+                     {"__hisnan", "__low2half", "__high2half", "__low2bfloat16", "__high2bfloat16",
+                      "__halves2half2", "__halves2bfloat162"})
+
 _BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 
 #: 报「不支持」时语法树节点的说法（学习者看得懂的写法，而不是解析器的类名）
@@ -3073,6 +3091,80 @@ class Machine:
     def b___high2float(self, node, args, lanes, fr):
         return self._pair2floats(node, args, lanes, fr, "__high2float", "high")
 
+    # -- 半精度的算术、比较与成对的半精度（按 float32 计算，结果就近舍入到参数的类型）
+    def _half_type(self, vals, name, node):
+        for v in vals:
+            if v.t is T.HALF or (T.BF16 is not None and v.t is T.BF16):
+                return v.t
+            if v.t.is_vec and v.t.name in ("__half2", "__nv_bfloat162"):
+                return v.t
+        raise self.fail(CompileError, f"{name} 的参数应为 __half 或 __nv_bfloat16（成对的版本：__half2、__nv_bfloat162），"
+                        f"得到 {', '.join(repr(v.t) for v in vals)}（nvcc 报错）",
+                        f"{name} expects half-precision arguments (nvcc rejects it)", node)
+
+    def _half_arith(self, name, args, node, lanes, fr):
+        n, fn = _HALF_ARITH[name]
+        vals = self._args(args, n, node, lanes, fr, name)
+        t = self._half_type(vals, name, node)
+        xs = [np.asarray(T.cast(self.conv(v, t, node).v, T.FLOAT), np.float32) for v in vals]
+        with np.errstate(all="ignore"):
+            r = np.asarray(fn(*xs), np.float32)
+        return Val(t, T.cast(r[()] if r.ndim == 0 else r, t))
+
+    def _half_cmp(self, name, args, node, lanes, fr):
+        vals = self._args(args, 2, node, lanes, fr, name)
+        t = self._half_type(vals, name, node)
+        xs = [np.asarray(T.cast(self.conv(v, t, node).v, T.FLOAT), np.float32) for v in vals]
+        return Val(T.BOOL, _HALF_CMP[name](*xs))
+
+    def _pair_arith(self, name, args, node, lanes, fr):
+        base = _PAIR_ARITH[name]
+        n, fn = _HALF_ARITH[base]
+        vals = self._args(args, n, node, lanes, fr, name)
+        vt = self._half_type(vals, name, node)
+        if not vt.is_vec or any(v.t != vt for v in vals):
+            raise self.fail(CompileError, f"{name} 的参数应为同一种成对的半精度（__half2 或 __nv_bfloat162）（nvcc 报错）",
+                            f"{name} expects __half2 / __nv_bfloat162 arguments (nvcc rejects it)", node)
+        out = []
+        for k in range(2):
+            xs = [np.asarray(T.cast(np.asarray(v.v[k]), T.FLOAT), np.float32) for v in vals]
+            with np.errstate(all="ignore"):
+                r = np.asarray(fn(*xs), np.float32)
+            out.append(T.cast(r[()] if r.ndim == 0 else r, vt.elem))
+        return Val(vt, tuple(out))
+
+    def b___hisnan(self, node, args, lanes, fr):
+        (v,) = self._args(args, 1, node, lanes, fr, "__hisnan")
+        t = self._half_type([v], "__hisnan", node)
+        return Val(T.BOOL, np.isnan(np.asarray(T.cast(np.asarray(v.v), T.FLOAT), np.float32)))
+
+    def _pair_part(self, node, args, lanes, fr, name, k):
+        (v,) = self._args(args, 1, node, lanes, fr, name)
+        vt = self._half_type([v], name, node)
+        if not vt.is_vec:
+            raise self.fail(CompileError, f"{name} 的参数应为成对的半精度（nvcc 报错）", f"{name} expects a pair (nvcc rejects it)",
+                            node)
+        return Val(vt.elem, v.v[k])
+
+    def b___low2half(self, node, args, lanes, fr):
+        return self._pair_part(node, args, lanes, fr, "__low2half", 0)
+
+    def b___high2half(self, node, args, lanes, fr):
+        return self._pair_part(node, args, lanes, fr, "__high2half", 1)
+
+    b___low2bfloat16, b___high2bfloat16 = b___low2half, b___high2half
+
+    def _halves2pair(self, node, args, lanes, fr, name, bf16):
+        vt = self._pair_type(name, node, bf16)
+        a, b = self._args(args, 2, node, lanes, fr, name)
+        return Val(vt, (T.cast(self.conv(a, vt.elem, node).v, vt.elem), T.cast(self.conv(b, vt.elem, node).v, vt.elem)))
+
+    def b___halves2half2(self, node, args, lanes, fr):
+        return self._halves2pair(node, args, lanes, fr, "__halves2half2", False)
+
+    def b___halves2bfloat162(self, node, args, lanes, fr):
+        return self._halves2pair(node, args, lanes, fr, "__halves2bfloat162", True)
+
     def b___ldg(self, node, args, lanes, fr, name="__ldg"):
         (p,) = self._args(args, 1, node, lanes, fr, name)
         if not p.t.is_ptr:
@@ -3200,6 +3292,21 @@ class Machine:
 
     def b_atomicXor(self, node, args, lanes, fr):
         return self._atomic("Xor", node, args, lanes, fr)
+
+
+def _half_method(kind, name):
+    def method(self, node, args, lanes, fr):
+        return getattr(self, kind)(name, args, node, lanes, fr)
+    method.__name__ = "b_" + name
+    return method
+
+
+for _n in _HALF_ARITH:
+    setattr(Machine, "b_" + _n, _half_method("_half_arith", _n))
+for _n in _HALF_CMP:
+    setattr(Machine, "b_" + _n, _half_method("_half_cmp", _n))
+for _n in _PAIR_ARITH:
+    setattr(Machine, "b_" + _n, _half_method("_pair_arith", _n))
 
 
 def _hint_method(name, impl):

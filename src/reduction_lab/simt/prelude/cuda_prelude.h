@@ -195,6 +195,16 @@ __device__ __nv_bfloat16 __float2bfloat16(float);
 __device__ float __bfloat162float(__nv_bfloat16);
 __device__ __half __float2half_rn(float);
 __device__ __nv_bfloat16 __float2bfloat16_rn(float);
+// 半精度的算术与比较（cuda_fp16.h、cuda_bf16.h 的 __hadd、__hmax、hexp ……）：按 float 计算，结果就近舍入到目标类型
+#define __SIMT_HMATH(H) __device__ H __hadd(H, H); __device__ H __hsub(H, H); __device__ H __hmul(H, H); \
+    __device__ H __hdiv(H, H); __device__ H __hneg(H); __device__ H __habs(H); __device__ H __hmax(H, H); \
+    __device__ H __hmin(H, H); __device__ H __hfma(H, H, H); __device__ H hexp(H); __device__ H hexp2(H); \
+    __device__ H hlog(H); __device__ H hlog2(H); __device__ H hsqrt(H); __device__ H hrsqrt(H); __device__ H hrcp(H); \
+    __device__ bool __heq(H, H); __device__ bool __hne(H, H); __device__ bool __hlt(H, H); __device__ bool __hle(H, H); \
+    __device__ bool __hgt(H, H); __device__ bool __hge(H, H); __device__ bool __hisnan(H);
+__SIMT_HMATH(__half)
+__SIMT_HMATH(__nv_bfloat16)
+#undef __SIMT_HMATH
 // 半精度的原子加（sm_70 起的 __half、sm_80 起的 __nv_bfloat16）：结果按目标类型舍入
 __device__ __half atomicAdd(__half*, __half);
 __device__ __nv_bfloat16 atomicAdd(__nv_bfloat16*, __nv_bfloat16);
@@ -211,6 +221,18 @@ __device__ __nv_bfloat162 __float2bfloat162_rn(float);
 __device__ float2 __bfloat1622float2(__nv_bfloat162);
 __device__ float __low2float(__nv_bfloat162);
 __device__ float __high2float(__nv_bfloat162);
+// 成对的半精度：逐个分量计算
+#define __SIMT_HMATH2(H2, H) __device__ H2 __hadd2(H2, H2); __device__ H2 __hsub2(H2, H2); __device__ H2 __hmul2(H2, H2); \
+    __device__ H2 __h2div(H2, H2); __device__ H2 __hmax2(H2, H2); __device__ H2 __hmin2(H2, H2); \
+    __device__ H2 __hfma2(H2, H2, H2); __device__ H2 __hneg2(H2); __device__ H2 __habs2(H2); \
+    __device__ H __low2half(H2); __device__ H __high2half(H2);
+__SIMT_HMATH2(__half2, __half)
+__SIMT_HMATH2(__nv_bfloat162, __nv_bfloat16)
+#undef __SIMT_HMATH2
+__device__ __half2 __halves2half2(__half, __half);
+__device__ __nv_bfloat162 __halves2bfloat162(__nv_bfloat16, __nv_bfloat16);
+__device__ __nv_bfloat16 __low2bfloat16(__nv_bfloat162);
+__device__ __nv_bfloat16 __high2bfloat16(__nv_bfloat162);
 
 // 模拟器不支持、但要能解析的写法：用到时报告不支持和所在的行
 extern "C" __device__ int printf(const char*, ...);

@@ -35,6 +35,7 @@ import torch
 import reduction_lab as rl
 from reduction_lab import labs
 
+torch.manual_seed(0)                              # 随机输入固定下来：重新运行得到页面上的输出
 lab_dir = labs.start("softmax-tilelang")        # 已有的文件不会被覆盖
 print("模式：", rl.MODE, "；打开", lab_dir / "softmax.py")
 
@@ -90,8 +91,12 @@ Code(filename=str(labs.skeleton_path("softmax-tilelang")), language="python")
 #
 # 上面的参考实现已经演示了：补0时整行都是负数的行，0成了最大值，每行的和也小于1。
 # 评分程序认得这种结果：它在float64里算出“补0到`block_n`列的softmax”，与你的输出相同时，
-# 指出读整行的那一行`T.copy`，并说明应该换成$-\infty$。这个错误只在$N$不是2的幂时出现
+# 指出掩码那一行（还没写掩码时指出读整行的`T.copy`），并说明应该换成$-\infty$。这个错误只在$N$不是2的幂时出现
 # （课程原来的形状都是2的幂，所以评分另有$N = 1000$、781的用例）。
+#
+# 掩码要写在`T.reduce_max`之前：先求最大值、后换成$-\infty$，补的0已经混进了最大值。数值不大的行上
+# softmax与减去哪个数无关，结果照样对；整行是很大的负数时（$-1000$左右），减去0之后$e^x$全部下溢成0，得到$0/0$。
+# 所以评分另有一个这样的用例。
 #
 # 另一个陷阱是没有写出结果：`T.empty`分配的`y`没有初值，没写的行是上一次留下的任意值，
 # 从结果看不出是“没写”，评分程序从源码里找`T.copy(tile, y[...])`。
@@ -100,7 +105,7 @@ Code(filename=str(labs.skeleton_path("softmax-tilelang")), language="python")
 # ## 验证：TileLang（`--backend tilelang`）
 #
 # 与命令行`reduction-lab lab check softmax-tilelang`、`pytest --lab softmax-tilelang --backend tilelang`相同：
-# 课程原来的形状和报错约定，加上$N$不是2的幂、整行为负数和数值很大的行。
+# 课程原来的形状和报错约定，加上$N$不是2的幂、整行为负数、数值很大和整行是很大的负数的行。
 
 # %%
 result = labs.check("softmax-tilelang", lab_dir)

@@ -1251,3 +1251,13 @@ def test_row_stride_input_keeps_its_row_stride(mode):
     case = next(c for c in C.col_sum_cases(mode) if c.kind == "row-stride")
     x = C.make_input(case, mode)
     assert x.shape == case.shape and x.stride() == (case.shape[1] + 7, 1)
+
+
+def test_find_line_skips_python_docstrings():
+    """Python 源码里的文档字符串提到 T.Serial，诊断也不应指向文档字符串，而是指向真正的代码行。"""
+    from reduction_lab.labs.grading import find_line
+
+    text = ('"""Use T.Serial here."""\nimport x\n\n\ndef f():\n    """T.Serial in the docs\n    more"""\n'
+            '    for k in T.Serial(n):  # T.Serial\n        pass\n')
+    assert find_line(text, r"T\.Serial", lang="py") == 8
+    assert find_line("int a; // T.Serial\nT.Serial(x);\n", r"T\.Serial") == 2

@@ -209,8 +209,17 @@ def col_sum_cases(mode: str) -> list[Case]:
 
 def softmax_tilelang_cases(mode: str) -> list[Case]:
     """softmax-tilelang：:func:`softmax_cases` 去掉访存计数（TileLang 没有计数器）、行距大于 N 的视图（实验的内核
-    要求各行首尾相接，输入检查拒绝这样的视图）与 bfloat16（实验只收 float32）。"""
-    return [c for c in softmax_cases(mode) if c.kind not in ("memory", "row-stride") and c.dtype != torch.bfloat16]
+    要求各行首尾相接，输入检查拒绝这样的视图）与 bfloat16（实验只收 float32）；在「数值很大」之后另加整行是很大的
+    负数：最大值里混进了补的 0（先求最大值、后换成 -inf，或 ``clear=False`` 的 ``T.reduce_max``）时 exp 全部下溢成 0，
+    0 / 0。数值不大的行上 softmax 与减去哪个数无关，这样的错误测不出来。"""
+    out = []
+    for c in softmax_cases(mode):
+        if c.kind in ("memory", "row-stride") or c.dtype == torch.bfloat16:
+            continue
+        out.append(c)
+        if c.kind == "large":
+            out.append(Case("整行是很大的负数", (3, 300), kind="far-negative"))
+    return out
 
 
 def device_of(mode: str) -> str:

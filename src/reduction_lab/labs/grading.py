@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import math
 import re
@@ -348,13 +349,30 @@ def zh_part(message: str) -> str:
     return message.split(" / ")[0].strip()
 
 
+def _docstring_lines(text: str) -> set[int]:
+    """Python 源码里文档字符串占的行（模块、函数、类开头的字符串）；解析不了时空集。"""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    out = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body and \
+                isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
+                isinstance(body[0].value.value, str):
+            out.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    return out
+
+
 def find_line(text: str, pattern: str, flags=0, lang: str = "c") -> int | None:
-    """源码里第一处匹配 ``pattern``（正则）的行号；先去掉注释（``lang``：c 或 py）。"""
+    """源码里第一处匹配 ``pattern``（正则）的行号；先去掉注释（``lang``：c 或 py；py 另外跳过文档字符串）。"""
     rx = re.compile(pattern, flags)
     marker = "//" if lang == "c" else "#"
+    skip = _docstring_lines(text) if lang == "py" else set()
     for i, line in enumerate(text.splitlines(), 1):
         code = line.split(marker)[0]
-        if rx.search(code):
+        if i not in skip and rx.search(code):
             return i
     return None
 

@@ -39,8 +39,8 @@ def reduce_sum_kernel(x, block_n: int = 256, threads: int = 128, cpu: bool = Fal
         # TODO(2): for k in T.Serial(n_tiles): 把第 k 个列块拷进 tile：T.copy(x[bx, k * block_n], tile)
         #          （T.copy 把越过行尾的部分补 0）。
 
-        # TODO(3):     在循环里：T.reduce_sum(tile, part, dim=1) 求出这一块的和，
-        #              再用 for i in tile_loop(1): acc[i] += part[i] 累加。
+            # TODO(3): 在 TODO(2) 的循环体里（与 T.copy 同样缩进）：T.reduce_sum(tile, part, dim=1) 求出这一块的和，
+            #          再用 for i in tile_loop(1): acc[i] += part[i] 累加。写在循环外面就只加上了最后一块。
 
         # TODO(4): 循环结束后写出这一行的和：for i in tile_loop(1): y[bx] = acc[i]
 

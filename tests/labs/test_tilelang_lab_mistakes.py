@@ -1,0 +1,199 @@
+"""TileLang 实验（reduce-sum-tilelang、softmax-tilelang）里学习者常犯的错误：植入参考解的副本，
+评分的第一条诊断是这个错误专门的诊断，并指向出错的那一行；看起来像错误、其实是对的写法照样通过。"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reduction_lab import labs
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("tilelang") is None, reason="TileLang 的实验需要 tilelang")
+
+SOLUTIONS = Path(__file__).resolve().parent / "solutions"
+
+RS = "reduce-sum-tilelang"
+SM = "softmax-tilelang"
+ACCUMULATE = ("            T.reduce_sum(tile, part, dim=1)\n"
+              "            for i in tile_loop(1):\n                acc[i] += part[i]\n")
+MASK = "T.if_then_else(j < N, tile[i, j], NEG_INF)"
+EXP_LOOP = "        for i, j in tile_loop(1, block_n):\n            tile[i, j] = T.exp(tile[i, j] - row_max[i])\n"
+SUM = "        T.reduce_sum(tile, row_sum, dim=1)\n"
+
+#: (实验, 错误, [(原文, 改成)], 第一条诊断的 key, 诊断所指的行必须包含的文字)
+MISTAKES = [
+    # ---- reduce-sum-tilelang
+    (RS, "reduce-dim0", [("T.reduce_sum(tile, part, dim=1)", "T.reduce_sum(tile, part, dim=0)")], "reduce-dim",
+     "dim=0"),
+    (RS, "no-clear", [("        T.clear(acc)\n", "")], "no-init", "acc = alloc("),
+    (RS, "copy-same-tile", [("T.copy(x[bx, k * block_n], tile)", "T.copy(x[bx, 0], tile)")], "copy-start",
+     "T.copy(x[bx, 0], tile)"),
+    (RS, "copy-offset-k", [("T.copy(x[bx, k * block_n], tile)", "T.copy(x[bx, k], tile)")], "copy-start",
+     "T.copy(x[bx, k], tile)"),
+    (RS, "copy-swapped", [("T.copy(x[bx, k * block_n], tile)", "T.copy(x[k * block_n, bx], tile)")], "wrong-row",
+     "x[k * block_n, bx]"),
+    (RS, "write-next-row", [("y[bx] = acc[i]", "y[bx + 1] = acc[i]")], "wrong-row", "y[bx + 1]"),
+    (RS, "write-index-i", [("y[bx] = acc[i]", "y[i] = acc[i]")], "wrong-row", "y[i] = acc[i]"),
+    (RS, "write-part", [("y[bx] = acc[i]", "y[bx] = part[i]")], "write-part", "y[bx] = part[i]"),
+    (RS, "serial-minus-one", [("T.Serial(n_tiles)", "T.Serial(n_tiles - 1)")], "serial-bound",
+     "T.Serial(n_tiles - 1)"),
+    (RS, "serial-rows", [("T.Serial(n_tiles)", "T.Serial(M)")], "serial-bound", "T.Serial(M)"),
+    (RS, "acc-float16", [("acc = alloc([1], T.float32)", "acc = alloc([1], T.float16)")], "dtype",
+     "acc = alloc([1], T.float16)"),
+    (RS, "y-float16", [("y = T.empty([M], T.float32)", "y = T.empty([M], T.float16)")], "dtype", "T.float16"),
+    # 值都对、输出却是 float64：报告输出的 dtype
+    (RS, "y-float64", [("y = T.empty([M], T.float32)", "y = T.empty([M], T.float64)")], "dtype", "T.float64"),
+    (RS, "tile-int32", [("tile = alloc([1, block_n], T.float32)", "tile = alloc([1, block_n], T.int32)")], "dtype",
+     "T.int32"),
+    (RS, "parallel-in-sim",
+     [("for i in tile_loop(1):\n                acc[i]", "for i in T.Parallel(1):\n                acc[i]")],
+     "cpu-target", "T.Parallel(1)"),
+    (RS, "fragment-in-sim", [("alloc = T.alloc_local if cpu else T.alloc_fragment", "alloc = T.alloc_fragment")],
+     "cpu-target", "alloc = T.alloc_fragment"),
+    (RS, "signature-no-cpu", [("threads: int = 128, cpu: bool = False", "threads: int = 128")], "signature",
+     "def reduce_sum_kernel("),
+    (RS, "part-clear-false", [("T.reduce_sum(tile, part, dim=1)", "T.reduce_sum(tile, part, dim=1, clear=False)")],
+     "reduce-clear", "clear=False"),
+    (RS, "reduce-into-acc", [(ACCUMULATE, "            T.reduce_sum(tile, acc, dim=1)\n")], "reduce-into-acc",
+     "T.reduce_sum(tile, acc, dim=1)"),
+    (RS, "accumulate-after-loop",
+     [("            for i in tile_loop(1):\n                acc[i] += part[i]\n",
+       "        for i in tile_loop(1):\n            acc[i] += part[i]\n")], "accumulate-outside", "acc[i] += part[i]"),
+    (RS, "reduce-max", [("T.reduce_sum(tile, part, dim=1)", "T.reduce_max(tile, part, dim=1)")], "wrong-reduce",
+     "T.reduce_max"),
+    (RS, "misspelt-ceildiv", [("T.ceildiv(N, block_n)", "T.ceil_div(N, block_n)")], "unknown-api", "T.ceil_div"),
+    (RS, "copy-one-argument", [("T.copy(x[bx, k * block_n], tile)", "T.copy(x[bx, k * block_n])")], "api-args",
+     "T.copy(x[bx, k * block_n])"),
+    # ---- softmax-tilelang
+    (SM, "mask-fill-zero", [(MASK, "T.if_then_else(j < N, tile[i, j], 0.0)")], "mask-other", "T.if_then_else"),
+    (SM, "mask-block-n", [(MASK, "T.if_then_else(j < block_n, tile[i, j], NEG_INF)")], "mask-other",
+     "j < block_n"),
+    (SM, "mask-le", [(MASK, "T.if_then_else(j <= N, tile[i, j], NEG_INF)")], "mask-bound", "j <= N"),
+    (SM, "mask-loop-to-n", [("for i, j in tile_loop(1, block_n):\n            tile[i, j] = T.if_then_else",
+                             "for i, j in tile_loop(1, N):\n            tile[i, j] = T.if_then_else")],
+     "loop-bound", "tile_loop(1, N)"),
+    (SM, "exp-loop-to-n", [(EXP_LOOP, EXP_LOOP.replace("tile_loop(1, block_n)", "tile_loop(1, N)"))], "loop-bound",
+     "tile_loop(1, N)"),
+    # 先求最大值、后换成 -inf：只在整行是很大的负数的行上错（补的 0 成了最大值）
+    (SM, "mask-after-max", [("        for i, j in tile_loop(1, block_n):\n            tile[i, j] = " + MASK + "\n"
+                             "        T.reduce_max(tile, row_max, dim=1)\n",
+                             "        T.reduce_max(tile, row_max, dim=1)\n        for i, j in tile_loop(1, block_n):\n"
+                             "            tile[i, j] = " + MASK + "\n")], "mask-order", "T.if_then_else"),
+    (SM, "max-clear-false", [("T.reduce_max(tile, row_max, dim=1)", "T.reduce_max(tile, row_max, dim=1, clear=False)")],
+     "max-no-clear", "clear=False"),
+    (SM, "max-by-sum", [("T.reduce_max(tile, row_max, dim=1)", "T.reduce_sum(tile, row_max, dim=1)")],
+     "no-reduce-max", "T.reduce_sum(tile, row_max, dim=1)"),
+    (SM, "exp2", [("T.exp(tile[i, j] - row_max[i])", "T.exp2(tile[i, j] - row_max[i])")], "exp2", "T.exp2("),
+    (SM, "max-outside-exp", [("T.exp(tile[i, j] - row_max[i])", "T.exp(tile[i, j]) - row_max[i]")], "exp-arg",
+     "T.exp(tile[i, j]) - row_max[i]"),
+    (SM, "divide-by-max", [("tile[i, j] / row_sum[i]", "tile[i, j] / row_max[i]")], "wrong-denominator",
+     "/ row_max[i]"),
+    (SM, "multiply-by-sum", [("tile[i, j] / row_sum[i]", "tile[i, j] * row_sum[i]")], "wrong-denominator",
+     "* row_sum[i]"),
+    (SM, "no-reduce-sum", [(SUM, "")], "wrong-denominator", "/ row_sum[i]"),
+    (SM, "sum-before-exp", [(EXP_LOOP + SUM, SUM + EXP_LOOP)], "sum-order", "T.reduce_sum(tile, row_sum, dim=1)"),
+    (SM, "read-row-0", [("T.copy(x[bx, 0], tile)", "T.copy(x[0, 0], tile)")], "wrong-row", "x[0, 0]"),
+    (SM, "write-swapped", [("T.copy(tile, y[bx, 0])", "T.copy(tile, y[0, bx])")], "wrong-row", "y[0, bx]"),
+    (SM, "no-read", [("        T.copy(x[bx, 0], tile)\n", "")], "not-read", "tile = alloc("),
+    (SM, "max-dim0", [("T.reduce_max(tile, row_max, dim=1)", "T.reduce_max(tile, row_max, dim=0)")], "reduce-dim",
+     "dim=0"),
+    (SM, "tile-1d", [("tile = alloc([1, block_n], T.float32)", "tile = alloc([block_n], T.float32)")], "buffer-dims",
+     "tile[i, j]"),
+    (SM, "sum-float16", [("row_sum = alloc([1], T.float32)", "row_sum = alloc([1], T.float16)")], "dtype",
+     "T.float16"),
+    (SM, "y-float16", [("y = T.empty([M, N], T.float32)", "y = T.empty([M, N], T.float16)")], "dtype", "T.float16"),
+    (SM, "y-float64", [("y = T.empty([M, N], T.float32)", "y = T.empty([M, N], T.float64)")], "dtype", "T.float64"),
+    (SM, "y-wider-than-n", [("y = T.empty([M, N], T.float32)", "y = T.empty([M, block_n], T.float32)")],
+     "wrong-shape", "T.empty([M, block_n]"),
+    (SM, "y-one-dimensional", [("y = T.empty([M, N], T.float32)", "y = T.empty([M * N], T.float32)"),
+                               ("T.copy(tile, y[bx, 0])", "T.copy(tile, y[bx * N])")], "copy-shape", "y[bx * N]"),
+    (SM, "parallel-in-sim", [(EXP_LOOP, EXP_LOOP.replace("tile_loop(1, block_n)", "T.Parallel(1, block_n)"))],
+     "cpu-target", "T.Parallel(1, block_n)"),
+    (SM, "extra-parameter", [("def softmax_kernel(x, block_n", "def softmax_kernel(x, y, block_n")], "signature",
+     "def softmax_kernel(x, y,"),
+    # 多了一个有默认值的参数不妨碍启动：内核里 T.copy 的参数不对，诊断说 T.copy，不说参数改过了
+    (SM, "extra-default-parameter-and-copy-one-argument",
+     [("cpu: bool = False):", "cpu: bool = False, scale: float = 1.0):"),
+      ("T.copy(x[bx, 0], tile)", "T.copy(x[bx, 0])")],
+     "api-args", "T.copy(x[bx, 0])"),
+    (SM, "signature-no-cpu", [("threads: int = 128, cpu: bool = False", "threads: int = 128")], "signature",
+     "def softmax_kernel("),
+]
+
+#: 看起来像错误、其实是对的写法：评分必须让它们通过（源码里的检查不能误报）
+CORRECT_VARIANTS = [
+    (RS, "reduce-into-acc-no-clear", [(ACCUMULATE, "            T.reduce_sum(tile, acc, dim=1, clear=False)\n")]),
+    (RS, "fill-zero", [("T.clear(acc)", "T.fill(acc, 0)")]),
+    (RS, "serial-with-step", [("for k in T.Serial(n_tiles):\n            T.copy(x[bx, k * block_n], tile)",
+                               "for k in T.Serial(0, N, block_n):\n            T.copy(x[bx, k], tile)")]),
+    (RS, "write-without-loop",
+     [("        for i in tile_loop(1):\n            y[bx] = acc[i]", "        y[bx] = acc[0]")]),
+    (RS, "manual-ceildiv", [("n_tiles = T.ceildiv(N, block_n)", "n_tiles = (N + block_n - 1) // block_n")]),
+    (RS, "block-100", [("block_n: int = 256", "block_n: int = 100")]),
+    (SM, "exp2-log2e", [("T.exp(tile[i, j] - row_max[i])",
+                         "T.exp2((tile[i, j] - row_max[i]) * 1.4426950408889634)")]),
+    (SM, "fill-then-clear-false",
+     [("T.reduce_max(tile, row_max, dim=1)",
+       "T.fill(row_max, NEG_INF)\n        T.reduce_max(tile, row_max, dim=1, clear=False)")]),
+    (SM, "row-max-index-0", [("T.exp(tile[i, j] - row_max[i])", "T.exp(tile[i, j] - row_max[0])")]),
+    (SM, "inline-infinity", [(MASK, "T.if_then_else(j < N, tile[i, j], -T.infinity(T.float32))")]),
+]
+
+
+def _planted(name, tmp_path, edits, label) -> tuple[Path, str]:
+    """参考解的副本（先 lab start，再换成参考解），学习者文件按 ``edits`` 改过（各替换第一处）。"""
+    dest = tmp_path / name
+    labs.start(name, dest)
+    for f in (SOLUTIONS / name).iterdir():
+        shutil.copyfile(f, dest / f.name)
+    f = dest / labs.get(name).files[0]
+    text = f.read_text(encoding="utf-8")
+    for old, new in edits:
+        assert old in text, label
+        text = text.replace(old, new, 1)
+    f.write_text(text, encoding="utf-8")
+    return dest, text
+
+
+@pytest.mark.parametrize("name,mistake,edits,key,line_text", [pytest.param(*m, id=f"{m[0]}-{m[1]}") for m in MISTAKES])
+def test_tilelang_mistake_gets_its_hint(name, mistake, edits, key, line_text, tmp_path):
+    dest, text = _planted(name, tmp_path, edits, mistake)
+    result = labs.check(name, dest, bench=False)
+    assert not result.passed
+    keys = result.hint_keys()
+    assert keys and keys[0] == key, result.report()
+    hint = result.hints[0]
+    assert hint.line is not None, result.report()
+    assert line_text in text.splitlines()[hint.line - 1], result.report()
+    assert f"{hint.file}:{hint.line}" in result.report()
+    assert hint.fix, result.report()
+
+
+@pytest.mark.parametrize("name,variant,edits", [pytest.param(*v, id=f"{v[0]}-{v[1]}") for v in CORRECT_VARIANTS])
+def test_tilelang_correct_variant_passes(name, variant, edits, tmp_path):
+    dest, _ = _planted(name, tmp_path, edits, variant)
+    result = labs.check(name, dest, bench=False)
+    assert result.passed, result.report()
+
+
+def test_softmax_tilelang_has_far_negative_rows():
+    """整行是很大的负数的用例：最大值里混进补的 0 的错误只在这样的行上出错（exp 全部下溢，0 / 0）。"""
+    cases = labs.get(SM).cases("sim")
+    assert any(c.kind == "far-negative" and c.shape[1] & (c.shape[1] - 1) for c in cases)
+    assert [c.kind for c in cases].index("far-negative") < [c.kind for c in cases].index("error")
+
+
+def test_compiler_errors_stay_out_of_the_terminal(tmp_path, capfd):
+    """生成的 C 代码编译失败时（输出写成 float16），编译器几十行的模板报错不印到终端（每个用例一遍），
+    诊断里只说没能编译，不带临时文件与安装目录的路径。"""
+    edit = ("y = T.empty([M, N], T.float32)", "y = T.empty([M, N], T.float16)")
+    dest, _ = _planted(SM, tmp_path, [edit], "y-float16")
+    result = labs.check(SM, dest, bench=False)
+    err = capfd.readouterr().err
+    assert "error:" not in err and ".cpp" not in err, err
+    report = result.report()
+    assert result.hint_keys()[0] == "dtype", report
+    assert "g++" not in report and "/tmp" not in report and "site-packages" not in report, report

@@ -22,7 +22,8 @@ from reduction_lab import labs
 from reduction_lab.labs import cli as lab_cli
 from reduction_lab.labs.pytest_plugin import BACKEND_CHOICES
 
-SOLUTIONS = Path(__file__).resolve().parent / "solutions"
+from planted import SOLUTIONS, copy_solution, edited_solution
+
 NAMES = list(labs.LABS)
 
 needs_tilelang = pytest.mark.skipif(
@@ -31,26 +32,6 @@ needs_tilelang = pytest.mark.skipif(
 
 def _param(name):
     return pytest.param(name, marks=[needs_tilelang] if "tilelang" in name else [])
-
-
-def _copy_solution(name, tmp_path) -> Path:
-    dest = tmp_path / name
-    labs.start(name, dest)
-    for f in (SOLUTIONS / name).iterdir():
-        shutil.copyfile(f, dest / f.name)
-    return dest
-
-
-def _edited_solution(name, tmp_path, edits, label) -> tuple[Path, str]:
-    """参考解的副本，学习者文件按 ``edits``（[(原文, 改成)]，各替换第一处）改过；返回 (目录, 改过的文本)。"""
-    dest = _copy_solution(name, tmp_path)
-    f = dest / labs.get(name).files[0]
-    text = f.read_text(encoding="utf-8")
-    for old, new in edits:
-        assert old in text, label
-        text = text.replace(old, new, 1)
-    f.write_text(text, encoding="utf-8")
-    return dest, text
 
 
 def test_registry_matches_files():
@@ -72,7 +53,7 @@ def test_backend_choices_match_api():
 
 @pytest.mark.parametrize("name", [_param(n) for n in NAMES])
 def test_solution_passes(name, tmp_path):
-    result = labs.check(name, _copy_solution(name, tmp_path), bench=False)
+    result = labs.check(name, copy_solution(name, tmp_path), bench=False)
     assert result.passed, result.report()
     assert "结论：全部" in result.report()
 
@@ -505,7 +486,7 @@ MISTAKES = [
                          [pytest.param(*m, id=f"{m[0]}-{m[1]}", marks=[needs_tilelang] if "tilelang" in m[0] else [])
                           for m in MISTAKES])
 def test_planted_mistake_gets_its_hint(name, mistake, old, new, key, line_text, tmp_path):
-    dest, text = _edited_solution(name, tmp_path, [(old, new)], mistake)
+    dest, text = edited_solution(name, tmp_path, [(old, new)], mistake)
     result = labs.check(name, dest, bench=False)
     assert not result.passed
     keys = result.hint_keys()
@@ -597,7 +578,7 @@ CORRECT_VARIANTS = [
 
 @pytest.mark.parametrize("name,variant,edits", CORRECT_VARIANTS, ids=[f"{n}-{v}" for n, v, _ in CORRECT_VARIANTS])
 def test_correct_variants_pass(name, variant, edits, tmp_path):
-    dest, _ = _edited_solution(name, tmp_path, edits, variant)
+    dest, _ = edited_solution(name, tmp_path, edits, variant)
     result = labs.check(name, dest, bench=False)
     assert result.passed, result.report()
 
@@ -624,7 +605,7 @@ GPU_ONLY_COMPILE_ERRORS = [
 @pytest.mark.parametrize("name,mistake,edits,line_text", GPU_ONLY_COMPILE_ERRORS,
                          ids=[f"{m[0]}-{m[1]}" for m in GPU_ONLY_COMPILE_ERRORS])
 def test_gpu_only_compile_errors_get_their_hint(name, mistake, edits, line_text, tmp_path):
-    dest, text = _edited_solution(name, tmp_path, edits, mistake)
+    dest, text = edited_solution(name, tmp_path, edits, mistake)
     result = labs.check(name, dest, bench=False)
     assert not result.passed
     hint = result.hints[0]
@@ -638,7 +619,7 @@ def test_gpu_only_compile_errors_get_their_hint(name, mistake, edits, line_text,
 @pytest.mark.skipif(rl.MODE != "sim", reason="sim 模式的编译检查；gpu 模式下用例本身就在 GPU 上编译")
 @pytest.mark.parametrize("name", [n for n in NAMES if labs.get(n).backend == "triton"])
 def test_sim_mode_compiles_the_triton_kernel_for_sm90(name, tmp_path):
-    result = labs.check(name, _copy_solution(name, tmp_path), bench=False)
+    result = labs.check(name, copy_solution(name, tmp_path), bench=False)
     assert result.passed
     assert "编译检查（sm_90" in result.report() and "内核能编译成 GPU 的机器码" in result.report()
 
@@ -646,7 +627,7 @@ def test_sim_mode_compiles_the_triton_kernel_for_sm90(name, tmp_path):
 def test_planted_mistake_fix_texts_are_lab_specific(tmp_path):
     for (name, mistake), want in FIX_TEXT.items():
         m = next(m for m in MISTAKES if m[:2] == (name, mistake))
-        dest = _copy_solution(name, tmp_path / mistake)
+        dest = copy_solution(name, tmp_path / mistake)
         f = dest / labs.get(name).files[0]
         f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
         hint = labs.check(name, dest, bench=False).hints[0]
@@ -671,7 +652,7 @@ def test_gpu_mode_precheck_finds_what_the_gpu_hides(name, mistake, tmp_path):
     from reduction_lab.labs import core
 
     m = next(m for m in MISTAKES if m[:2] == (name, mistake))
-    dest = _copy_solution(name, tmp_path)
+    dest = copy_solution(name, tmp_path)
     lab = labs.get(name)
     f = dest / lab.files[0]
     f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
@@ -691,7 +672,7 @@ def test_gpu_mode_precheck_passes_the_solutions(tmp_path):
     for name in ("reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda", "cluster-reduce-cuda",
                  "bank-conflicts"):
         lab = labs.get(name)
-        paths = core._learner_paths(lab, _copy_solution(name, tmp_path))
+        paths = core._learner_paths(lab, copy_solution(name, tmp_path))
         lines, hints = lab.extra_checks(lab.load(paths, "gpu"), "gpu", paths)
         assert hints == [] and "没有发现" in lines[0], lines
 
@@ -703,7 +684,7 @@ def test_cluster_lab_on_a_gpu_without_clusters_runs_the_cases_in_the_simulator(t
 
     monkeypatch.setattr(cluster_reduce_cuda, "gpu_capability", lambda: (8, 0))
     monkeypatch.setattr(runtime, "MODE", "gpu")
-    result = labs.check("cluster-reduce-cuda", _copy_solution("cluster-reduce-cuda", tmp_path))
+    result = labs.check("cluster-reduce-cuda", copy_solution("cluster-reduce-cuda", tmp_path))
     assert result.passed, result.report()
     assert not result.bench and not any(r.case.gpu_only for r in result.results)
     assert "计算能力是 8.0" in result.report() and "模拟器里运行" in result.report()
@@ -725,7 +706,7 @@ def test_gpu_mode_does_not_launch_what_can_break_the_context(name, mistake, tmp_
     from reduction_lab.labs import core
 
     m = next(m for m in MISTAKES if m[:2] == (name, mistake))
-    dest = _copy_solution(name, tmp_path)
+    dest = copy_solution(name, tmp_path)
     f = dest / labs.get(name).files[0]
     f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
     monkeypatch.setattr(runtime, "MODE", "gpu")
@@ -740,7 +721,7 @@ def test_gpu_mode_does_not_launch_what_can_break_the_context(name, mistake, tmp_
 @pytest.mark.parametrize("name", [_param(n) for n in NAMES])
 def test_gpu_timing_table(name, tmp_path):
     """gpu 模式：参考解全部通过之后，报告里有计时表（你的内核、对照与设备拷贝）；full-sum-cuda 另报原子加带来的结果种数。"""
-    result = labs.check(name, _copy_solution(name, tmp_path))
+    result = labs.check(name, copy_solution(name, tmp_path))
     assert result.passed and result.bench, result.report()
     assert result.bench[-1].name == "设备拷贝 copy_" and all(b.ms > 0 for b in result.bench), result.report()
     if name == "full-sum-cuda":
@@ -852,7 +833,7 @@ def test_default_dir_and_env(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("target,rc", [("solution", 0), ("skeleton", 1)])
 def test_pytest_lab_option(target, rc, tmp_path):
-    d = _copy_solution("reduce-sum-cuda", tmp_path) if target == "solution" else labs.start(
+    d = copy_solution("reduce-sum-cuda", tmp_path) if target == "solution" else labs.start(
         "reduce-sum-cuda", tmp_path / "sk")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "reduction_lab.labs.pytest_plugin",
                            "-q", "--lab", "reduce-sum-cuda",
@@ -870,7 +851,7 @@ def test_readme_commands_work_inside_the_lab_folder(tmp_path, monkeypatch, capsy
     文件不在时 pytest 只说一次怎么做（用法错误，返回 4），不给每个用例一份回溯。"""
     from reduction_lab.labs import cli as lab_cli
 
-    d = _copy_solution("reduce-sum-cuda", tmp_path)
+    d = copy_solution("reduce-sum-cuda", tmp_path)
     monkeypatch.chdir(d)
     assert lab_cli.main(["lab", "check", "reduce-sum-cuda", "--no-bench"]) == 0, capsys.readouterr()
     assert "结论：全部" in capsys.readouterr().out
@@ -895,7 +876,7 @@ def test_endless_triton_loop_times_out_at_the_learners_line(tmp_path, monkeypatc
     monkeypatch.setattr(grading, "CASE_TIME_LIMIT_S", 2)
     old = ("    for start in range(0, n_rows, BLOCK_M):\n        rows = start + tl.arange(0, BLOCK_M)\n")
     new = ("    start = 0\n    while start < n_rows:\n        rows = start + tl.arange(0, BLOCK_M)\n")
-    dest, text = _edited_solution("col-sum-triton", tmp_path, [(old, new)], "endless-while")
+    dest, text = edited_solution("col-sum-triton", tmp_path, [(old, new)], "endless-while")
     result = labs.check("col-sum-triton", dest, bench=False)
     assert not result.passed and result.hint_keys()[0] == "timeout", result.report()
     hint = result.hints[0]
@@ -927,7 +908,7 @@ def test_cuda_files_compile_with_nvcc(name, kind, tmp_path):
 def test_recheck_in_the_same_process_sees_the_edited_file(tmp_path):
     """notebook 里改了学习者的 .cu 文件再评分：启动器按文件的修改时间与大小重新解析，用的是新代码。
     第二次改动与第一次等长（只换了一个字符），只靠大小分不出来。"""
-    dest = _copy_solution("reduce-sum-cuda", tmp_path)
+    dest = copy_solution("reduce-sum-cuda", tmp_path)
     f = dest / "reduce_sum.cu"
     good = f.read_text(encoding="utf-8")
     assert labs.check("reduce-sum-cuda", dest, bench=False).passed
@@ -960,7 +941,7 @@ def test_html_report_for_notebooks(tmp_path):
 @pytest.mark.parametrize("name", ["reduce-sum-cuda", "bank-conflicts"])
 def test_missing_simulator_front_end_is_named_not_called_a_syntax_error(name, tmp_path, no_simt_front_end):
     """没有装 libclang 时，评分程序说缺的是哪个包、怎样装，而不是把正确的解答报成「语法错误」。"""
-    result = labs.check(name, _copy_solution(name, tmp_path), bench=False)
+    result = labs.check(name, copy_solution(name, tmp_path), bench=False)
     assert not result.passed
     assert result.hint_keys()[0] == "environment", result.report()
     report = result.report()
@@ -981,7 +962,7 @@ def test_a_real_gpu_fault_stops_grading_in_a_fresh_process(tmp_path):
     """只在大形状（N > 4096，模拟器的预检查不跑这么大的用例）上读到 2^40 个元素之外：GPU 上真的非法访存。
     评分在那个用例之后停下，给出 gpu-fault 的诊断，其余的用例记为未运行。另起一个进程：非法访存之后这个进程的
     CUDA 上下文就不能再用了。"""
-    dest = _copy_solution("reduce-sum-cuda", tmp_path)
+    dest = copy_solution("reduce-sum-cuda", tmp_path)
     f = dest / "reduce_sum.cu"
     old = "    const float *row_in = in + row * cols;\n"
     text = f.read_text(encoding="utf-8")
@@ -1035,7 +1016,7 @@ def test_cases_stop_after_an_error_that_breaks_the_cuda_context():
 def test_kernel_printf_goes_into_the_report_not_the_terminal(tmp_path, capsys):
     """学习者在内核里加 printf 调试：印出的行（模拟器里；GPU 上由驱动写到文件描述符 1）记在各用例上，报告摘出
     第一个失败的用例的前几行，终端上不会被十几个用例的输出淹没；都通过时摘第一个有输出的用例。"""
-    dest = _copy_solution("reduce-sum-cuda", tmp_path)
+    dest = copy_solution("reduce-sum-cuda", tmp_path)
     f = dest / "reduce_sum.cu"
     loop = "        acc += row_in[j];\n"
     text = f.read_text(encoding="utf-8").replace(
@@ -1076,7 +1057,7 @@ def test_softmax_cuda_solution_reads_each_row_once(tmp_path):
     __syncthreads（求最大值的归约两次，求和的一次）；改成后两遍读 row_in 的内核，每行读 3 遍。"""
     from reduction_lab.cuda_kernels import launch
 
-    dest = _copy_solution("softmax-cuda", tmp_path)
+    dest = copy_solution("softmax-cuda", tmp_path)
     M, N, B = 8, 3000, 256
     x = torch.randn(M, N)
     out = torch.empty(M, N)
@@ -1098,7 +1079,7 @@ def test_softmax_cuda_solution_reads_each_row_once(tmp_path):
 def test_softmax_cuda_rejects_rows_that_do_not_fit_shared_memory(tmp_path):
     from reduction_lab.labs.softmax_cuda import MAX_COLS, make_op
 
-    op = make_op(_copy_solution("softmax-cuda", tmp_path) / "softmax.cu", "sim")
+    op = make_op(copy_solution("softmax-cuda", tmp_path) / "softmax.cu", "sim")
     with pytest.raises(ValueError, match=f"{MAX_COLS}"):
         op(torch.zeros(1, MAX_COLS + 1))
     y = op(torch.zeros(1, MAX_COLS))                      # 正好 48 KiB：放得下
@@ -1115,7 +1096,7 @@ def test_softmax_cuda_unwritten_output_is_not_blamed_on_the_max(tmp_path):
     lines = [int(n) for n in re.findall(r"第 (\d+) 行", result.hints[0].detail)]
     assert lines == sorted(lines), result.hints[0].detail
     m = next(m for m in MISTAKES if m[:2] == ("softmax-cuda", "no-write"))
-    dest = _copy_solution("softmax-cuda", tmp_path / "no-write")
+    dest = copy_solution("softmax-cuda", tmp_path / "no-write")
     f = dest / "softmax.cu"
     f.write_text(f.read_text(encoding="utf-8").replace(m[2], m[3], 1), encoding="utf-8")
     assert labs.check("softmax-cuda", dest, bench=False).hint_keys() == ["not-written"]
@@ -1150,7 +1131,7 @@ def test_check_only_selected_cases(tmp_path, capsys):
     编号不存在时在运行任何东西之前报错。"""
     from reduction_lab.labs import cli
 
-    dest = _copy_solution("softmax-cuda", tmp_path)
+    dest = copy_solution("softmax-cuda", tmp_path)
     result = labs.check("softmax-cuda", dest, bench=False, cases=[2, 14])
     assert result.passed and result.partial
     ran = [r.index for r in result.results if not r.skipped]
@@ -1223,7 +1204,7 @@ def test_softmax_rows_default_block_m_matches_the_skeleton():
 def test_softmax_rows_rejects_a_bad_block_m(block_m, tmp_path):
     from reduction_lab.labs.core import load_learner_module
 
-    dest = _copy_solution("softmax-rows-triton", tmp_path)
+    dest = copy_solution("softmax-rows-triton", tmp_path)
     module = load_learner_module(dest / "softmax_rows.py", "softmax_rows_sol", ("softmax",))
     with pytest.raises(ValueError, match="block_m"):
         module.softmax(torch.randn(4, 8, device=rl.DEVICE), block_m=block_m)

@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import importlib.util
-import shutil
-from pathlib import Path
 
 import pytest
 
 from reduction_lab import labs
 
+from planted import edited_solution
+
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("tilelang") is None, reason="TileLang 的实验需要 tilelang")
 
-SOLUTIONS = Path(__file__).resolve().parent / "solutions"
 
 RS = "reduce-sum-tilelang"
 SM = "softmax-tilelang"
@@ -143,24 +142,9 @@ CORRECT_VARIANTS = [
 ]
 
 
-def _planted(name, tmp_path, edits, label) -> tuple[Path, str]:
-    """参考解的副本（先 lab start，再换成参考解），学习者文件按 ``edits`` 改过（各替换第一处）。"""
-    dest = tmp_path / name
-    labs.start(name, dest)
-    for f in (SOLUTIONS / name).iterdir():
-        shutil.copyfile(f, dest / f.name)
-    f = dest / labs.get(name).files[0]
-    text = f.read_text(encoding="utf-8")
-    for old, new in edits:
-        assert old in text, label
-        text = text.replace(old, new, 1)
-    f.write_text(text, encoding="utf-8")
-    return dest, text
-
-
 @pytest.mark.parametrize("name,mistake,edits,key,line_text", [pytest.param(*m, id=f"{m[0]}-{m[1]}") for m in MISTAKES])
 def test_tilelang_mistake_gets_its_hint(name, mistake, edits, key, line_text, tmp_path):
-    dest, text = _planted(name, tmp_path, edits, mistake)
+    dest, text = edited_solution(name, tmp_path, edits, mistake)
     result = labs.check(name, dest, bench=False)
     assert not result.passed
     keys = result.hint_keys()
@@ -174,7 +158,7 @@ def test_tilelang_mistake_gets_its_hint(name, mistake, edits, key, line_text, tm
 
 @pytest.mark.parametrize("name,variant,edits", [pytest.param(*v, id=f"{v[0]}-{v[1]}") for v in CORRECT_VARIANTS])
 def test_tilelang_correct_variant_passes(name, variant, edits, tmp_path):
-    dest, _ = _planted(name, tmp_path, edits, variant)
+    dest, _ = edited_solution(name, tmp_path, edits, variant)
     result = labs.check(name, dest, bench=False)
     assert result.passed, result.report()
 
@@ -190,7 +174,7 @@ def test_compiler_errors_stay_out_of_the_terminal(tmp_path, capfd):
     """生成的 C 代码编译失败时（输出写成 float16），编译器几十行的模板报错不印到终端（每个用例一遍），
     诊断里只说没能编译，不带临时文件与安装目录的路径。"""
     edit = ("y = T.empty([M, N], T.float32)", "y = T.empty([M, N], T.float16)")
-    dest, _ = _planted(SM, tmp_path, [edit], "y-float16")
+    dest, _ = edited_solution(SM, tmp_path, [edit], "y-float16")
     result = labs.check(SM, dest, bench=False)
     err = capfd.readouterr().err
     assert "error:" not in err and ".cpp" not in err, err

@@ -117,13 +117,15 @@ _GRID_NAMES = {"blockIdx", "gridDim"}
 
 
 def _parse_cuda(text: str, filename: str):
-    """libclang 的翻译单元；解析不了时 None（没有 libclang 时模拟器自己会报出 FrontendMissingError：这里不重复）。"""
+    """(翻译单元, CursorKind, TypeKind, libclang 的函数表)；解析不了时 None（没有 libclang 时模拟器自己会报出
+    FrontendMissingError：这里不重复）。"""
     try:
         import clang.cindex as ci
 
         from ..simt.clang_frontend import CLANG_ARGS
 
-        return ci.Index.create().parse(filename, args=list(CLANG_ARGS), unsaved_files=[(filename, text)])
+        tu = ci.Index.create().parse(filename, args=list(CLANG_ARGS), unsaved_files=[(filename, text)])
+        return tu, ci.CursorKind, ci.TypeKind, ci.conf.lib
     except Exception:  # noqa: BLE001  ImportError、LibclangError、TranslationUnitLoadError
         return None
 
@@ -141,13 +143,10 @@ def cuda_narrow_offsets(text: str, filename: str) -> list[tuple[int, str]]:
     [(行号, 源码)]。例如 ``int row = blockIdx.x; int c = cols; in + row * c``。乘以常数（``blockIdx.x * TILE``）
     与 ``blockDim`` 的不算。
     用 libclang 按 C++ 的类型判断（``int64_t row = blockIdx.x; row * cols`` 是 64 位的，不算）；解析不了时返回 []。"""
-    tu = _parse_cuda(text, filename)
-    if tu is None:
+    parsed = _parse_cuda(text, filename)
+    if parsed is None:
         return []
-    import clang.cindex as ci
-
-    K, TK = ci.CursorKind, ci.TypeKind
-    lib = ci.conf.lib
+    tu, K, TK, lib = parsed
     lines = text.splitlines()
 
     def in_file(c) -> bool:
@@ -193,13 +192,10 @@ def cuda_narrow_counters(text: str, filename: str) -> list[tuple[int, str]]:
     """CUDA C 的循环条件（``for`` / ``while`` / ``do``）里，32 位整数的变量与 64 位的量比较：[(行号, 源码)]。
     例如 ``for (int i = tid; i < n; i += stride)``，``n`` 是 ``int64_t``：``n`` 超过 2^31 - 1 时 ``i`` 溢出，
     循环不会在 ``n`` 停下。比较的两边都是 32 位（``s > 0``、``k < VEC``）的不算。解析不了时返回 []。"""
-    tu = _parse_cuda(text, filename)
-    if tu is None:
+    parsed = _parse_cuda(text, filename)
+    if parsed is None:
         return []
-    import clang.cindex as ci
-
-    K, TK = ci.CursorKind, ci.TypeKind
-    lib = ci.conf.lib
+    tu, K, TK, lib = parsed
     lines = text.splitlines()
     narrow = (TK.INT, TK.UINT)
     wide = (TK.LONG, TK.ULONG, TK.LONGLONG, TK.ULONGLONG)

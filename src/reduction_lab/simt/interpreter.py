@@ -54,15 +54,15 @@ from .errors import (
     UninitializedReadError, UnsupportedError, WarpSyncError,
 )
 from .frontend import BUILTIN_FUNCS, parse_constant
-
-#: 模拟器用 C++ 写成的库（CUB 子集、<cuda/functional>）：错误报在用户调用它的那一行
-_PRELUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prelude")
-_LIB_DIRS = tuple(os.path.join(_PRELUDE_DIR, d) + os.sep for d in ("cub", "cuda"))
 from .memory import Buffer, rank_span, remote_view
 from .sanitizers import (
     ATOMIC_BASE, GLOBAL_BLOCK_NOTE, GLOBAL_CLUSTER_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, ClusterTracker,
     GlobalTracker, SharedTracker, cluster_race_message, global_race_message, race_message,
 )
+
+#: 模拟器用 C++ 写成的库（CUB 子集、<cuda/functional>）：错误报在用户调用它的那一行
+_PRELUDE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prelude")
+_LIB_DIRS = tuple(os.path.join(_PRELUDE_DIR, d) + os.sep for d in ("cub", "cuda"))
 
 
 class Lanes:
@@ -3135,7 +3135,7 @@ class Machine:
 
     def b___hisnan(self, node, args, lanes, fr):
         (v,) = self._args(args, 1, node, lanes, fr, "__hisnan")
-        t = self._half_type([v], "__hisnan", node)
+        self._half_type([v], "__hisnan", node)          # 参数必须是半精度
         return Val(T.BOOL, np.isnan(np.asarray(T.cast(np.asarray(v.v), T.FLOAT), np.float32)))
 
     def _pair_part(self, node, args, lanes, fr, name, k):

@@ -831,6 +831,29 @@ def test_half_precision_arithmetic():
     assert out.tolist() == [24.0, 8.0, 1152.0, 2.0, 0.0, 56.0]
 
 
+# 文件作用域的结构体变量有默认成员初值：花括号初始化照默认值补齐；要执行构造的（声明、数组）拒绝，
+# 只在用到它的内核启动时报，同一文件的其他内核照常运行
+FILE_CTORS = r"""
+struct MDf { float m = -INFINITY; float d = 0.0f; };
+__device__ MDf given = {1.0f};
+__device__ MDf plain;
+__device__ MDf many[2];
+__global__ void uses_given(float* o) { o[0] = given.m; o[1] = given.d; }
+__global__ void uses_plain(float* o) { o[0] = plain.m; }
+__global__ void uses_many(float* o) { o[0] = many[1].m; }
+"""
+
+
+def test_file_scope_structs_with_default_member_initialisers():
+    out = np.zeros(2, np.float32)
+    simt.launch(FILE_CTORS, "uses_given", 1, 1, (out,))
+    assert out.tolist() == [1.0, 0.0]
+    for kernel, var, line in (("uses_plain", "plain", 4), ("uses_many", "many", 5)):
+        with pytest.raises(simt.UnsupportedError, match=f"文件作用域变量 {var} 的构造函数") as ei:
+            simt.launch(FILE_CTORS, kernel, 1, 1, (out,))
+        assert ei.value.line == line
+
+
 # 故意写错的内核：nvcc 的报错 -> 模拟器报的错误类
 _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "add4": 'no operator "+"',
             "bad_member": 'has no member "q"'}
@@ -838,7 +861,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
-    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS, HALF_ATOMICS]
+    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS, HALF_ATOMICS, FILE_CTORS]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

@@ -1840,6 +1840,16 @@ class Lowering:
             return          # 主机变量：设备代码用到它时 clang 已经报错（nvcc 同样报错）
         tn = self.tnode(t, name, c)
         init = self.var_init(c)
+        refused = None
+        if self.element_ctor(t) is not None:
+            if K.CUDASHARED_ATTR in attrs:
+                init = None     # __shared__ 变量不执行构造函数（nvcc 警告 dynamic initialization is not supported）
+            elif init is None or _strip(init).kind != K.INIT_LIST_EXPR or \
+                    t.get_canonical().kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
+                # 用到它的内核启动时才报（同一文件的其他内核照常运行）
+                refused = (f"文件作用域变量 {name} 的构造函数或默认成员初值（模拟器不在加载时构造它）；"
+                           "写成花括号初始化，或在内核里给它赋值")
+                init = None
         ini = self.init_expr(init) if init is not None else None
         key = c.get_usr() or name
         if K.CUDASHARED_ATTR in attrs:
@@ -1855,6 +1865,8 @@ class Lowering:
         d = c_ast.Decl(vname, ["const"] if readonly else [], [], ["static"] if K.CUDACONSTANT_ATTR in attrs else [],
                        [], tn, ini, None, co)
         self.prog.file_vars[vname] = (d, readonly)
+        if refused is not None:
+            self.prog.refused_file_vars[vname] = refused
         self.file_var_names[key] = vname
 
 

@@ -108,6 +108,7 @@ class Program:
         self.functions = {}        # 降低后的名字 -> Function
         self.shared_decls = []     # 文件作用域的 __shared__ 声明
         self.file_vars = {}        # 文件作用域的 __constant__、__device__ 与 const 变量：名字 -> (声明, 是否只读)
+        self.refused_file_vars = {}  # 要执行构造函数的文件作用域变量：名字 -> 不支持的说明（用到它的内核启动时报）
         self.enum_consts = {}      # 枚举常量已由 clang 求值成常量
         self.instances = {}        # 规范化的实例名 kern<256> -> 函数名
         self.strings = []          # printf 的格式串（%s 的字符串常量已经写进去）与实参个数，按 __simt_printf 的编号

@@ -1008,6 +1008,8 @@ class Machine:
         buf = self.file_bufs.get(name)
         if buf is None:
             node, readonly = self.prog.file_vars[name]
+            if name in self.prog.refused_file_vars:
+                raise self.unsupported(self.prog.refused_file_vars[name], node)
             t = self.prog.resolve(node.type, node)
             vol = not isinstance(t, T.CType)
             if vol:

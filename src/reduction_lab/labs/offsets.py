@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 
 from .grading import Hint
 
@@ -116,9 +117,10 @@ def narrow_offset_hint(text: str, kernel: str, file: str) -> Hint | None:
 _GRID_NAMES = {"blockIdx", "gridDim"}
 
 
+@functools.lru_cache(maxsize=8)
 def _parse_cuda(text: str, filename: str):
     """(翻译单元, CursorKind, TypeKind, libclang 的函数表)；解析不了时 None（没有 libclang 时模拟器自己会报出
-    FrontendMissingError：这里不重复）。"""
+    FrontendMissingError：这里不重复）。同一份源码的两个检查共用一次解析。"""
     try:
         import clang.cindex as ci
 

@@ -490,6 +490,7 @@ class Lowering:
         self.callees = set()
         self.in_spec = None           # 正在降低的 __assert/__assume（注解里的查询报错时说明位置）
         self.lambdas = None           # 闭包类型的位置 -> LAMBDA_EXPR（第一次用到时建立）
+        self.capture_cache = {}       # LAMBDA_EXPR 的位置 -> 按值捕获的变量
 
     # ------------------------------------------------------------ 位置与报错
     def co(self, c):
@@ -663,7 +664,15 @@ class Lowering:
         return lam
 
     def lambda_captures(self, lam):
-        """lambda 按值捕获的变量（DECL_REF_EXPR，顺序即闭包成员的顺序）。按引用捕获、捕获 this、带初值的捕获拒绝。"""
+        """lambda 按值捕获的变量（DECL_REF_EXPR，顺序即闭包成员的顺序）。按引用捕获、捕获 this、带初值的捕获拒绝。
+        每个 lambda 只算一次（闭包的类型、它的每个成员引用都要问）。"""
+        key = (lam.location.file.name if lam.location.file else None, lam.location.offset)
+        hit = self.capture_cache.get(key)
+        if hit is None:
+            hit = self.capture_cache[key] = self._lambda_captures(lam)
+        return hit
+
+    def _lambda_captures(self, lam):
         toks = [t.spelling for t in lam.get_tokens()]
         depth, intro = 0, []
         for t in toks:                       # 捕获列表 [...] 里的记号
@@ -695,9 +704,7 @@ class Lowering:
     def lambda_expr(self, c):
         """lambda 表达式 -> 闭包类型的临时对象：按值捕获的变量依次作为成员的初值（operator() 照成员函数降低）。"""
         caps = self.lambda_captures(c)
-        co = self.co(c)
-        init = c_ast.InitList([self.expr(x) for x in caps], co)
-        return c_ast.CompoundLiteral(c_ast.Typename(None, [], None, self.tnode(c.type, None, c), co), init, co)
+        return self.temporary(c, c_ast.InitList([self.expr(x) for x in caps], self.co(c)))
 
     def captured(self, r):
         """正在降低 lambda 的 operator()，r 是它按值捕获的外层变量：捕获的名字，否则 None。"""

@@ -622,6 +622,69 @@ __global__ void to_fixed(const float* x, int* q, float scale) {
 }
 """
 
+_TEMPORARIES = r"""
+// 临时对象：MaxOp{} 作实参、Pair{a, b} 作值、return {lo, hi};
+struct MaxOp { __device__ float operator()(float a, float b) const { return a > b ? a : b; } };
+struct Pair { float lo, hi; };
+template <class Op> __device__ float fold(const float* p, int n, Op op) {
+    float acc = p[0];
+    for (int k = 1; k < n; k++) acc = op(acc, p[k]);
+    return acc;
+}
+__device__ Pair span(const float* p, int n) {
+    float lo = p[0], hi = p[0];
+    for (int k = 1; k < n; k++) { lo = fminf(lo, p[k]); hi = fmaxf(hi, p[k]); }
+    return {lo, hi};
+}
+__global__ void row_spans(const float* x, float* top, float* width, int n) {
+    int t = threadIdx.x;
+    const float* row = x + t * n;
+    Pair s = span(row, n);
+    Pair both = Pair{fold(row, n, MaxOp{}), s.hi - s.lo};
+    top[t] = both.lo;
+    width[t] = both.hi;
+}
+"""
+
+_LAMBDA = r"""
+// lambda：按值捕获 [w] 与 [=]、auto 形参，作模板实参传给 __device__ 函数
+template <class F> __device__ float fold_row(const float* p, int n, F f) {
+    float acc = 0.0f;
+    for (int k = 0; k < n; k++) acc = f(acc, p[k]);
+    return acc;
+}
+__global__ void weighted_squares(const float* x, float* out, float w, int n) {
+    int t = threadIdx.x;
+    auto add_scaled = [w](float acc, float v) { return acc + w * v; };
+    auto square = [=](auto v) { return v * v; };
+    out[t] = square(fold_row(x + t * n, n, add_scaled));
+}
+"""
+
+_CONSTRUCTORS = r"""
+// 构造函数与默认成员初始值：MD acc; 从 (m, d) = (-inf, 0) 开始，MD(x) 是一个元素
+// （-inf 写成位模式：NVRTC 没有 math.h 的 INFINITY）
+struct MD {
+    float m = __int_as_float(0xff800000);
+    float d = 0.0f;
+    __device__ MD() {}
+    __device__ MD(float x) : m(x), d(1.0f) {}
+    __device__ void add(MD o) {
+        float M = fmaxf(m, o.m);
+        d = d * expf(m - M) + o.d * expf(o.m - M);
+        m = M;
+    }
+};
+__global__ void online_max_den(const float* x, float* mx, float* den, int n) {
+    int t = threadIdx.x;
+    MD acc;
+    for (int k = 0; k < n; k++) acc.add(MD(x[t * n + k]));
+    mx[t] = acc.m;
+    den[t] = acc.d;
+}
+"""
+
+
 # ---------------------------------------------------------------- 文件作用域变量
 
 _CONSTANT = r"""
@@ -1076,6 +1139,22 @@ REGISTRY: tuple[Construct, ...] = (
     _c("static_cast", "C++", "static_cast在float与int之间转换", _STATIC_CAST, "to_fixed", 1, 32,
        lambda rng: Case([_floats(rng, 32), _zeros(32, np.int32), np.float32(100.0)]),
        lambda c: {1: np.trunc(c.args[0] * np.float32(100.0)).astype(np.int32)}),
+    _c("struct_temporaries", "C++", "临时对象：MaxOp{}作实参、Pair{a, b}作值、return {lo, hi};", _TEMPORARIES,
+       "row_spans", 1, 32,
+       lambda rng: Case([_ints(rng, 32 * 7, -20, 20).astype(np.float32), _zeros(32), _zeros(32), np.int32(7)]),
+       lambda c: {1: c.args[0].reshape(32, 7).max(1), 2: np.ptp(c.args[0].reshape(32, 7), axis=1)}),
+    _c("lambda", "C++", "lambda：按值捕获[w]与[=]、auto形参，作模板实参", _LAMBDA, "weighted_squares", 1, 32,
+       lambda rng: Case([_ints(rng, 32 * 6, -9, 9).astype(np.float32), _zeros(32), np.float32(0.5), np.int32(6)]),
+       # 整数乘 0.5 与它们的和、平方都能用 float32 精确表示：逐位相等
+       lambda c: {1: (0.5 * _f64(c.args[0]).reshape(32, 6).sum(1)) ** 2}),
+    _c("constructors", "C++", "构造函数（成员初始化列表）与默认成员初始值（float m = -inf;）", _CONSTRUCTORS,
+       "online_max_den", 1, 32,
+       lambda rng: Case([_floats(rng, 32 * 8), _zeros(32), _zeros(32), np.int32(8)]),
+       lambda c: {1: c.args[0].reshape(32, 8).max(1),
+                  2: np.exp(_f64(c.args[0]).reshape(32, 8) - _f64(c.args[0]).reshape(32, 8).max(1, keepdims=True)).sum(1)},
+       # 每步一次乘加、两次 expf（CUDA 至多 2 ulp）：8 步的相对误差不超过 8 * 8 u
+       lambda c: {2: 64 * U32 * np.exp(_f64(c.args[0]).reshape(32, 8)
+                                        - _f64(c.args[0]).reshape(32, 8).max(1, keepdims=True)).sum(1)}),
     # 文件作用域变量
     _c("constant_memory", "文件作用域变量", "__constant__数组与标量，由主机在启动前写入（symbols=）", _CONSTANT, "fir", 2, 32,
        lambda rng: Case([_ints(rng, 60, -5, 5).astype(np.float32), _zeros(60), np.int32(60)],

@@ -7,6 +7,7 @@ import importlib.util
 
 import pytest
 
+import reduction_lab as rl
 from reduction_lab import labs
 
 from planted import edited_solution
@@ -146,6 +147,10 @@ CORRECT_VARIANTS = [
 def test_tilelang_mistake_gets_its_hint(name, mistake, edits, key, line_text, tmp_path):
     dest, text = edited_solution(name, tmp_path, edits, mistake)
     result = labs.check(name, dest, bench=False)
+    if key == "cpu-target" and rl.MODE == "gpu":
+        # T.Parallel 与 T.alloc_fragment 正是 GPU 上的写法，只有 sim 模式的 C 目标不接受：gpu 模式下照样通过
+        assert result.passed, result.report()
+        return
     assert not result.passed
     keys = result.hint_keys()
     assert keys and keys[0] == key, result.report()

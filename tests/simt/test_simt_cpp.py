@@ -724,6 +724,61 @@ def test_lambdas_run_and_reference_captures_are_refused():
     assert ei.value.line == 34
 
 
+# 基于范围的 for：定长的局部数组、按引用改写元素、continue、结构体的数组成员、共享内存数组；
+# 范围是指针或初始化列表时拒绝（指出行并给出改法）
+RANGE_FOR = r"""
+struct Acc { float v[3]; };
+__global__ void range_for(const float* x, float* o) {
+    float a[4];
+    for (int j = 0; j < 4; j++) a[j] = x[threadIdx.x * 4 + j];
+    float s = 0.0f;
+    for (float v : a) s += v;
+    for (auto& v : a) v *= 2.0f;
+    for (const float &v : a) {
+        if (v > 100.0f) continue;
+        s += v;
+    }
+    Acc acc = {{1.0f, 2.0f, 3.0f}};
+    for (float w : acc.v) s += w;
+    __shared__ int sh[8];
+    if (threadIdx.x < 8) sh[threadIdx.x] = threadIdx.x;
+    __syncthreads();
+    int t = 0;
+    for (int q : sh) t += q;
+    o[threadIdx.x] = s + t;
+}
+__global__ void range_racy(float* o) {
+    __shared__ float sh[32];
+    sh[threadIdx.x] = threadIdx.x;
+    float t = 0.0f;
+    for (float q : sh) t += q;
+    o[threadIdx.x] = t;
+}
+__global__ void range_list(float* o) {
+    float s = 0.0f;
+    for (float v : {1.0f, 2.0f}) s += v;
+    o[0] = s;
+}
+"""
+
+
+def test_range_for_over_arrays():
+    x = (np.arange(32 * 4, dtype=np.float32) * 0.25).reshape(32, 4)
+    o = np.zeros(32, np.float32)
+    simt.launch(RANGE_FOR, "range_for", 1, 32, (x.reshape(-1), o))
+    want = x.sum(1) + np.where(2 * x > 100, 0, 2 * x).sum(1) + 6 + 28
+    np.testing.assert_array_equal(o, want.astype(np.float32))
+    # 每个线程都读整个共享数组，却没有屏障：与按下标写的循环一样报竞争，指向这个 for 所在的行
+    with pytest.raises(simt.SharedMemoryRaceError) as ei:
+        simt.launch(RANGE_FOR, "range_racy", 1, 32, (np.zeros(32, np.float32),))
+    assert ei.value.line == 26
+    # 花括号列表作范围：nvcc 接受（经 CUDA 头文件得到 <initializer_list>），模拟器拒绝并给出改法，不说 nvcc 会报错
+    with pytest.raises(simt.UnsupportedError, match="定长数组") as ei:
+        simt.launch(RANGE_FOR, "range_list", 1, 1, (np.zeros(1, np.float32),))
+    assert "nvcc 接受" in str(ei.value)
+    assert ei.value.line == 31
+
+
 # 构造函数与默认成员初值：成员初始化列表、默认实参、函数体里调用成员函数、隐式转换、
 # 默认成员初值（声明、{} 与 {a} 初始化、T()）、构造时保存共享内存的指针（CUB 的 TempStorage 写法）
 CTORS = r"""
@@ -861,7 +916,8 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
-    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS, HALF_ATOMICS, FILE_CTORS]
+    srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS,
+            HALF_ATOMICS, FILE_CTORS, RANGE_FOR]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

@@ -308,6 +308,12 @@ def translate_diagnostic(d, text_of):
         return (CompileError, f"非 const 引用参数的实参不是左值（nvcc 报错：initial value of reference to non-const "
                               f"must be an lvalue；clang：{allmsg}）",
                 f"initial value of reference to non-const must be an lvalue (nvcc rejects it; clang: {allmsg})")
+    if "std::initializer_list was not found" in msg:
+        # nvcc 经 CUDA 的头文件得到 <initializer_list>，接受 for (float v : {1.0f, 2.0f})；模拟器不读标准库头文件
+        return (UnsupportedError, "不支持 花括号初始化列表作范围或参数（std::initializer_list，nvcc 接受它）；"
+                                  "先放进一个定长数组 float a[] = {...}，再 for (float v : a)",
+                "unsupported: a braced list as a range or argument (std::initializer_list; nvcc accepts it); "
+                "put it in a fixed-size array first")
     if "variable-length array" in msg or "variable length array" in msg:
         return (UnsupportedError, "不支持 非常量的数组长度 non-constant array size", f"unsupported: non-constant array size ({msg})")
     if "reference to __global__ function" in msg or "kernel launch" in msg or "cudaConfigureCall" in msg:
@@ -1060,7 +1066,7 @@ class Lowering:
         if k in (K.CXX_TRY_STMT, K.CXX_CATCH_STMT):
             raise self.unsupported("异常 exceptions（try/catch）", c)
         if k == K.CXX_FOR_RANGE_STMT:
-            raise self.unsupported("基于范围的 for（range-based for）", c)
+            return self.range_for(c)
         if k.is_expression():
             return self.expr(c)
         raise self.unsupported(f"语句 {k.name}", c)
@@ -1171,6 +1177,35 @@ class Lowering:
         nxt = self.expr(parts["next"]) if parts["next"] is not None else None
         return c_ast.For(init, cond, nxt, self.body(body), co)
 
+    def range_for(self, c):
+        """``for (T v : a)``，a 是定长数组（局部、共享内存、结构体的数组成员）：降低成
+        ``for (int i = 0; i < N; i++) { T v = a[i]; ... }``；``auto& v`` / ``const T& v`` 绑定到 a[i] 本身。
+        别的范围（初始化列表、有 begin()/end() 的类型、含函数调用的表达式）拒绝并给出改法。"""
+        co = self.co(c)
+        ch = list(c.get_children())
+        if len(ch) != 3 or ch[0].kind != K.VAR_DECL:
+            raise self.unsupported("这种基于范围的 for（range-based for）", c)
+        var, rng, body = ch
+        at = rng.type.get_canonical()
+        if at.kind != TK.CONSTANTARRAY:
+            raise self.unsupported(f"基于范围的 for 只支持定长数组，这里的范围是 {rng.type.spelling}；"
+                                   "请改写成按下标的 for 循环", c)
+        if any(n.kind in (K.CALL_EXPR, K.CXX_NEW_EXPR) or
+               (n.kind in (K.UNARY_OPERATOR, K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR)
+                and any(t.spelling in ("++", "--", "=") for t in n.get_tokens()))
+               for n in rng.walk_preorder()):
+            raise self.unsupported("基于范围的 for 的范围里有函数调用或赋值；先把数组存进一个变量", rng)
+        n = self.range_count = getattr(self, "range_count", 0) + 1
+        i = f"__simt_range{n}"
+        it = c_ast.TypeDecl(i, [], None, c_ast.IdentifierType(["int"], co), co)
+        init = c_ast.DeclList([c_ast.Decl(i, [], [], [], [], it, _const("int", "0", co), None, co)], co)
+        cond = c_ast.BinaryOp("<", _id(i, co), _const("int", str(at.get_array_size()), co), co)
+        nxt = c_ast.UnaryOp("p++", _id(i, co), co)
+        elem = self.local_var(var, init_ast=c_ast.ArrayRef(self.expr(rng), _id(i, co), co))
+        inner = self.body(body)
+        items = inner.block_items or [] if isinstance(inner, c_ast.Compound) else [inner]
+        return c_ast.For(init, cond, nxt, c_ast.Compound([elem] + list(items), co), co)
+
     def decl_stmt(self, c):
         out = []
         for ch in c.get_children():
@@ -1204,7 +1239,8 @@ class Lowering:
             return None     # 结构体的默认构造，什么也不做：没有初值
         return last
 
-    def local_var(self, c):
+    def local_var(self, c, init_ast=None):
+        """一个局部变量的声明；``init_ast`` 给出时用它（已降低的表达式）作初值，不看 clang 里的初始化。"""
         co = self.co(c)
         t = c.type
         g = self.group_of(t, c)
@@ -1243,7 +1279,9 @@ class Lowering:
                                    "先声明数组，再在循环里给每个元素赋值", c)
         if shared and init is not None and _strip(init).kind == K.CALL_EXPR:
             init = None     # __shared__ 变量不执行构造函数（nvcc 警告 dynamic initialization is not supported）
-        if init is not None:
+        if init_ast is not None:
+            ini = init_ast
+        elif init is not None:
             ini = self.init_expr(init)
         quals = ["const"] if base.get_canonical().is_const_qualified() else []
         return c_ast.Decl(c.spelling, quals, [], storage, [], tn, ini, None, co)

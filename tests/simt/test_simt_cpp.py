@@ -779,6 +779,56 @@ def test_range_for_over_arrays():
     assert ei.value.line == 31
 
 
+# 结构化绑定：结构体按值（改的是副本）、auto&（改的是原对象）、const auto 接函数的返回值、
+# 数组按值与按引用；成员都在基类里的结构体（nvcc 接受）拒绝并说明
+BINDINGS = r"""
+struct MS { float m, s; };
+struct Tagged : MS {};
+__device__ MS stats(const float* x, int n) {
+    float m = x[0], s = 0.0f;
+    for (int i = 1; i < n; i++) m = fmaxf(m, x[i]);
+    for (int i = 0; i < n; i++) s += x[i] - m;
+    return {m, s};
+}
+__global__ void bindings(const float* x, float* o) {
+    MS p = {1.0f, 2.0f};
+    auto [a, b] = p;
+    a = 10.0f;
+    auto& [c, d] = p;
+    d = 5.0f;
+    const auto [m, s] = stats(x + 4 * threadIdx.x, 4);
+    float arr[2] = {7.0f, 8.0f};
+    auto [h, i] = arr;
+    h = 0.0f;
+    auto& [j, l] = arr;
+    j = 100.0f;
+    float* out = o + 8 * threadIdx.x;
+    out[0] = a; out[1] = b; out[2] = c; out[3] = p.s; out[4] = m; out[5] = s; out[6] = i + l; out[7] = arr[0];
+}
+__global__ void from_base(float* o) {
+    Tagged q;
+    q.m = 1.0f;
+    q.s = 2.0f;
+    auto [u, v] = q;
+    o[0] = u + v;
+}
+"""
+
+
+def test_structured_bindings_alias_like_cxx():
+    x = np.arange(32 * 4, dtype=np.float32) * 0.5
+    o = np.zeros(32 * 8, np.float32)
+    simt.launch(BINDINGS, "bindings", 1, 32, (x, o))
+    r = x.reshape(32, 4)
+    m = r.max(1)
+    want = np.stack([np.full(32, 10.0), np.full(32, 2.0), np.full(32, 1.0), np.full(32, 5.0), m,
+                     (r - m[:, None]).sum(1), np.full(32, 16.0), np.full(32, 100.0)], 1).astype(np.float32)
+    np.testing.assert_array_equal(o.reshape(32, 8), want)
+    with pytest.raises(simt.UnsupportedError, match="基类") as ei:
+        simt.launch(BINDINGS, "from_base", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 29
+
+
 # 构造函数与默认成员初值：成员初始化列表、默认实参、函数体里调用成员函数、隐式转换、
 # 默认成员初值（声明、{} 与 {a} 初始化、T()）、构造时保存共享内存的指针（CUB 的 TempStorage 写法）
 CTORS = r"""
@@ -917,7 +967,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
     srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS,
-            HALF_ATOMICS, FILE_CTORS, RANGE_FOR]
+            HALF_ATOMICS, FILE_CTORS, RANGE_FOR, BINDINGS]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

@@ -40,7 +40,7 @@ K = ci.CursorKind
 TK = ci.TypeKind
 
 #: 报「不支持」时 clang 声明种类的说法（学习者看得懂的写法）
-_DECL_NAMES = {"UNEXPOSED_DECL": "结构化绑定等声明（auto [a, b] = …;）：分成几个普通的变量声明",
+_DECL_NAMES = {"UNEXPOSED_DECL": "这种声明：请写成普通的变量声明",
                "LABEL_STMT": "标号（goto 的目标）"}
 
 _lib = ci.conf.lib
@@ -1214,6 +1214,8 @@ class Lowering:
                 d = self.local_var(ch)
                 if d is not None:
                     out.append(d)
+            elif k == K.UNEXPOSED_DECL and ch.spelling.startswith("["):
+                out += self.bindings(ch)
             elif k in (K.STRUCT_DECL, K.CLASS_DECL, K.UNION_DECL, K.ENUM_DECL):
                 what = {K.UNION_DECL: "union", K.ENUM_DECL: "enum"}.get(k, "struct")
                 raise self.unsupported(f"函数内定义的结构体、联合、枚举 struct/union/enum（{what}）", ch)
@@ -1222,6 +1224,51 @@ class Lowering:
                 continue
             else:
                 raise self.unsupported(_DECL_NAMES.get(k.name, f"声明 {k.name}"), ch)
+        return out
+
+    def bindings(self, c):
+        """结构化绑定 ``auto [a, b] = e;``（``auto&``、``const auto`` 同理），e 是结构体或定长数组：先声明一个隐藏的
+        变量（按值时是 e 的副本，``auto&`` 时是 e 的引用），每个名字再是引用，绑定到它的第 i 个成员或元素，
+        与 C++ 的语义相同（改 a 改的是副本的成员；``auto&`` 时改的是 e 本身）。"""
+        co = self.co(c)
+        names = [b for b in c.get_children() if b.kind == K.UNEXPOSED_DECL]
+        t = c.type.get_canonical()
+        base = t.get_pointee().get_canonical() if t.kind == TK.LVALUEREFERENCE else t
+        if t.kind == TK.RVALUEREFERENCE:
+            raise self.unsupported("右值引用的结构化绑定 auto&& [a, b]", c)
+        if base.kind == TK.CONSTANTARRAY:
+            parts = [None] * base.get_array_size()
+        elif base.kind == TK.RECORD:
+            decl = base.get_declaration()
+            parts = [f.spelling for f in decl.get_children() if f.kind == K.FIELD_DECL]
+            if any(ch.kind == K.CXX_BASE_SPECIFIER for ch in decl.get_children()):
+                raise self.unsupported("对有基类的结构体做结构化绑定；请逐个成员取出", c)
+        else:
+            raise self.unsupported(f"结构化绑定只支持结构体与定长数组，这里是 {c.type.spelling}"
+                                   "（std::pair、std::tuple 之类要 std::get）；请逐个成员取出", c)
+        if len(parts) != len(names):
+            raise self.unsupported(f"结构化绑定的名字数 {len(names)} 与成员数 {len(parts)} 不同", c)
+        n = self.bind_count = getattr(self, "bind_count", 0) + 1
+        hidden = f"__simt_bind{n}"
+        by_ref = True
+        if base.kind == TK.CONSTANTARRAY:
+            # 数组：名字直接取 arr 的元素。auto& 时是它们的引用（引用不能绑定整个数组），按值时是各元素的副本
+            # （与复制整个数组再绑定相同）
+            src = _strip(_exprs(c)[-1])
+            if src.kind != K.DECL_REF_EXPR and _exprs(src):
+                src = _exprs(src)[0]            # 按值复制数组时 clang 包了一层逐元素的初始化
+            if any(x.kind == K.CALL_EXPR for x in src.walk_preorder()):
+                raise self.unsupported("数组的结构化绑定，数组表达式里有函数调用；先把它存进一个变量", c)
+            whole, out, by_ref = self.expr(src), [], t.kind == TK.LVALUEREFERENCE
+        else:
+            whole, out = _id(hidden, co), [self.local_var(c, name=hidden)]
+        for i, (part, b) in enumerate(zip(parts, names)):
+            ref = (c_ast.ArrayRef(whole, _const("int", str(i), co), co) if part is None
+                   else c_ast.StructRef(whole, ".", _id(part, co), co))
+            bt = b.type
+            quals = ["const"] if bt.get_canonical().is_const_qualified() else []
+            out.append(c_ast.Decl(b.spelling, quals, [], ["register"] if by_ref else [], [],
+                                  self.tnode(bt, b.spelling, b), ref, None, self.co(b)))
         return out
 
     def var_init(self, c):
@@ -1239,9 +1286,11 @@ class Lowering:
             return None     # 结构体的默认构造，什么也不做：没有初值
         return last
 
-    def local_var(self, c, init_ast=None):
-        """一个局部变量的声明；``init_ast`` 给出时用它（已降低的表达式）作初值，不看 clang 里的初始化。"""
+    def local_var(self, c, init_ast=None, name=None):
+        """一个局部变量的声明；``init_ast`` 给出时用它（已降低的表达式）作初值，不看 clang 里的初始化；
+        ``name`` 给出时用它作变量名（结构化绑定的隐藏变量）。"""
         co = self.co(c)
+        name = name or c.spelling
         t = c.type
         g = self.group_of(t, c)
         if g == ("token", None):
@@ -1270,7 +1319,7 @@ class Lowering:
         base = t.get_pointee() if ref else t
         if ref:
             storage.append("register")      # 引用：由解释器绑定到初值的左值
-        tn = self.tnode(base, c.spelling, c)
+        tn = self.tnode(base, name, c)
         init = self.var_init(c)
         ini = None
         ctor = self.element_ctor(base)
@@ -1284,7 +1333,7 @@ class Lowering:
         elif init is not None:
             ini = self.init_expr(init)
         quals = ["const"] if base.get_canonical().is_const_qualified() else []
-        return c_ast.Decl(c.spelling, quals, [], storage, [], tn, ini, None, co)
+        return c_ast.Decl(name, quals, [], storage, [], tn, ini, None, co)
 
     @staticmethod
     def field_inits(record_decl):
@@ -1510,6 +1559,8 @@ class Lowering:
                     return _id(r.spelling, co)         # threadIdx、warpSize ...
                 return _id(self.file_var(r), co)
             return _id(r.spelling, co)
+        if rk == K.UNEXPOSED_DECL and r.spelling.isidentifier() and not r.spelling.startswith("["):
+            return _id(r.spelling, co)        # 结构化绑定的名字：bindings() 把它声明成引用
         if rk == K.ENUM_CONSTANT_DECL:
             return self.number(r.enum_value, c.type, co)
         if rk == K.FUNCTION_DECL:

@@ -829,6 +829,40 @@ def test_structured_bindings_alias_like_cxx():
     assert ei.value.line == 29
 
 
+# 花括号列表作实参与赋值的右边：形参或左边是结构体时是那个类型的临时对象（与 Pair{a, b} 相同）
+BRACED = r"""
+struct MS { float m, s; };
+__device__ MS merge(MS a, MS b) {
+    float m = fmaxf(a.m, b.m);
+    return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+struct Acc {
+    MS v;
+    __device__ void add(MS o) { v = merge(v, o); }
+};
+__global__ void braced(const float* x, float* o) {
+    float a = x[threadIdx.x];
+    MS r = merge({a, 1.0f}, {0.0f, 1.0f});
+    Acc acc;
+    acc.v = {a, 1.0f};
+    acc.add({a, 1.0f});
+    o[2 * threadIdx.x] = r.m + r.s;
+    o[2 * threadIdx.x + 1] = acc.v.m + acc.v.s;
+}
+"""
+
+
+def test_braced_lists_as_arguments_and_right_hand_sides():
+    x = np.linspace(-2, 2, 32, dtype=np.float32)
+    o = np.zeros(64, np.float32)
+    simt.launch(BRACED, "braced", 1, 32, (x, o))
+    xd = x.astype(np.float64)
+    m = np.maximum(xd, 0)
+    want_r = m + np.exp(xd - m) + np.exp(-m)
+    np.testing.assert_allclose(o[0::2], want_r, rtol=1e-6)
+    np.testing.assert_allclose(o[1::2], xd + 2.0, rtol=1e-6)
+
+
 # 构造函数与默认成员初值：成员初始化列表、默认实参、函数体里调用成员函数、隐式转换、
 # 默认成员初值（声明、{} 与 {a} 初始化、T()）、构造时保存共享内存的指针（CUB 的 TempStorage 写法）
 CTORS = r"""
@@ -967,7 +1001,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
     srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS,
-            HALF_ATOMICS, FILE_CTORS, RANGE_FOR, BINDINGS]
+            HALF_ATOMICS, FILE_CTORS, RANGE_FOR, BINDINGS, BRACED]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

@@ -1398,6 +1398,14 @@ class Lowering:
         co = self.co(c)
         return c_ast.CompoundLiteral(c_ast.Typename(None, [], None, self.tnode(c.type, None, c), co), init, co)
 
+    def value(self, c):
+        """实参与赋值右边的表达式：花括号列表 ``f({a, b})``、``p = {m, s}`` 的类型是结构体时，就是这个类型的临时对象
+        （与 ``f(Pair{a, b})`` 相同）；别的表达式照常。"""
+        s = _strip(c)
+        if s.kind == K.INIT_LIST_EXPR and s.type.get_canonical().kind == TK.RECORD:
+            return self.temporary(s, self.expr(s))
+        return self.expr(c)
+
     def init_expr(self, c):
         s = _strip(c)
         if s.kind == K.CALL_EXPR and s.referenced is not None and s.referenced.kind == K.CONSTRUCTOR:
@@ -1454,7 +1462,7 @@ class Lowering:
             if op == ",":
                 return c_ast.ExprList([self.expr(a), self.expr(b)], co)
             if op.endswith("=") and op not in ("==", "!=", "<=", ">="):
-                return c_ast.Assignment(op, self.expr(a), self.expr(b), co)
+                return c_ast.Assignment(op, self.expr(a), self.value(b), co)
             return c_ast.BinaryOp(op, self.expr(a), self.expr(b), co)
         if k == K.UNARY_OPERATOR:
             op = UNARY_OPS.get(_lib.clang_getCursorUnaryOperatorKind(c))
@@ -1615,7 +1623,7 @@ class Lowering:
                         out.append(self.expr(dx[-1]))
                         continue
                 raise self.unsupported("默认实参", c)
-            out.append(self.expr(a))
+            out.append(self.value(a))
         return out
 
     def call(self, c):
@@ -1630,7 +1638,7 @@ class Lowering:
                 ir = inner.referenced if inner.kind == K.DECL_REF_EXPR else None
                 if ir is not None and ir.kind in (K.VAR_DECL, K.PARM_DECL) and \
                         ir.type.get_canonical().kind == TK.POINTER:
-                    return _call(ir.spelling, [self.expr(a) for a in c.get_arguments()], co)
+                    return _call(ir.spelling, [self.value(a) for a in c.get_arguments()], co)
             raise self.unsupported("这种函数调用", callee or c)
         rk = r.kind
         if rk == K.CONSTRUCTOR:
@@ -1644,7 +1652,10 @@ class Lowering:
         if rk == K.CXX_METHOD and r.spelling == "operator=" and len(args) == 2 and \
                 (r.is_copy_assignment_operator_method() or r.is_move_assignment_operator_method()) and \
                 (r.is_default_method() or not self.where.is_user(r.location.file) or not r.is_definition()):
-            return c_ast.Assignment("=", self.expr(args[0]), self.init_expr(args[1]), co)
+            rhs = self.init_expr(args[1])
+            if isinstance(rhs, c_ast.InitList):         # p = {m, s};：左边那个类型的临时对象
+                rhs = self.temporary(args[0], rhs)
+            return c_ast.Assignment("=", self.expr(args[0]), rhs, co)
         if rk in (K.CXX_METHOD, K.CONVERSION_FUNCTION):
             callee = _strip(ex[0]) if ex else None
             if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
@@ -1676,7 +1687,7 @@ class Lowering:
         if rk in (K.VAR_DECL, K.PARM_DECL, K.FIELD_DECL):
             # 通过函数指针调用
             if r.type.get_canonical().kind == TK.POINTER:
-                return _call(r.spelling, [self.expr(a) for a in c.get_arguments()], co)
+                return _call(r.spelling, [self.value(a) for a in c.get_arguments()], co)
             raise self.unsupported("通过表达式调用函数", c)
         if rk != K.FUNCTION_DECL:
             raise self.unsupported(f"调用 {r.spelling}（{rk.name}）", c)
@@ -1722,11 +1733,11 @@ class Lowering:
             return _call(n, self.args_of(c, d, False), co)
         if callee is not None and callee.kind == K.MEMBER_REF_EXPR:
             obj = _exprs(callee)
-            rest = [self.expr(a) for a in args]
+            rest = [self.value(a) for a in args]
         elif len(args) == len(params) + 1:          # 成员运算符 a + b：第一个实参是对象
-            obj, rest = [args[0]], [self.expr(a) for a in args[1:]]
+            obj, rest = [args[0]], [self.value(a) for a in args[1:]]
         else:
-            obj, rest = [], [self.expr(a) for a in args]
+            obj, rest = [], [self.value(a) for a in args]
         st = self.ctype(d.semantic_parent.type, c)
         if st.n == 0:                               # 空结构体：没有 __this 参数
             return _call(n, rest, co)

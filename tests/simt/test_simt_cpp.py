@@ -759,6 +759,22 @@ __global__ void range_list(float* o) {
     for (float v : {1.0f, 2.0f}) s += v;
     o[0] = s;
 }
+__global__ void range_moves(float* o) {
+    Acc a = {{1.0f, 2.0f, 3.0f}}, b = {{4.0f, 5.0f, 6.0f}};
+    Acc* p = &a;
+    float t = 0.0f;
+    for (float v : p->v) { t += v; p = &b; }
+    o[0] = t;
+}
+"""
+RANGE_ROW = r"""
+__global__ void range_row(float* o) {
+    float m[2][2] = {{1.0f, 2.0f}, {3.0f, 4.0f}};
+    int r = 0;
+    float t = 0.0f;
+    for (float v : m[r]) { t += v; r = 1; }
+    o[0] = t;
+}
 """
 
 
@@ -775,8 +791,12 @@ def test_range_for_over_arrays():
     # 花括号列表作范围：nvcc 接受（经 CUDA 头文件得到 <initializer_list>），模拟器拒绝并给出改法，不说 nvcc 会报错
     with pytest.raises(simt.UnsupportedError, match="定长数组") as ei:
         simt.launch(RANGE_FOR, "range_list", 1, 1, (np.zeros(1, np.float32),))
-    assert "nvcc 接受" in str(ei.value)
-    assert ei.value.line == 31
+    assert "nvcc 接受" in str(ei.value) and ei.value.line == 31
+    # C++ 只在开始时求一次范围；循环体改了范围里的变量、或范围带下标时，降低成按下标的循环会每轮重新求它：拒绝
+    for src, name, line in ((RANGE_FOR, "range_moves", 38), (RANGE_ROW, "range_row", 6)):
+        with pytest.raises(simt.UnsupportedError, match="不是一个变量或成员") as ei:
+            simt.launch(src, name, 1, 1, (np.zeros(1, np.float32),))
+        assert ei.value.line == line
 
 
 # 结构化绑定：结构体按值（改的是副本）、auto&（改的是原对象）、const auto 接函数的返回值、
@@ -1001,7 +1021,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
     srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS,
-            HALF_ATOMICS, FILE_CTORS, RANGE_FOR, BINDINGS, BRACED]
+            HALF_ATOMICS, FILE_CTORS, RANGE_FOR, RANGE_ROW, BINDINGS, BRACED]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

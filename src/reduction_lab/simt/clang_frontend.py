@@ -381,6 +381,35 @@ def _exprs(c):
     return [ch for ch in c.get_children() if ch.kind.is_expression()]
 
 
+def _plain_lvalue(c):
+    """``c`` 只由变量与成员访问组成（``a``、``s.v``、``p->v``，可带括号与隐式转换）时返回其中变量的名字，否则 None。"""
+    names = set()
+    for n in c.walk_preorder():
+        if n.kind == K.DECL_REF_EXPR:
+            names.add(n.spelling)
+        elif n.kind not in (K.MEMBER_REF_EXPR, K.UNEXPOSED_EXPR, K.PAREN_EXPR):
+            return None
+    return names
+
+
+def _assigned_in(body, names) -> bool:
+    """``body`` 里有没有给 ``names`` 中的变量本身赋值（=、+= 之类、++、--）。"""
+    for n in body.walk_preorder():
+        target = None
+        if n.kind in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
+            ch = list(n.get_children())
+            toks = [t.spelling for t in n.get_tokens()]
+            if ch and (n.kind == K.COMPOUND_ASSIGNMENT_OPERATOR or "=" in toks):
+                target = ch[0]
+        elif n.kind == K.UNARY_OPERATOR and any(t.spelling in ("++", "--") for t in n.get_tokens()):
+            target = next(n.get_children(), None)
+        if target is not None:
+            t = _strip(target)
+            if t.kind == K.DECL_REF_EXPR and t.spelling in names:
+                return True
+    return False
+
+
 def _strip(c):
     """去掉隐式转换、括号等只有一个子节点的包装。"""
     while c.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
@@ -1190,11 +1219,12 @@ class Lowering:
         if at.kind != TK.CONSTANTARRAY:
             raise self.unsupported(f"基于范围的 for 只支持定长数组，这里的范围是 {rng.type.spelling}；"
                                    "请改写成按下标的 for 循环", c)
-        if any(n.kind in (K.CALL_EXPR, K.CXX_NEW_EXPR) or
-               (n.kind in (K.UNARY_OPERATOR, K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR)
-                and any(t.spelling in ("++", "--", "=") for t in n.get_tokens()))
-               for n in rng.walk_preorder()):
-            raise self.unsupported("基于范围的 for 的范围里有函数调用或赋值；先把数组存进一个变量", rng)
+        # C++ 只在循环开始时求一次范围；降低后每一轮都按 a[i] 重新求它，所以范围必须是不会变的名字：
+        # 变量或成员（a、s.v、p->v），循环体也不给其中的变量赋值
+        names = _plain_lvalue(rng)
+        if names is None or _assigned_in(body, names):
+            raise self.unsupported("基于范围的 for 的范围不是一个变量或成员（或循环体给它赋值）；"
+                                   "先把数组存进一个变量，或改写成按下标的 for 循环", rng)
         n = self.range_count = getattr(self, "range_count", 0) + 1
         i = f"__simt_range{n}"
         it = c_ast.TypeDecl(i, [], None, c_ast.IdentifierType(["int"], co), co)
@@ -1257,8 +1287,8 @@ class Lowering:
             src = _strip(_exprs(c)[-1])
             if src.kind != K.DECL_REF_EXPR and _exprs(src):
                 src = _exprs(src)[0]            # 按值复制数组时 clang 包了一层逐元素的初始化
-            if any(x.kind == K.CALL_EXPR for x in src.walk_preorder()):
-                raise self.unsupported("数组的结构化绑定，数组表达式里有函数调用；先把它存进一个变量", c)
+            if _plain_lvalue(src) is None:      # 每个名字各求一次它：只接受变量或成员
+                raise self.unsupported("数组的结构化绑定，右边不是一个变量或成员；先把数组存进一个变量", c)
             whole, out, by_ref = self.expr(src), [], t.kind == TK.LVALUEREFERENCE
         else:
             whole, out = _id(hidden, co), [self.local_var(c, name=hidden)]

@@ -65,6 +65,9 @@ BINARY_OPS = {3: "*", 4: "/", 5: "%", 6: "+", 7: "-", 8: "<<", 9: ">>", 11: "<",
               15: "==", 16: "!=", 17: "&", 18: "^", 19: "|", 20: "&&", 21: "||", 22: "=", 23: "*=", 24: "/=",
               25: "%=", 26: "+=", 27: "-=", 28: "<<=", 29: ">>=", 30: "&=", 31: "^=", 32: "|=", 33: ","}
 UNARY_OPS = {1: "p++", 2: "p--", 3: "++", 4: "--", 5: "&", 6: "*", 7: "+", 8: "-", 9: "~", 10: "!"}
+#: 给左边赋值的二元运算（=、+= ……）与自增自减
+_ASSIGN_OPS = {k: op for k, op in BINARY_OPS.items() if op.endswith("=") and op not in ("==", "!=", "<=", ">=")}
+_STEP_OPS = ("p++", "p--", "++", "--")
 
 _SCALARS = {
     TK.BOOL: T.BOOL, TK.CHAR_S: T.CHAR, TK.SCHAR: T.CHAR, TK.CHAR_U: T.UCHAR, TK.UCHAR: T.UCHAR,
@@ -397,11 +400,9 @@ def _assigned_in(body, names) -> bool:
     for n in body.walk_preorder():
         target = None
         if n.kind in (K.BINARY_OPERATOR, K.COMPOUND_ASSIGNMENT_OPERATOR):
-            ch = list(n.get_children())
-            toks = [t.spelling for t in n.get_tokens()]
-            if ch and (n.kind == K.COMPOUND_ASSIGNMENT_OPERATOR or "=" in toks):
-                target = ch[0]
-        elif n.kind == K.UNARY_OPERATOR and any(t.spelling in ("++", "--") for t in n.get_tokens()):
+            if _ASSIGN_OPS.get(_lib.clang_getCursorBinaryOperatorKind(n)):
+                target = next(n.get_children(), None)
+        elif n.kind == K.UNARY_OPERATOR and UNARY_OPS.get(_lib.clang_getCursorUnaryOperatorKind(n)) in _STEP_OPS:
             target = next(n.get_children(), None)
         if target is not None:
             t = _strip(target)
@@ -1136,7 +1137,7 @@ class Lowering:
             for st in stmts:
                 if _direct_continue(st):
                     raise self.unsupported("switch 里的 continue（请改用 if/else）", st)
-        n = self.switch_count = getattr(self, "switch_count", 0) + 1
+        n = self.fresh("switch")
         sw, fall = f"__simt_switch{n}", f"__simt_fall{n}"
         ct = c_ast.IdentifierType([self.type_key(self.ctype(cond.type, cond))], co)
         bt = c_ast.IdentifierType(["bool"], co)
@@ -1206,6 +1207,12 @@ class Lowering:
         nxt = self.expr(parts["next"]) if parts["next"] is not None else None
         return c_ast.For(init, cond, nxt, self.body(body), co)
 
+    def fresh(self, kind: str) -> int:
+        """降低时新引入的隐藏变量（switch 的值、range-for 的下标、结构化绑定的副本）每种各自编号，名字不重复。"""
+        counts = self.__dict__.setdefault("_fresh", {})
+        counts[kind] = counts.get(kind, 0) + 1
+        return counts[kind]
+
     def range_for(self, c):
         """``for (T v : a)``，a 是定长数组（局部、共享内存、结构体的数组成员）：降低成
         ``for (int i = 0; i < N; i++) { T v = a[i]; ... }``；``auto& v`` / ``const T& v`` 绑定到 a[i] 本身。
@@ -1225,16 +1232,15 @@ class Lowering:
         if names is None or _assigned_in(body, names):
             raise self.unsupported("基于范围的 for 的范围不是一个变量或成员（或循环体给它赋值）；"
                                    "先把数组存进一个变量，或改写成按下标的 for 循环", rng)
-        n = self.range_count = getattr(self, "range_count", 0) + 1
-        i = f"__simt_range{n}"
+        i = f"__simt_range{self.fresh('range')}"
         it = c_ast.TypeDecl(i, [], None, c_ast.IdentifierType(["int"], co), co)
         init = c_ast.DeclList([c_ast.Decl(i, [], [], [], [], it, _const("int", "0", co), None, co)], co)
         cond = c_ast.BinaryOp("<", _id(i, co), _const("int", str(at.get_array_size()), co), co)
         nxt = c_ast.UnaryOp("p++", _id(i, co), co)
         elem = self.local_var(var, init_ast=c_ast.ArrayRef(self.expr(rng), _id(i, co), co))
         inner = self.body(body)
-        items = inner.block_items or [] if isinstance(inner, c_ast.Compound) else [inner]
-        return c_ast.For(init, cond, nxt, c_ast.Compound([elem] + list(items), co), co)
+        items = (inner.block_items or []) if isinstance(inner, c_ast.Compound) else [inner]
+        return c_ast.For(init, cond, nxt, c_ast.Compound([elem, *items], co), co)
 
     def decl_stmt(self, c):
         out = []
@@ -1278,9 +1284,6 @@ class Lowering:
                                    "（std::pair、std::tuple 之类要 std::get）；请逐个成员取出", c)
         if len(parts) != len(names):
             raise self.unsupported(f"结构化绑定的名字数 {len(names)} 与成员数 {len(parts)} 不同", c)
-        n = self.bind_count = getattr(self, "bind_count", 0) + 1
-        hidden = f"__simt_bind{n}"
-        by_ref = True
         if base.kind == TK.CONSTANTARRAY:
             # 数组：名字直接取 arr 的元素。auto& 时是它们的引用（引用不能绑定整个数组），按值时是各元素的副本
             # （与复制整个数组再绑定相同）
@@ -1290,8 +1293,9 @@ class Lowering:
             if _plain_lvalue(src) is None:      # 每个名字各求一次它：只接受变量或成员
                 raise self.unsupported("数组的结构化绑定，右边不是一个变量或成员；先把数组存进一个变量", c)
             whole, out, by_ref = self.expr(src), [], t.kind == TK.LVALUEREFERENCE
-        else:
-            whole, out = _id(hidden, co), [self.local_var(c, name=hidden)]
+        else:                                   # 结构体：名字是隐藏变量（副本或引用）的成员的引用
+            hidden = f"__simt_bind{self.fresh('bind')}"
+            whole, out, by_ref = _id(hidden, co), [self.local_var(c, name=hidden)], True
         for i, (part, b) in enumerate(zip(parts, names)):
             ref = (c_ast.ArrayRef(whole, _const("int", str(i), co), co) if part is None
                    else c_ast.StructRef(whole, ".", _id(part, co), co))

@@ -990,6 +990,81 @@ def test_half_precision_arithmetic():
     assert out.tolist() == [24.0, 8.0, 1152.0, 2.0, 0.0, 56.0]
 
 
+# 作用域版本的原子操作：_block 只对同一线程块的线程是原子的，_system 对主机与其他 GPU 也是
+SCOPED = r"""
+// 每块一行 4 个桶：桶只归这一块，_block 就够；合计到 total 是几块共用的字，要用设备作用域的 atomicAdd
+__global__ void block_hist(const int* x, int* hist, int* total, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd_block(&hist[blockIdx.x * 4 + x[i] % 4], 1);
+    __syncthreads();
+    if (threadIdx.x < 4) atomicAdd(&total[threadIdx.x], hist[blockIdx.x * 4 + threadIdx.x]);
+}
+// 错误：几块共用的桶也用了 _block
+__global__ void shared_hist(const int* x, int* total, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd_block(&total[x[i] % 4], 1);
+}
+// 一边 _block、一边设备作用域：仍然不是原子的
+__global__ void mixed_scope(float* out) {
+    if (blockIdx.x == 0) atomicAdd_block(out, 1.0f);
+    else atomicAdd(out, 1.0f);
+}
+// 共享内存只属于一个线程块：_block 正合适
+__global__ void smem_scope(const float* x, float* out) {
+    __shared__ float s;
+    if (threadIdx.x == 0) s = 0.0f;
+    __syncthreads();
+    atomicAdd_block(&s, x[threadIdx.x]);
+    __syncthreads();
+    if (threadIdx.x == 0) atomicAdd_system(out, s);
+}
+__global__ void scoped_ops(unsigned int* u, int* v) {
+    unsigned int t = threadIdx.x;
+    atomicMax_block(&u[0], t);
+    atomicInc_block(&u[1], 9u);
+    atomicOr_system(&u[2], 1u << (t % 8));
+    if (t == 5) v[1] = atomicCAS_block(&v[0], 0, 42);
+    if (t == 6) v[2] = atomicExch_system(&v[0], 7);
+    __syncthreads();
+    if (t == 7) v[3] = atomicSub_block(&v[0], 2);
+}
+"""
+
+
+def test_block_scoped_atomics_on_block_owned_words():
+    x = (np.arange(256, dtype=np.int32) * 7) % 11
+    hist, total = np.zeros(16, np.int32), np.zeros(4, np.int32)
+    simt.launch(SCOPED, "block_hist", 4, 64, (x, hist, total, 256))
+    want = np.stack([np.bincount(x[b * 64:(b + 1) * 64] % 4, minlength=4) for b in range(4)])
+    assert hist.reshape(4, 4).tolist() == want.tolist() and total.tolist() == want.sum(0).tolist()
+    out = np.zeros(1, np.float32)
+    simt.launch(SCOPED, "smem_scope", 2, 32, (np.full(32, 0.5, np.float32), out))
+    assert out[0] == 32.0
+    u, v = np.zeros(3, np.uint32), np.zeros(4, np.int32)
+    simt.launch(SCOPED, "scoped_ops", 1, 32, (u, v))
+    # 32 个线程依次 inc（到 9 归 0）：32 次之后是 32 % 10 = 2；CAS 0 -> 42 返回 0；Exch 返回 42；Sub 返回 7
+    assert u.tolist() == [31, 2, 0xFF] and v.tolist() == [5, 0, 42, 7]
+
+
+def test_block_scoped_atomic_on_a_word_other_blocks_touch_is_a_race():
+    """atomicAdd_block 只对同一线程块的线程是原子的：几块一起改同一个全局字会丢更新，GPU 上结果只是偶尔少几次。"""
+    x = np.arange(256, dtype=np.int32)
+    with pytest.raises(simt.GlobalMemoryRaceError) as ei:
+        simt.launch(SCOPED, "shared_hist", 4, 64, (x, np.zeros(4, np.int32), 256))
+    e = ei.value
+    assert (e.hazard, e.array, e.line, e.other_line) == ("WAW", "total", 12, 12)
+    assert e.block != e.other_block
+    zh, en = str(e).split(" / ", 1)
+    assert "atomicAdd_block" in zh and "线程块作用域" in zh and "block-scoped atomic" in en
+    with pytest.raises(simt.GlobalMemoryRaceError, match="block-scoped") as ei:
+        simt.launch(SCOPED, "mixed_scope", 2, 32, (np.zeros(1, np.float32),))
+    assert {ei.value.line, ei.value.other_line} == {16, 17}
+    # 只有一块时没有别的线程块：不是竞争
+    total = np.zeros(4, np.int32)
+    simt.launch(SCOPED, "shared_hist", 1, 64, (x, total, 64))
+    assert total.tolist() == [16, 16, 16, 16]
+
+
 # 文件作用域的结构体变量有默认成员初值：花括号初始化照默认值补齐；要执行构造的（声明、数组）拒绝，
 # 只在用到它的内核启动时报，同一文件的其他内核照常运行
 FILE_CTORS = r"""
@@ -1021,7 +1096,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
     srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS,
-            HALF_ATOMICS, FILE_CTORS, RANGE_FOR, RANGE_ROW, BINDINGS, BRACED]
+            HALF_ATOMICS, SCOPED, FILE_CTORS, RANGE_FOR, RANGE_ROW, BINDINGS, BRACED]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")

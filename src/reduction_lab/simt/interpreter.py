@@ -56,7 +56,7 @@ from .errors import (
 from .frontend import BUILTIN_FUNCS, parse_constant
 from .memory import Buffer, rank_span, remote_view
 from .sanitizers import (
-    ATOMIC_BASE, GLOBAL_BLOCK_NOTE, GLOBAL_CLUSTER_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, ClusterTracker,
+    ATOMIC_BASE, GLOBAL_BLOCK_NOTE, GLOBAL_BLOCK_SCOPE_NOTE, GLOBAL_CLUSTER_NOTE, GLOBAL_SAME_BLOCK_NOTE, VOLTA_NOTE, ClusterTracker,
     GlobalTracker, SharedTracker, cluster_race_message, global_race_message, race_message,
 )
 
@@ -149,6 +149,10 @@ _HINT_LOADS = ("__ldca", "__ldcg", "__ldcs", "__ldlu", "__ldcv")
 #: 带缓存提示的写（.wb / .cg / .cs / .wt）：同样按普通的写执行与计数
 _HINT_STORES = ("__stwb", "__stcg", "__stcs", "__stwt")
 
+#: 原子操作的作用域版本：_block 只对同一线程块的线程是原子的，_system 对主机与其他 GPU 也是（模拟器里同 atomicAdd）
+_ATOMIC_OPS = ("Add", "Sub", "Max", "Min", "Exch", "Inc", "Dec", "CAS", "And", "Or", "Xor")
+_SCOPED_ATOMICS = tuple(f"atomic{op}_{scope}" for op in _ATOMIC_OPS for scope in ("block", "system"))
+
 BUILTIN_FUNCS.update(
     set(_HINT_LOADS) | set(_HINT_STORES) | set(_MATH1) | {n + "f" for n in _MATH1} | set(_MATH2) | {n + "f" for n in _MATH2}
     | set(_FAST) | {
@@ -159,7 +163,7 @@ BUILTIN_FUNCS.update(
         "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
         "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicInc", "atomicDec", "atomicCAS",
-        "atomicAnd", "atomicOr", "atomicXor", "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
+        "atomicAnd", "atomicOr", "atomicXor", *_SCOPED_ATOMICS, "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
         "__ffsll", "__brev", "__saturatef", "__int_as_float", "__float_as_int", "__uint_as_float", "__float_as_uint", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
         "__simt_cluster_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
@@ -2054,7 +2058,9 @@ class Machine:
         b, t = self.where(lane)
         if other >= 0:
             ob, ot = self.where(other)
-            if self.blk[other] != self.blk[lane] and self.csize > 1 and \
+            if other_atomic == "block":
+                note = GLOBAL_BLOCK_SCOPE_NOTE
+            elif self.blk[other] != self.blk[lane] and self.csize > 1 and \
                     self.cid[self.blk[other]] == self.cid[self.blk[lane]]:
                 note = GLOBAL_CLUSTER_NOTE
             elif self.blk[other] != self.blk[lane]:
@@ -2065,7 +2071,7 @@ class Machine:
                 note = GLOBAL_SAME_BLOCK_NOTE
         else:
             ob = ot = "?"
-            note = GLOBAL_BLOCK_NOTE
+            note = GLOBAL_BLOCK_SCOPE_NOTE if other_atomic == "block" else GLOBAL_BLOCK_NOTE
         word = int(flat[i])
         msg = global_race_message(hz, self.kernel, line, buf.name, word, b, t, ob, ot, other_line or "?",
                                   other_atomic, note)
@@ -3186,19 +3192,25 @@ class Machine:
         self.store(p, v, lanes, node)
         return Val(T.VOID, np.int32(0))
 
-    def _atomic(self, op, node, args, lanes, fr):
+    def _atomic(self, op, node, args, lanes, fr, scope="device"):
+        """atomic{op}；scope 是 "device"（atomicAdd 与 atomicAdd_system）或 "block"（atomicAdd_block：只对同一线程块
+        的线程是原子的，别的线程块同时改同一个全局字时算竞争）。"""
         cmp_v = None
+        name = f"atomic{op}" + ("_block" if scope == "block" else "")
         if op == "CAS":
-            p, cmp_v, v = self._args(args, 3, node, lanes, fr, "atomicCAS")
+            p, cmp_v, v = self._args(args, 3, node, lanes, fr, name)
         else:
-            p, v = self._args(args, 2, node, lanes, fr, "atomic" + op)
+            p, v = self._args(args, 2, node, lanes, fr, name)
         if not p.t.is_ptr or p.t.base.is_array or not p.t.base.is_scalar:
-            raise self.unsupported(f"atomic{op} 的第一个参数必须是标量指针", node)
+            raise self.unsupported(f"{name} 的第一个参数必须是标量指针", node)
         el = p.t.base
         if op not in ("Add", "Sub", "Exch") and el.is_float:
-            raise self.unsupported(f"atomic{op} 用于浮点数（CUDA 只提供整数版本）", node)
+            raise self.unsupported(f"{name} 用于浮点数（CUDA 只提供整数版本）", node)
         self.check_bounds(p, lanes, node, "原子")
         buf = p.buf
+        if buf.remote and scope == "block":
+            raise self.unsupported(f"{name} 经 cluster.map_shared_rank 访问共享内存（簇里的几个线程块都能改它，"
+                                   f"线程块作用域的原子操作在这里没有意义；请用 {name[:-6]}）", node)
         if buf.remote:              # 经 cluster.map_shared_rank：别的块的共享内存（atom.shared::cluster）
             tgt, _, _ = self.remote_target(buf, p.v, lanes)
             tgt = np.broadcast_to(tgt, (lanes.n,))
@@ -3219,7 +3231,7 @@ class Machine:
         elif buf.kind == "global" and self.global_racecheck:
             if buf.gtracker is None:
                 buf.gtracker = GlobalTracker(buf.per)
-            self.global_race(buf, flat, lanes, node, "atomic")
+            self.global_race(buf, flat, lanes, node, "atomic_block" if scope == "block" else "atomic")
         data = buf.data if buf.data.dtype == el.dtype else buf.data.view(el.dtype)    # 结构体里类型不同的成员
         # 按线程编号顺序依次执行（GPU 上顺序不确定）
         order = np.argsort(flat, kind="stable")
@@ -3294,6 +3306,19 @@ class Machine:
 
     def b_atomicXor(self, node, args, lanes, fr):
         return self._atomic("Xor", node, args, lanes, fr)
+
+
+def _scoped_atomic(op, scope):
+    def b(self, node, args, lanes, fr):
+        return self._atomic(op, node, args, lanes, fr, "block" if scope == "block" else "device")
+    b.__name__ = f"b_atomic{op}_{scope}"
+    return b
+
+
+# b_atomicAdd_block、b_atomicAdd_system ……：原子操作的两个作用域版本
+for _op in _ATOMIC_OPS:
+    for _scope in ("block", "system"):
+        setattr(Machine, f"b_atomic{_op}_{_scope}", _scoped_atomic(_op, _scope))
 
 
 def _half_method(kind, name):

@@ -264,9 +264,9 @@ def race_message(kind, kernel, line, bufname, word, block, thread, other, other_
 # ---------------------------------------------------------------- 全局内存
 # 全局内存的竞争记录：每个字一行，列如下（-1：没有；-2：多个）
 # 写者一组、读者一组；读者的列排在最后（写入时 _R1: 一并清掉）。_WQ/_RQ：访问者的簇编号（多个簇为 SEVERAL），
-# _WK/_RK：访问时访问者所在块完成的簇屏障到达数（多个访问取最大）
-_WL, _WB, _WE, _WW, _WC, _WA, _WLN, _WQ, _WK, _R1, _R2, _RB, _RE, _RW, _RLN, _RQ, _RK = range(17)
-_NCOL = 17
+# _WK/_RK：访问时访问者所在块完成的簇屏障到达数（多个访问取最大）；_WS：原子写者里有线程块作用域的（atomicAdd_block）为 1
+_WL, _WB, _WE, _WW, _WC, _WA, _WLN, _WQ, _WK, _WS, _R1, _R2, _RB, _RE, _RW, _RLN, _RQ, _RK = range(18)
+_NCOL = 18
 NONE, SEVERAL = -1, -2
 
 
@@ -283,7 +283,9 @@ class GlobalTracker:
     arrival, the later one after its block's k-th wait: arrive releases, wait
     acquires), or the earlier one is a write that its thread followed with
     ``__threadfence()`` (the publish-then-flag pattern). Nothing else orders two blocks
-    of one launch. Atomics on both sides never race.
+    of one launch. Atomics on both sides never race, unless the two are in different
+    blocks and either is block-scoped (``atomicAdd_block``: atomic only among the
+    threads of its own block).
     """
 
     def __init__(self, nelem):
@@ -299,13 +301,16 @@ class GlobalTracker:
         return (olane != NONE) & (olane != lane) & ~same_block_later & ~same_warp_synced & ~same_cluster_synced
 
     def access(self, flat, lane, blk, ep, wep, gw, gw_of, fence, clock, line, kind, same_value, vals, cl, ca, cw):
-        """记录一次访问（kind：'read'、'write'、'atomic'），所有参数都是每个活跃线程一项的数组。``cl``、``ca``、``cw``：
+        """记录一次访问（kind：'read'、'write'、'atomic'、'atomic_block'：线程块作用域的原子操作），所有参数都是每个活跃线程一项的数组。``cl``、``ca``、``cw``：
         访问者所在块的簇编号、完成的簇屏障到达数与等待数（没有簇时每块自成一簇）。返回 None，或
-        (i, hazard, other_lane, other_line, other_atomic)：第 i 个活跃线程与另一个线程冲突。gw_of(lanes) 给出
+        (i, hazard, other_lane, other_line, other_atomic)：第 i 个活跃线程与另一个线程冲突（两个原子操作之间的冲突，
+        other_atomic 是 "block"：其中有线程块作用域的）。gw_of(lanes) 给出
         线程所在的全局线程束编号，fence 是每个线程最近一次 __threadfence() 的时钟。把同值写入当作良性时，
         same_value 标出与这个字现有的值相同的写，vals 是写入的值（同一条语句里几个线程写同一个字且值相同不报）。"""
         s = self.s[flat]
         n = flat.shape[0]
+        scoped = kind == "atomic_block"
+        kind = "atomic" if scoped else kind
         wl = s[:, _WL]
         # -- 与上一个写者
         if (wl != NONE).any():
@@ -315,7 +320,13 @@ class GlobalTracker:
                                   s[:, _WW], wgw, gw, s[:, _WQ], s[:, _WK], cl, cw)
             plain = wa < 1
             if kind == "atomic":
-                haz &= plain
+                # 两个原子操作只在不同的线程块、其中有线程块作用域的时候冲突（_WB 为 SEVERAL：多个块）
+                block_scope = ~plain & (scoped | (s[:, _WS] == 1)) & (s[:, _WB] != blk)
+                haz &= plain | block_scope
+                if (haz & block_scope).any():
+                    i = int(np.flatnonzero(haz & block_scope)[0])
+                    other = int(wl[i]) if int(wl[i]) != int(lane[i]) else int(s[i, _WC])
+                    return i, "WAW", other, int(s[i, _WLN]), "block"
             # 写后紧跟 __threadfence() 的写已经发布
             haz &= ~(plain & (wl >= 0) & (fence[np.maximum(wl, 0)] > s[:, _WC]))
             if kind == "write" and same_value is not None:
@@ -354,6 +365,12 @@ class GlobalTracker:
                 if bad.any():
                     k = int(np.flatnonzero(bad)[0])
                     return int(order[k]), "WAW", int(lane[order[k - 1]]), line, False
+            elif scoped:        # 同一条 atomicAdd_block 语句里不同线程块的线程改同一个字
+                bs = blk[order]
+                bad = dup & np.concatenate(([False], bs[1:] != bs[:-1]))
+                if bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    return int(order[k]), "WAW", int(lane[order[k - 1]]), line, "block"
         # -- 更新记录
         lanev, blkv, new = lane, blk, s
         if kind == "write":
@@ -366,6 +383,7 @@ class GlobalTracker:
             new[:, _WLN] = line
             new[:, _WQ] = cl
             new[:, _WK] = ca
+            new[:, _WS] = 0
             new[:, _R1:] = NONE
         else:
             if kind == "atomic":
@@ -395,6 +413,7 @@ class GlobalTracker:
             new[:, cq] = np.where(keep & (oq != cl), SEVERAL, cl)
             new[:, ck] = np.where(keep, np.maximum(ok, ca), ca)
             if kind == "atomic":
+                new[:, _WS] = np.where(keep & (s[:, _WS] == 1), 1, int(scoped))
                 new[:, _R1:] = NONE
             if order is not None:
                 # 同一个字的多个线程：按线程编号依次合并（写回时后面的覆盖前面的）
@@ -435,6 +454,15 @@ GLOBAL_CLUSTER_NOTE = (
     "accesses (__syncthreads() synchronises one block only): the first side must reach cluster.sync() (or "
     "barrier_arrive()) after its access, and the second side access only after cluster.sync() (or barrier_wait()).",
 )
+GLOBAL_BLOCK_SCOPE_NOTE = (
+    "两个线程属于不同的线程块，而其中至少一次是线程块作用域的原子操作（atomicAdd_block 等）：它只对同一线程块的线程"
+    "是原子的，别的线程块同时改这个字，两次读-改-写可能交错，丢掉一次更新。几个线程块共用的字请用 atomicAdd 等"
+    "（设备作用域）；_block 版本只留给一个线程块独占的字。",
+    "The two threads are in different blocks and at least one of the accesses is a block-scoped atomic "
+    "(atomicAdd_block, ...): it is atomic only with respect to the threads of its own block, so two blocks "
+    "updating the word can interleave their read-modify-writes and lose an update. Use atomicAdd (device scope) "
+    "for words that several blocks share; keep the _block versions for words that one block owns.",
+)
 GLOBAL_SAME_BLOCK_NOTE = (
     "两个线程属于同一线程块的不同线程束，两次访问之间没有 __syncthreads()。",
     "The two threads are in different warps of one block and no __syncthreads() lies between the accesses.",
@@ -461,6 +489,9 @@ def global_race_message(kind, kernel, line, bufname, word, block, thread, oblock
     verb = {"RAW": "reads", "WAR": "writes", "WAW": "writes"}[kind]
     if kind == "WAR":
         prev, prev_en = "读过", "read"
+    elif other_atomic == "block" and kind == "WAW":
+        what, verb = "用原子操作改", "atomically updates"
+        prev, prev_en = "用原子操作改过", "atomically updated"
     elif other_atomic:
         prev, prev_en = "用原子操作改过", "atomically updated"
     else:

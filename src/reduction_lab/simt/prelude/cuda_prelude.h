@@ -93,7 +93,9 @@ __device__ unsigned int __reduce_or_sync(unsigned int, unsigned int);
 __device__ unsigned int __reduce_xor_sync(unsigned int, unsigned int);
 
 // 原子操作
-#define __SIMT_ATOMIC(NAME, T) __device__ T NAME(T*, T);
+// 每个原子操作另有 _block（只对同一线程块的线程是原子的）与 _system（对主机与其他 GPU 也是原子的）两个作用域的版本
+#define __SIMT_ATOMIC(NAME, T) __device__ T NAME(T*, T); __device__ T NAME##_block(T*, T); \
+    __device__ T NAME##_system(T*, T);
 #define __SIMT_ATOMIC_INT(NAME) __SIMT_ATOMIC(NAME, int) __SIMT_ATOMIC(NAME, unsigned int) \
     __SIMT_ATOMIC(NAME, unsigned long long)
 __SIMT_ATOMIC_INT(atomicAdd) __SIMT_ATOMIC(atomicAdd, float) __SIMT_ATOMIC(atomicAdd, double)
@@ -102,9 +104,11 @@ __SIMT_ATOMIC_INT(atomicMax) __SIMT_ATOMIC_INT(atomicMin)
 __SIMT_ATOMIC_INT(atomicExch) __SIMT_ATOMIC(atomicExch, float)
 __SIMT_ATOMIC(atomicInc, unsigned int) __SIMT_ATOMIC(atomicDec, unsigned int)
 __SIMT_ATOMIC_INT(atomicAnd) __SIMT_ATOMIC_INT(atomicOr) __SIMT_ATOMIC_INT(atomicXor)
-__device__ int atomicCAS(int*, int, int);
-__device__ unsigned int atomicCAS(unsigned int*, unsigned int, unsigned int);
-__device__ unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned long long);
+#define __SIMT_ATOMIC_CAS(NAME) __device__ int NAME(int*, int, int); \
+    __device__ unsigned int NAME(unsigned int*, unsigned int, unsigned int); \
+    __device__ unsigned long long NAME(unsigned long long*, unsigned long long, unsigned long long);
+__SIMT_ATOMIC_CAS(atomicCAS) __SIMT_ATOMIC_CAS(atomicCAS_block) __SIMT_ATOMIC_CAS(atomicCAS_system)
+#undef __SIMT_ATOMIC_CAS
 #undef __SIMT_ATOMIC
 #undef __SIMT_ATOMIC_INT
 extern "C" __device__ void* memcpy(void*, const void*, size_t);

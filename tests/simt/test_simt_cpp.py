@@ -869,6 +869,19 @@ __global__ void braced(const float* x, float* o) {
     o[2 * threadIdx.x] = r.m + r.s;
     o[2 * threadIdx.x + 1] = acc.v.m + acc.v.s;
 }
+// 标量的花括号列表：实参 f({x})、return {v};、赋值 x = {} 与 x = {7}（空的是 0；收窄的转换 nvcc 与 clang 都拒绝）
+__device__ float twice(float v) { return {2.0f * v}; }
+__device__ int pick(int a, unsigned b) { return a + (int)b; }
+__global__ void braced_scalars(float* o, int* io) {
+    float x = o[threadIdx.x];
+    o[threadIdx.x] = twice({x});
+    io[threadIdx.x] = pick({}, {3u});
+    float z = 5.0f;
+    z = {};
+    int w;
+    w = {7};
+    if (threadIdx.x == 0) { o[32] = z; io[32] = w; }
+}
 """
 
 
@@ -881,6 +894,19 @@ def test_braced_lists_as_arguments_and_right_hand_sides():
     want_r = m + np.exp(xd - m) + np.exp(-m)
     np.testing.assert_allclose(o[0::2], want_r, rtol=1e-6)
     np.testing.assert_allclose(o[1::2], xd + 2.0, rtol=1e-6)
+    o, io = np.arange(33, dtype=np.float32), np.full(33, -1, np.int32)
+    simt.launch(BRACED, "braced_scalars", 1, 32, (o, io))
+    assert o[:32].tolist() == (2.0 * np.arange(32)).tolist() and o[32] == 0.0
+    assert io.tolist() == [3] * 32 + [7]
+    # 收窄的转换（float 到 int）在花括号里是错误，nvcc 同样拒绝
+    narrowing = "__device__ int f(int v) { return v; }\n__global__ void k(float* o, int* io) { io[0] = f({o[0]}); }\n"
+    with pytest.raises(simt.CompileError, match="narrow"):
+        simt.launch(narrowing, "k", 1, 1, (o, io))
+    # 复合赋值的右边是花括号列表：C++ 允许，nvcc 13 拒绝，模拟器跟 nvcc
+    compound = "__global__ void k(int* io) {\n    int w = 1;\n    w += {2};\n    io[0] = w;\n}\n"
+    with pytest.raises(simt.CompileError, match="brace-enclosed") as ei:
+        simt.launch(compound, "k", 1, 1, (io,))
+    assert ei.value.line == 3
 
 
 # 构造函数与默认成员初值：成员初始化列表、默认实参、函数体里调用成员函数、隐式转换、

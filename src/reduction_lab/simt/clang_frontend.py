@@ -1073,6 +1073,9 @@ class Lowering:
             return c_ast.DoWhile(self.expr(ch[1]), self.body(ch[0]), co)
         if k == K.RETURN_STMT:
             ch = _exprs(c)
+            if ch and _strip(ch[0]).kind == K.INIT_LIST_EXPR and \
+                    _strip(ch[0]).type.get_canonical().kind not in (TK.RECORD, TK.CONSTANTARRAY):
+                return c_ast.Return(self.value(ch[0]), co)        # 标量的 return {v};
             return c_ast.Return(self.expr(ch[0]) if ch else None, co)
         if k == K.BREAK_STMT:
             return c_ast.Break(co)
@@ -1438,6 +1441,13 @@ class Lowering:
         s = _strip(c)
         if s.kind == K.INIT_LIST_EXPR and s.type.get_canonical().kind == TK.RECORD:
             return self.temporary(s, self.expr(s))
+        if s.kind == K.INIT_LIST_EXPR and s.type.get_canonical().kind != TK.CONSTANTARRAY:
+            # 标量的花括号列表 f({x})、x = {}：一项就是那一项（clang 已把转换放进去，收窄的转换它报错），空的是 0
+            items = _exprs(s)
+            if len(items) == 1:
+                return self.expr(items[0])
+            if not items:
+                return self.number(0, s.type, self.co(s))
         return self.expr(c)
 
     def init_expr(self, c):
@@ -1496,6 +1506,11 @@ class Lowering:
             if op == ",":
                 return c_ast.ExprList([self.expr(a), self.expr(b)], co)
             if op.endswith("=") and op not in ("==", "!=", "<=", ">="):
+                if op != "=" and _strip(b).kind == K.INIT_LIST_EXPR:
+                    # C++ 允许标量的 x += {1}，nvcc 13 拒绝（a brace-enclosed list is not allowed here）
+                    raise self.rejected(f"复合赋值 {op} 的右边是花括号列表（nvcc 报错：a brace-enclosed list is not "
+                                        f"allowed here）；去掉花括号", f"a brace-enclosed list on the right of {op} "
+                                        f"(nvcc rejects it: a brace-enclosed list is not allowed here); drop the braces", b)
                 return c_ast.Assignment(op, self.expr(a), self.value(b), co)
             return c_ast.BinaryOp(op, self.expr(a), self.expr(b), co)
         if k == K.UNARY_OPERATOR:

@@ -200,7 +200,7 @@ BUILTIN_FUNCS.update(set(_HALF_ARITH) | set(_HALF_CMP) | set(_PAIR_ARITH) |
 _BUILTIN_VARS = ("threadIdx", "blockIdx", "blockDim", "gridDim")
 
 #: 报「不支持」时语法树节点的说法（学习者看得懂的写法，而不是解析器的类名）
-_NODE_NAMES = {"InitList": "表达式里的花括号列表（例如标量形参的实参 f({x})）；去掉花括号，或先声明一个有名字的变量再用",
+_NODE_NAMES = {"InitList": "表达式里的花括号列表（这个位置上还不支持）；去掉花括号，或先声明一个有名字的变量再用",
                "NamedInitializer": "指定成员的初始化 {.x = …}",
                "ExprList": "逗号表达式", "Pragma": "这个 #pragma"}
 

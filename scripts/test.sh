@@ -52,8 +52,8 @@ WORKERS=${PYTEST_WORKERS:-2}
 
 status=0
 t0=$SECONDS
-log "单元测试与站点测试：pytest -n $WORKERS tests"
-"$PY" -m pytest -n "$WORKERS" tests -q -rfEs || status=1
+log "单元测试与站点测试：pytest -n $WORKERS --dist loadgroup tests"
+"$PY" -m pytest -n "$WORKERS" --dist loadgroup tests -q -rfEs || status=1
 T_TESTS=$((SECONDS - t0))
 
 t0=$SECONDS

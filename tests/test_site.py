@@ -30,6 +30,9 @@ pytest.importorskip("mkdocs", reason=_DOCS_DEPS)
 pytest.importorskip("material", reason=_DOCS_DEPS)
 pytest.importorskip("pymdownx", reason=_DOCS_DEPS)
 
+# 整个模块在同一个 pytest-xdist 进程里运行（scripts/test.sh 用 --dist loadgroup）：站点只构建一次，Chromium 只启动一次
+pytestmark = pytest.mark.xdist_group("site")
+
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [

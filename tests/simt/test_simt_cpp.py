@@ -882,6 +882,17 @@ __global__ void braced_scalars(float* o, int* io) {
     w = {7};
     if (threadIdx.x == 0) { o[32] = z; io[32] = w; }
 }
+// 结构体数组的初始化列表：一项是整个元素（结构体的值或它的花括号列表），少写的为 0；二维的逐行写；按花括号省略逐个标量
+__device__ MS mk(float x) { return {x, 2.0f * x}; }
+__global__ void struct_array_init(float* o) {
+    MS p = mk(1.0f);
+    MS arr[3] = {p, mk(3.0f)};
+    MS grid[2][2] = {{mk(4.0f), {5.0f, 6.0f}}, {p}};
+    float4 v[2] = {make_float4(1.0f, 2.0f, 3.0f, 4.0f), {5.0f}};
+    MS flat[2] = {7.0f, 8.0f, 9.0f};
+    o[0] = arr[1].s; o[1] = arr[2].m + arr[2].s; o[2] = grid[0][1].s; o[3] = grid[1][0].s; o[4] = grid[1][1].m;
+    o[5] = v[0].w + v[1].x + v[1].y; o[6] = flat[1].m + flat[1].s;
+}
 """
 
 
@@ -898,6 +909,9 @@ def test_braced_lists_as_arguments_and_right_hand_sides():
     simt.launch(BRACED, "braced_scalars", 1, 32, (o, io))
     assert o[:32].tolist() == (2.0 * np.arange(32)).tolist() and o[32] == 0.0
     assert io.tolist() == [3] * 32 + [7]
+    o = np.zeros(7, np.float32)
+    simt.launch(BRACED, "struct_array_init", 1, 1, (o,))
+    assert o.tolist() == [6.0, 0.0, 6.0, 2.0, 0.0, 9.0, 9.0]
     # 收窄的转换（float 到 int）在花括号里是错误，nvcc 同样拒绝
     narrowing = "__device__ int f(int v) { return v; }\n__global__ void k(float* o, int* io) { io[0] = f({o[0]}); }\n"
     with pytest.raises(simt.CompileError, match="narrow"):
@@ -948,9 +962,23 @@ __global__ void ctors(float* out) {
         out[5] = p.s + p.m; out[6] = q.s; out[7] = q.m; out[8] = r.s; out[9] = r.m; out[10] = total;
     }
 }
+// 逐个元素构造的局部数组：不写初始化列表时每个元素执行默认构造（多维也是）；写全每个元素的列表照写的构造；
+// 少写了元素的列表（少的要默认构造）拒绝
+struct Q { int n; __device__ Q() : n(7) { n += threadIdx.x; } };
 __global__ void ctor_array(float* out) {
     MD parts[4];
-    out[0] = parts[1].m;
+    Pair ps[2];
+    Q qs[2][3];
+    MD given[3] = {MD(), {2.0f}, MD{5.0f, 1.0f}};
+    Pair two[2] = {Pair(), Pair(3.0f, 9.0f)};
+    parts[1].m = fmaxf(parts[1].m, 3.0f);
+    float* r = out + 10 * threadIdx.x;
+    r[0] = parts[1].m; r[1] = parts[0].d; r[2] = parts[3].m; r[3] = ps[1].s; r[4] = ps[1].m; r[5] = qs[1][2].n;
+    r[6] = given[0].m; r[7] = given[1].m + given[1].d; r[8] = given[2].m + given[2].d; r[9] = two[1].m;
+}
+__global__ void ctor_array_partial(float* out) {
+    MD parts[4] = {MD(), MD()};
+    out[0] = parts[3].m;
 }
 """
 
@@ -959,10 +987,15 @@ def test_constructors_and_default_member_initialisers():
     out = np.zeros(11, np.float32)
     simt.launch(CTORS, "ctors", 1, 32, (out,))
     assert out.tolist() == [-np.inf, 0.0, 2.0, 0.0, -np.inf, 6.0, 0.0, 0.0, 4.0, 7.0, 496.0]
-    # 逐个元素构造的局部数组：拒绝并说明改法（不给出未初始化的假报告）
-    with pytest.raises(simt.UnsupportedError, match="结构体数组 parts") as ei:
-        simt.launch(CTORS, "ctor_array", 1, 1, (np.zeros(1, np.float32),))
-    assert ei.value.line == 39
+    # 逐个元素构造的局部数组：每个元素（每个线程各一份）执行默认构造
+    out = np.zeros(20, np.float32)
+    simt.launch(CTORS, "ctor_array", 1, 2, (out,))
+    for t in range(2):
+        assert out[10 * t:10 * t + 10].tolist() == [3.0, 0.0, -np.inf, 0.0, 0.0, 7.0 + t, -np.inf, 2.0, 6.0, 9.0]
+    # 少写了元素的初始化列表：少的要默认构造，模拟器拒绝并说明改法（不把它们当作 0）
+    with pytest.raises(simt.UnsupportedError, match="没有写全") as ei:
+        simt.launch(CTORS, "ctor_array_partial", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 53
 
 
 # 半精度的原子加（__half、__nv_bfloat16，结果按目标类型舍入）；assert 不写 #include 也能用（nvcc 隐式包含）

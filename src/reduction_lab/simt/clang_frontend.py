@@ -14,6 +14,7 @@ unchanged. Clang's semantic errors are attached to the function they occur in
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import re
 import threading
@@ -1361,8 +1362,10 @@ class Lowering:
         ini = None
         ctor = self.element_ctor(base)
         if ctor is not None and base.get_canonical().kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY) and not shared:
-            raise self.unsupported(f"有构造函数（或默认成员初值）的结构体数组 {c.spelling}（逐个元素构造）；"
-                                   "先声明数组，再在循环里给每个元素赋值", c)
+            if init is not None and _strip(init).kind == K.INIT_LIST_EXPR:
+                self.full_array_list(c, base, _strip(init))
+            elif init_ast is None:
+                init_ast = self.constructed_array(c, base, init)
         if shared and init is not None and _strip(init).kind == K.CALL_EXPR:
             init = None     # __shared__ 变量不执行构造函数（nvcc 警告 dynamic initialization is not supported）
         if init_ast is not None:
@@ -1371,6 +1374,50 @@ class Lowering:
             ini = self.init_expr(init)
         quals = ["const"] if base.get_canonical().is_const_qualified() else []
         return c_ast.Decl(name, quals, [], storage, [], tn, ini, None, co)
+
+    #: 逐个元素构造的局部数组至多这么多个元素（初始化列表按元素展开）
+    MAX_CONSTRUCTED_ELEMS = 4096
+
+    def constructed_array(self, c, t, init):
+        """有构造函数（或默认成员初值）的结构体的局部数组 ``MD parts[4];``：每个元素执行一次默认构造，降成
+        ``{MD(), MD(), …}`` 的初始化列表（多维时嵌套）。带初始化列表的数组（``MD a[2] = {x, y};``）照旧拒绝。"""
+        call = _strip(init) if init is not None else next(
+            (ch for ch in c.get_children() if ch.kind == K.CALL_EXPR and ch.referenced is not None
+             and ch.referenced.kind == K.CONSTRUCTOR), None)
+        if call is None or call.kind != K.CALL_EXPR or call.referenced is None or \
+                call.referenced.kind != K.CONSTRUCTOR:
+            raise self.unsupported(f"有构造函数（或默认成员初值）的结构体数组 {c.spelling} 的这种初始化", c)
+        d = self.ctor_def(call.referenced)
+        dims, tt = [], t.get_canonical()
+        while tt.kind == TK.CONSTANTARRAY:
+            dims.append(tt.element_count)
+            tt = tt.element_type.get_canonical()
+        if tt.kind == TK.CONSTANTARRAY or not dims or math.prod(dims) > self.MAX_CONSTRUCTED_ELEMS:
+            raise self.unsupported(f"有构造函数的结构体数组 {c.spelling}（长度 {dims or '未知'}，逐个元素构造至多 "
+                                   f"{self.MAX_CONSTRUCTED_ELEMS} 个元素）", c)
+        co = self.co(c)
+
+        def one():
+            return self.ctor_call(call, d) if d is not None else c_ast.InitList([], co)
+
+        def level(k):
+            return c_ast.InitList([one() if k == len(dims) - 1 else level(k + 1) for _ in range(dims[k])], co)
+        return level(0)
+
+    def full_array_list(self, c, t, lst):
+        """有构造函数的结构体数组的初始化列表要写全每个元素（``MD a[2] = {MD(), MD(1.0f)};``）：少写的元素要执行默认
+        构造，libclang 不给出它们，模拟器拒绝而不是把它们当作 0。"""
+        t = t.get_canonical()
+        items = [x for x in _exprs(lst) if x.location.file is not None]
+        if t.kind != TK.CONSTANTARRAY or len(items) != t.element_count:
+            raise self.unsupported(f"有构造函数（或默认成员初值）的结构体数组 {c.spelling} 的初始化列表没有写全"
+                                   f"（{len(items)} 项，数组长度 {t.element_count if t.kind == TK.CONSTANTARRAY else '?'}）；"
+                                   "写全每个元素，或不写初始化列表（每个元素执行默认构造）", c)
+        if t.element_type.get_canonical().kind == TK.CONSTANTARRAY:
+            for x in items:
+                if _strip(x).kind != K.INIT_LIST_EXPR:
+                    raise self.unsupported(f"多维结构体数组 {c.spelling} 的初始化省略了内层的花括号", c)
+                self.full_array_list(c, t.element_type, _strip(x))
 
     @staticmethod
     def field_inits(record_decl):

@@ -611,11 +611,21 @@ class Machine:
                 vals = node.init.exprs
                 n = T.elems_of(t)
                 sc = T.scalar_of(t)
+                first = None
+                if _base_of(t).is_vec and vals:
+                    # 结构体（或向量类型）的数组：一项是整个元素（花括号列表或结构体的值），或按花括号省略逐个标量
+                    first = vals[0] if isinstance(vals[0], c_ast.InitList) else self.ev(vals[0], lanes, fr)
+                    if isinstance(first, c_ast.InitList) or first.t.is_vec or t.elem.is_array:
+                        self.init_elements(t, Val(T.Ptr(t.elem), np.int64(0), buf), node.init, first, lanes, fr, node)
+                        return lanes
                 if t.elem.is_array:
                     raise self.unsupported("多维局部数组的初始化", node)
                 el = t.elem if t.elem.is_ptr or t.elem.is_fnptr else sc
                 for k in range(n):
-                    v = self.ev(vals[k], lanes, fr) if k < len(vals) else Val(T.INT, np.int32(0))
+                    if k == 0 and first is not None:
+                        v = first
+                    else:
+                        v = self.ev(vals[k], lanes, fr) if k < len(vals) else Val(T.INT, np.int32(0))
                     p = Val(T.Ptr(el), np.int64(k), buf)
                     self.store(p, self.conv(v, el, node), lanes, node)
             return lanes
@@ -639,6 +649,30 @@ class Machine:
             self.write_var(var, lanes, self.conv(v, t, node), node)
         fr.scopes[-1][node.name] = var
         return lanes
+
+    def init_elements(self, t, p0, init, first, lanes, fr, node):
+        """数组 ``t``（元素是结构体，或结构体的数组）从 ``p0`` 起按花括号列表 ``init`` 逐个元素初始化：一项是一个
+        元素，写成花括号列表或一个结构体的值（``Pr arr[2] = {p, mk(3)};``、``MD parts[2] = {MD(), MD()};``）；
+        少写的元素为 0。``first`` 是已经求过值的第一项（或它的花括号列表）。"""
+        items = init.exprs or []
+        if len(items) > t.n:
+            raise self.unsupported(f"数组初始化列表的元素多于数组长度 {t.n}", node)
+        for k in range(t.n):
+            p = self.ptr_arith("+", p0, Val(T.INT, np.int32(k)), node)
+            item = first if k == 0 and first is not None else (items[k] if k < len(items) else None)
+            if t.elem.is_array:
+                if item is not None and not isinstance(item, c_ast.InitList):
+                    raise self.unsupported("多维数组的初始化省略了内层的花括号", node)
+                row = Val(T.Ptr(t.elem.elem), p.v, p.buf)
+                self.init_elements(t.elem, row, item or c_ast.InitList([]), None, lanes, fr, node)
+                continue
+            if item is None or isinstance(item, c_ast.InitList):
+                v = self.vec_init(t.elem, item or c_ast.InitList([]), lanes, fr, node)
+            else:
+                v = item if isinstance(item, Val) else self.ev(item, lanes, fr)
+                if not v.t.is_vec:
+                    raise self.unsupported("结构体数组的初始化列表里一部分元素省略了花括号", node)
+            self.store(p, self.conv(v, t.elem, node), lanes, node)
 
     def vec_init(self, t, init, lanes, fr, node):
         """向量类型与成员都在寄存器里的结构体的花括号初始化 {a, b, …}（缺的成员为 0）-> 值。"""

@@ -976,6 +976,23 @@ __global__ void ctor_array(float* out) {
     r[0] = parts[1].m; r[1] = parts[0].d; r[2] = parts[3].m; r[3] = ps[1].s; r[4] = ps[1].m; r[5] = qs[1][2].n;
     r[6] = given[0].m; r[7] = given[1].m + given[1].d; r[8] = given[2].m + given[2].d; r[9] = two[1].m;
 }
+// 委托构造：目标构造函数先造出整个对象（含默认成员初值），再执行自己的函数体；可以一层层委托
+struct Online {
+    float m = -INFINITY, d = 0.0f;
+    __device__ Online() {}
+    __device__ Online(float x) : Online() { m = x; d = 1.0f; }
+};
+struct Span {
+    float lo, hi;
+    __device__ Span(float a, float b) : lo(a), hi(b) {}
+    __device__ Span(float a) : Span(a, 2.0f * a) { lo += 1.0f; }
+    __device__ Span() : Span(5.0f) {}
+};
+__global__ void delegating(float* out) {
+    Online a, b(3.0f);
+    Span p(1.0f), q;
+    out[0] = a.m; out[1] = a.d; out[2] = b.m; out[3] = b.d; out[4] = p.lo; out[5] = p.hi; out[6] = q.lo; out[7] = q.hi;
+}
 __global__ void ctor_array_partial(float* out) {
     MD parts[4] = {MD(), MD()};
     out[0] = parts[3].m;
@@ -995,7 +1012,10 @@ def test_constructors_and_default_member_initialisers():
     # 少写了元素的初始化列表：少的要默认构造，模拟器拒绝并说明改法（不把它们当作 0）
     with pytest.raises(simt.UnsupportedError, match="没有写全") as ei:
         simt.launch(CTORS, "ctor_array_partial", 1, 1, (np.zeros(1, np.float32),))
-    assert ei.value.line == 53
+    assert ei.value.line == 70
+    out = np.zeros(8, np.float32)
+    simt.launch(CTORS, "delegating", 1, 1, (out,))
+    assert out.tolist() == [-np.inf, 0.0, 3.0, 1.0, 2.0, 2.0, 6.0, 10.0]
 
 
 # 半精度的原子加（__half、__nv_bfloat16，结果按目标类型舍入）；assert 不写 #include 也能用（nvcc 隐式包含）

@@ -984,9 +984,18 @@ class Lowering:
         st = self.ctype(rec.type, d)
         kids = list(d.get_children())
         inits = {}
+        delegate = None
         for i, ch in enumerate(kids):
             if ch.kind == K.TYPE_REF:
-                raise self.unsupported(f"构造函数 {qualified_name(d)} 里的基类或委托构造", ch)
+                nxt = kids[i + 1] if i + 1 < len(kids) else None
+                same = ch.referenced is not None and ch.referenced.canonical == rec.canonical
+                if same and nxt is not None and nxt.kind == K.CALL_EXPR and nxt.referenced is not None and \
+                        nxt.referenced.kind == K.CONSTRUCTOR:
+                    delegate = nxt          # 委托构造 Pair(float a) : Pair(a, a) {}
+                    continue
+                raise self.unsupported(f"构造函数 {qualified_name(d)} 里的基类构造", ch)
+            if delegate is not None and ch is delegate:
+                continue
             if ch.kind == K.MEMBER_REF:
                 if i + 1 >= len(kids) or kids[i + 1].kind in (K.MEMBER_REF, K.COMPOUND_STMT):
                     raise self.unsupported(f"构造函数 {qualified_name(d)} 的成员初始化 {ch.spelling}()", ch)
@@ -999,7 +1008,15 @@ class Lowering:
         try:
             tn = c_ast.TypeDecl(THIS, [], None, c_ast.IdentifierType([self.type_key(st)], co), co)
             items = [c_ast.Decl(THIS, [], [], [], [], tn, None, None, co)]
-            for f in rec.type.get_canonical().get_fields():
+            if delegate is not None:
+                # 委托构造：先由目标构造函数造出整个对象（默认成员初值由它负责），再执行自己的函数体
+                target = self.ctor_def(delegate.referenced)
+                args = list(delegate.get_arguments())
+                whole = self.ctor_call(delegate, target) if target is not None else \
+                    self.value(args[0]) if args else None           # 编译器生成的复制 / 什么也不做的默认构造
+                if whole is not None:
+                    items.append(c_ast.Assignment("=", _id(THIS, co), whole, self.co(delegate)))
+            for f in rec.type.get_canonical().get_fields() if delegate is None else ():
                 e = inits.get(f.spelling, defaults.get(f.spelling))
                 if e is None:
                     continue

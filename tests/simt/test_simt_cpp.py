@@ -775,6 +775,27 @@ __global__ void range_row(float* o) {
     for (float v : m[r]) { t += v; r = 1; }
     o[0] = t;
 }
+// 范围带下标：下标里的变量循环体不改，每轮求出的是同一行
+__global__ void range_rows(const float* x, float* o) {
+    __shared__ float tile[4][32];
+    tile[threadIdx.x / 32][threadIdx.x % 32] = x[threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x < 4) {
+        float t = 0.0f;
+        for (float v : tile[threadIdx.x]) t += v;
+        int r = threadIdx.x;
+        for (float& v : tile[2 * r - r]) v *= 2.0f;
+        for (const float& v : tile[r]) t += v;
+        o[threadIdx.x] = t;
+    }
+}
+__device__ int pick(int r) { return r; }
+__global__ void range_call(float* o) {
+    float m[2][2] = {{1.0f, 2.0f}, {3.0f, 4.0f}};
+    float t = 0.0f;
+    for (float v : m[pick(1)]) t += v;
+    o[0] = t;
+}
 """
 
 
@@ -793,10 +814,15 @@ def test_range_for_over_arrays():
         simt.launch(RANGE_FOR, "range_list", 1, 1, (np.zeros(1, np.float32),))
     assert "nvcc 接受" in str(ei.value) and ei.value.line == 31
     # C++ 只在开始时求一次范围；循环体改了范围里的变量、或范围带下标时，降低成按下标的循环会每轮重新求它：拒绝
-    for src, name, line in ((RANGE_FOR, "range_moves", 38), (RANGE_ROW, "range_row", 6)):
-        with pytest.raises(simt.UnsupportedError, match="不是一个变量或成员") as ei:
+    for src, name, line in ((RANGE_FOR, "range_moves", 38), (RANGE_ROW, "range_row", 6), (RANGE_ROW, "range_call", 27)):
+        with pytest.raises(simt.UnsupportedError, match="函数调用、赋值或自增") as ei:
             simt.launch(src, name, 1, 1, (np.zeros(1, np.float32),))
         assert ei.value.line == line
+    # 带下标的范围，下标里的变量循环体不改：按行求和
+    x = np.arange(128, dtype=np.float32)
+    o = np.zeros(4, np.float32)
+    simt.launch(RANGE_ROW, "range_rows", 1, 128, (x, o))
+    np.testing.assert_array_equal(o, 3 * x.reshape(4, 32).sum(1))
 
 
 # 结构化绑定：结构体按值（改的是副本）、auto&（改的是原对象）、const auto 接函数的返回值、

@@ -386,12 +386,21 @@ def _exprs(c):
 
 
 def _plain_lvalue(c):
-    """``c`` 只由变量与成员访问组成（``a``、``s.v``、``p->v``，可带括号与隐式转换）时返回其中变量的名字，否则 None。"""
+    """``c`` 只由变量、成员访问、下标与没有副作用的算术组成（``a``、``s.v``、``p->v``、``m[r]``、``m[2 * r + 1]``，
+    可带括号与隐式转换）时返回其中变量的名字，否则 None（函数调用、赋值、自增、逗号）。"""
     names = set()
     for n in c.walk_preorder():
-        if n.kind == K.DECL_REF_EXPR:
+        k = n.kind
+        if k == K.DECL_REF_EXPR:
             names.add(n.spelling)
-        elif n.kind not in (K.MEMBER_REF_EXPR, K.UNEXPOSED_EXPR, K.PAREN_EXPR):
+        elif k == K.BINARY_OPERATOR:
+            op = BINARY_OPS.get(_lib.clang_getCursorBinaryOperatorKind(n))
+            if op is None or op == "," or _ASSIGN_OPS.get(_lib.clang_getCursorBinaryOperatorKind(n)):
+                return None
+        elif k == K.UNARY_OPERATOR:
+            if UNARY_OPS.get(_lib.clang_getCursorUnaryOperatorKind(n)) not in ("*", "-", "+", "~", "!"):
+                return None
+        elif k not in (K.MEMBER_REF_EXPR, K.UNEXPOSED_EXPR, K.PAREN_EXPR, K.ARRAY_SUBSCRIPT_EXPR, K.INTEGER_LITERAL):
             return None
     return names
 
@@ -1247,12 +1256,12 @@ class Lowering:
         if at.kind != TK.CONSTANTARRAY:
             raise self.unsupported(f"基于范围的 for 只支持定长数组，这里的范围是 {rng.type.spelling}；"
                                    "请改写成按下标的 for 循环", c)
-        # C++ 只在循环开始时求一次范围；降低后每一轮都按 a[i] 重新求它，所以范围必须是不会变的名字：
-        # 变量或成员（a、s.v、p->v），循环体也不给其中的变量赋值
+        # C++ 只在循环开始时求一次范围；降低后每一轮都按 a[i] 重新求它，所以范围必须每次求出同一个数组：
+        # 变量、成员与下标（a、s.v、p->v、m[r]），不含函数调用与赋值，循环体也不给其中的变量赋值
         names = _plain_lvalue(rng)
         if names is None or _assigned_in(body, names):
-            raise self.unsupported("基于范围的 for 的范围不是一个变量或成员（或循环体给它赋值）；"
-                                   "先把数组存进一个变量，或改写成按下标的 for 循环", rng)
+            raise self.unsupported("基于范围的 for 的范围含函数调用、赋值或自增，或循环体给范围里的变量赋值"
+                                   "（C++ 只在开始时求一次范围）；先把数组存进一个变量，或改写成按下标的 for 循环", rng)
         i = f"__simt_range{self.fresh('range')}"
         it = c_ast.TypeDecl(i, [], None, c_ast.IdentifierType(["int"], co), co)
         init = c_ast.DeclList([c_ast.Decl(i, [], [], [], [], it, _const("int", "0", co), None, co)], co)

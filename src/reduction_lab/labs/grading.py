@@ -260,6 +260,20 @@ def tolerance(n: int, dtype: torch.dtype) -> tuple[float, float]:
     return base * max(1.0, math.sqrt(n) / 8), base
 
 
+#: float32 的单位舍入 u = 2^-24
+U32 = 2.0 ** -24
+
+
+def row_sum_tolerance(x: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """float32 按行求和与 float64 参考之差的容许值：每行 (atol, rtol)，atol 取 :func:`tolerance` 的值与
+    2 u sqrt(N) sum|x| 中较大的一个。N 是最长的相加链（一个线程依次加完整行），2 u sqrt(N) sum|x| 是舍入误差的符号
+    随机时它的量级；树形归约的链短得多，误差小得多。这样串行相加的正确内核不会被判成「和不对」（它慢，由别的检查
+    报出来），漏加、多加一个元素这类错误仍然远超出这个范围。"""
+    atol, rtol = tolerance(x.shape[1], torch.float32)
+    chain = 2 * U32 * math.sqrt(x.shape[1]) * x.detach().double().abs().sum(dim=1).cpu()
+    return torch.clamp(chain, min=atol), rtol
+
+
 def softmax_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     """softmax（以及 RMSNorm）逐元素的 (atol, rtol)：每个输出只依赖一行，误差不随 N 增长；相对误差为主。
     输出约为 1/N，一个不随值缩放的 atol 很快就比输出本身还大（float32 的 1e-5 在 N = 4097、行内数值接近时
@@ -293,7 +307,7 @@ class Mismatch:
     """一个没通过的行和用例：float64 的输入、输出与参考，不对的行，以及判断「输出是否正好是某种常见错误
     会算出的结果」的 :meth:`same`（各实验的诊断用它比较候选结果）。"""
 
-    def __init__(self, x: torch.Tensor, got: torch.Tensor, ref: torch.Tensor, bad: list[int], atol: float, rtol: float):
+    def __init__(self, x: torch.Tensor, got: torch.Tensor, ref: torch.Tensor, bad: list[int], atol, rtol: float):
         self.x = x.detach().cpu().double()
         self.got = got.detach().cpu().double().reshape(-1)
         self.ref = ref.detach().cpu().double()
@@ -301,7 +315,8 @@ class Mismatch:
 
     def same(self, candidate: torch.Tensor) -> bool:
         c, g = candidate[self.bad], self.got[self.bad]
-        return bool(((g - c).abs() <= self.atol + self.rtol * c.abs()).all())
+        atol = self.atol[self.bad] if torch.is_tensor(self.atol) else self.atol       # 每行一个（row_sum_tolerance）
+        return bool(((g - c).abs() <= atol + self.rtol * c.abs()).all())
 
     def first_row(self) -> str:
         r = self.bad[0]

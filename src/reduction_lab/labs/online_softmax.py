@@ -21,7 +21,8 @@ def block_for(mode: str) -> int:
 
 
 def no_rescale(x: torch.Tensor, block: int) -> torch.Tensor:
-    """忘了把旧的 d 乘以 exp(m_旧 - m_新) 时内核会算出的结果（float64）。"""
+    """忘了把旧的 d 乘以 exp(m_旧 - m_新) 时内核会算出的结果（float64）。和骨架一样用 m_ref（m_new 是 -inf 时
+    取 0）作减数：一行的前几块全是 -inf 时这几块的贡献是 0，不是 NaN。"""
     x = x.detach().cpu().double()
     M, N = x.shape
     m = torch.full((M,), float("-inf"), dtype=torch.float64)
@@ -29,7 +30,8 @@ def no_rescale(x: torch.Tensor, block: int) -> torch.Tensor:
     for start in range(0, N, block):
         t = x[:, start:start + block]
         m = torch.maximum(m, t.max(dim=1).values)
-        d = d + torch.exp(t - m[:, None]).sum(dim=1)
+        m_ref = torch.where(m == float("-inf"), torch.zeros_like(m), m)
+        d = d + torch.exp(t - m_ref[:, None]).sum(dim=1)
     return torch.exp(x - m[:, None]) / d[:, None]
 
 

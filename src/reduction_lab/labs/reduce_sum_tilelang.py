@@ -19,7 +19,7 @@ import torch
 from . import cases as C
 from .core import Lab, load_learner_module, time_against
 from .grading import Case, Hint, find_line
-from .tilelang_source import (code_lines, kernel_line, loop_span, low_precision_hint, out_dtype_hint, quiet_compiler,
+from .tilelang_source import (OTHER_DTYPE, code_lines, kernel_line, loop_span, low_precision_hint, out_dtype_hint, quiet_compiler,
                               row_index_hint, tilelang_error_hint)
 
 FILE = "reduce_sum.py"
@@ -86,7 +86,7 @@ class ReduceSumTileLang(Lab):
                         find_line(text, r"T\.empty", lang="py"), first,
                         "行的和算完之后写出：for i in tile_loop(1): y[bx] = acc[i]（T.empty 分配的 y 没有初值）。")
         # 从源码看得出的错误：16 位的 dtype、读写的不是第 bx 行、acc 没有清零、clear=False 的块内归约
-        for h in (low_precision_hint(text, K, FILE),
+        for h in (low_precision_hint(text, K, FILE, OTHER_DTYPE),
                   row_index_hint(text, K, FILE, "y", r"\by\s*\[([^\]]*)\]\s*=", "写出的",
                                  "写成 y[bx] = acc[i]。"),
                   row_index_hint(text, K, FILE, "x", r"T\.copy\(\s*x\s*\[([^\]]*)\]", "T.copy 读的",

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 import re
 
 import torch
@@ -21,7 +22,7 @@ import torch
 from . import cases as C
 from .core import Lab, load_learner_module, softmax_bench
 from .grading import Case, Hint, compare, find_line, first_bad_row, rows_text, softmax_tolerance
-from .tilelang_source import (call_args, code_lines, kernel_line, kernel_lines, low_precision_hint, out_dtype_hint,
+from .tilelang_source import (OTHER_DTYPE, call_args, code_lines, kernel_line, kernel_lines, low_precision_hint, out_dtype_hint,
                               quiet_compiler, row_index_hint, split_args, tilelang_error_hint)
 
 FILE = "softmax.py"
@@ -96,7 +97,7 @@ class SoftmaxTileLang(Lab):
         if at(r"T\.copy\(\s*x\s*\[") is None:
             return Hint("not-read", "内核没有读 x：tile 里是没有初值的内容", FILE, at(r"\btile\s*=\s*\w"), first,
                         "TODO(1)：先 T.copy(x[bx, 0], tile) 把这一行读进 tile。")
-        for h in (low_precision_hint(text, K, FILE),
+        for h in (low_precision_hint(text, K, FILE, OTHER_DTYPE),
                   row_index_hint(text, K, FILE, "x", r"T\.copy\(\s*x\s*\[([^\]]*)\]", "T.copy 读的",
                                  "写成 T.copy(x[bx, 0], tile)：从第 bx 行的开头读。"),
                   row_index_hint(text, K, FILE, "y", r"T\.copy\(\s*\w+\s*,\s*y\s*\[([^\]]*)\]", "T.copy 写的",
@@ -235,7 +236,17 @@ class SoftmaxTileLang(Lab):
                     "T.reduce_sum(tile, row_sum, dim=1) 的结果。")
 
     def on_error(self, case, exc, paths):
-        return tilelang_error_hint(exc, paths[FILE], FILE, KERNEL, PARAMS)
+        h = tilelang_error_hint(exc, paths[FILE], FILE, KERNEL, PARAMS)
+        if h.key == "exception" and "no available layout" in (h.detail or ""):
+            # gpu 模式：T.Parallel 的范围（例如只走到 N）与 fragment 的 block_n 列不一致时，TileLang 排不出布局
+            try:
+                loop = self._loop_bound(Path(paths[FILE]).read_text(encoding="utf-8"))
+            except OSError:
+                loop = None
+            if loop is not None:
+                loop.detail = f"TileLang 报错：{h.detail}"
+                return loop
+        return h
 
     def bench(self, impl):
         op = impl["op"]

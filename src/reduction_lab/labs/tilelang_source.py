@@ -46,8 +46,8 @@ def kernel_line(text: str, kernel: str, pattern: str, exclude: str | None = None
 
 #: 16 位的 dtype：实验全程用 float32
 _LOW_PRECISION = r"\b(?:T\.)?(float16|bfloat16|half)\b"
-#: float32 之外的 dtype（TileLang 报 dtype 不一致时找它）
-_OTHER_DTYPE = r"\bT\.(float16|bfloat16|half|float64|u?int(?:8|16|32|64))\b"
+#: float32 之外的 dtype（TileLang 报 dtype 不一致时找它；gpu 模式下 int32 的块照样编译，只是截掉小数）
+OTHER_DTYPE = r"\bT\.(float16|bfloat16|half|float64|u?int(?:8|16|32|64))\b"
 
 
 def low_precision_hint(text: str, kernel: str, file: str, pattern: str = _LOW_PRECISION) -> Hint | None:
@@ -63,7 +63,7 @@ def low_precision_hint(text: str, kernel: str, file: str, pattern: str = _LOW_PR
 
 def out_dtype_hint(out, text: str, kernel: str, file: str) -> Hint:
     """输出的 dtype 不是 float32（值都对）：指向内核里分配 y 的那一行。"""
-    h = low_precision_hint(text, kernel, file, _OTHER_DTYPE)
+    h = low_precision_hint(text, kernel, file, OTHER_DTYPE)
     line = kernel_line(text, kernel, r"\by\s*=\s*T\.empty")
     return Hint("dtype", f"输出的 dtype 是 {str(out.dtype).replace('torch.', '')}，应为 float32", file,
                 line if line is not None else h.line if h else None,
@@ -233,10 +233,17 @@ def tilelang_error_hint(exc: BaseException, path, file: str, kernel: str | None 
                      if getattr(e, "compiler_error", None)), None)
     low = low_precision_hint(text, k, file) if kernel else None
     if kernel and low is None and (compiled or "dtype" in message):
-        low = low_precision_hint(text, k, file, _OTHER_DTYPE)
+        low = low_precision_hint(text, k, file, OTHER_DTYPE)
     if low is not None and (compiled or re.search(r"dtype|float16|bfloat16|\bhalf", message)):
         low.detail = "TileLang 生成的 C 代码没能编译。" if compiled else _first_line(message)
         return low
+    if "Inconsistent layouts between src and dst in ReduceOp" in message:
+        # gpu 模式：T.reduce_* 要把 [1, block_n] 的 fragment 分到 threads 个线程上，block_n 配不上线程数时布局推断失败
+        return Hint("block-threads", "gpu 模式下 TileLang 排不出 T.reduce_* 的布局：块宽 block_n 与线程数配不上", file,
+                    kernel_line(text, k, r"\bblock_n\s*:\s*int\s*=") or line, detail=_first_line(message),
+                    fix="块宽 block_n 取线程数的整数倍（骨架的 block_n = 256 是 threads = 128 的 2 倍）："
+                        "tile 的 block_n 列平均分给各个线程，每个线程的几列先在寄存器里归约，再跨线程归约。"
+                        "sim 模式的 C 目标是串行的，没有这个限制。")
     if "Invalid reduce output shape" in message:
         return Hint("reduce-dim", "T.reduce_* 的 dim 与输出的形状不配", file, line, detail=_first_line(message),
                     fix="tile 的形状是 [1, block_n]：一行的 block_n 个元素沿 dim=1（列的方向）归约，输出的形状是 [1]。")

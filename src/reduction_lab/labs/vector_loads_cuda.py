@@ -17,7 +17,7 @@ import torch
 from ..checks import check_out
 from . import cases as C
 from .core import Lab, cuda_precheck, time_against
-from .grading import Case, Hint, Mismatch, compare, find_line, rows_text, tolerance
+from .grading import Case, Hint, Mismatch, compare, find_line, row_sum_tolerance, rows_text
 from .hints import cuda_error_hint
 from .reduce_sum_cuda import check_signature
 
@@ -126,7 +126,7 @@ class VectorLoadsCuda(Lab):
         if run_mode == "gpu":
             torch.cuda.synchronize()
         ref = x.double().sum(dim=1)
-        atol, rtol = tolerance(x.shape[1], torch.float32)
+        atol, rtol = row_sum_tolerance(x)
         ok, err, bad = compare(out, ref, atol, rtol)
         if not ok:
             return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(case, x, out, ref, bad, impl, block)
@@ -157,7 +157,7 @@ class VectorLoadsCuda(Lab):
 
     def wrong_answer(self, case, x, out, ref, bad, impl, block) -> Hint:
         text = impl["text"]
-        mm = Mismatch(x, out, ref, bad, *tolerance(x.shape[1], torch.float32))
+        mm = Mismatch(x, out, ref, bad, *row_sum_tolerance(x))
         got, same, first = mm.got, mm.same, mm.first_row()
         if torch.isnan(got).all():
             return Hint("not-written", "out[row] 没有被写入（评分前 out 填满了 NaN）", FILE, find_line(text, r"out\s*\["),

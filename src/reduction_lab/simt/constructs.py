@@ -381,6 +381,18 @@ __global__ void ring(const int* x, unsigned* ctr, int* owner, unsigned* bits) {
 }
 """
 
+_SCOPED_ATOMIC = r"""
+// 作用域版本的原子操作：每块自己的一行桶只有本块的线程改，atomicAdd_block 就够；几块共用的合计用 atomicAdd
+__global__ void block_bins(const int* x, int* bins, int* total, unsigned* top) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int b = (x[i] % 4 + 4) % 4;
+    atomicAdd_block(&bins[blockIdx.x * 4 + b], 1);
+    atomicMax_block(&top[blockIdx.x], (unsigned)(x[i] + 100));
+    __syncthreads();
+    if (threadIdx.x < 4) atomicAdd_system(&total[threadIdx.x], bins[blockIdx.x * 4 + threadIdx.x]);
+}
+"""
+
 _SWITCH = r"""
 // switch：case 的贯穿（没有 break）、default、break 跳出
 __global__ void classify(const int* x, int* out) {
@@ -1082,6 +1094,12 @@ REGISTRY: tuple[Construct, ...] = (
                   2: np.array([int(np.flatnonzero(c.args[0] > 0)[-1]) if (c.args[0] > 0).any() else -1], np.int32),
                   3: np.array([sum(1 << j for j in range(32) if c.args[0][32 * w + j] > 0) for w in range(2)],
                               np.uint32)}),
+    _c("scoped_atomics", "内置函数", "atomicAdd_block等线程块作用域与_system的原子操作", _SCOPED_ATOMIC, "block_bins", 2, 32,
+       lambda rng: Case([_ints(rng, 64), _zeros(8, np.int32), _zeros(4, np.int32), _zeros(2, np.uint32)]),
+       lambda c: {1: np.stack([np.bincount(c.args[0][32 * k:32 * (k + 1)] % 4, minlength=4) for k in range(2)])
+                  .astype(np.int32).ravel(),
+                  2: np.bincount(c.args[0] % 4, minlength=4).astype(np.int32),
+                  3: (c.args[0].reshape(2, 32).max(1) + 100).astype(np.uint32)}),
     _c("struct_pointer_members", "结构体", "指针成员与继承的结构体（放在寄存器里，按值传给__device__函数）",
        _STRUCT_PTR_MEMBER, "row_totals", 1, 32,
        lambda rng: Case([_ints(rng, 32 * 5, -9, 9).astype(np.float32), _zeros(32), np.int32(5)]),

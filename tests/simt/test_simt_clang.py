@@ -125,9 +125,6 @@ REFUSED = [
                 "__global__ void k(float* y) { y[0] = 1; }", 2, "virtual"),
     ("switch continue", "__global__ void k(float* y) {\n  while (y[0] < 3) switch ((int)y[0]) {\n"
                         "    case 1: y[0] = 2; continue;\n  }\n}", 3, "continue"),
-    ("base class constructor", "struct Acc {\n  float v;\n  __device__ Acc(float x) : v(x) {}\n};\n"
-                               "struct Sum : Acc {\n  __device__ Sum() : Acc(1.0f) {}\n};\n"
-                               "__global__ void k(float* y) {\n  Sum a;\n  y[0] = a.v;\n}", 6, "基类构造"),
 ]
 
 

@@ -1019,6 +1019,22 @@ __global__ void delegating(float* out) {
     Span p(1.0f), q;
     out[0] = a.m; out[1] = a.d; out[2] = b.m; out[3] = b.d; out[4] = p.lo; out[5] = p.hi; out[6] = q.lo; out[7] = q.hi;
 }
+// 基类的构造：写出的 Base(args)、没写时基类的默认构造（默认成员初值、自己写的默认构造），一层层往上；
+// 派生类自己没有构造函数时也照样构造基类
+struct Stat { float m = -INFINITY; float d = 0.0f; };
+struct Named { int id; __device__ Named() : id(7) {} __device__ Named(int i) : id(i) {} };
+struct Tracked : Stat, Named { float w; __device__ Tracked(float x) : Named(3), w(x) { d = 1.0f; } };
+struct Plain : Stat { float w = 2.0f; };
+struct Deep : Plain { __device__ Deep() : Plain() { w += 1.0f; } };
+struct Given : Stat { __device__ Given(float m0) : Stat{m0, 4.0f} {} };
+__global__ void bases(float* out) {
+    Tracked t(5.0f);
+    Plain p;
+    Deep q;
+    Given g(6.0f);
+    out[0] = t.m; out[1] = t.d; out[2] = (float)t.id; out[3] = t.w; out[4] = p.m; out[5] = p.w;
+    out[6] = q.m; out[7] = q.w; out[8] = g.m; out[9] = g.d;
+}
 __global__ void ctor_array_partial(float* out) {
     MD parts[4] = {MD(), MD()};
     out[0] = parts[3].m;
@@ -1038,7 +1054,10 @@ def test_constructors_and_default_member_initialisers():
     # 少写了元素的初始化列表：少的要默认构造，模拟器拒绝并说明改法（不把它们当作 0）
     with pytest.raises(simt.UnsupportedError, match="没有写全") as ei:
         simt.launch(CTORS, "ctor_array_partial", 1, 1, (np.zeros(1, np.float32),))
-    assert ei.value.line == 70
+    assert ei.value.line == 86
+    out = np.zeros(10, np.float32)
+    simt.launch(CTORS, "bases", 1, 1, (out,))
+    assert out.tolist() == [-np.inf, 1.0, 3.0, 5.0, -np.inf, 2.0, -np.inf, 3.0, 6.0, 4.0]
     out = np.zeros(8, np.float32)
     simt.launch(CTORS, "delegating", 1, 1, (out,))
     assert out.tolist() == [-np.inf, 0.0, 3.0, 1.0, 2.0, 2.0, 6.0, 10.0]

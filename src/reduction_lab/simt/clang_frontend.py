@@ -994,16 +994,25 @@ class Lowering:
         kids = list(d.get_children())
         inits = {}
         delegate = None
+        explicit = {}               # 基类 -> 成员初始化列表里写出的基类构造 Base(args)
         for i, ch in enumerate(kids):
             if ch.kind == K.TYPE_REF:
                 nxt = kids[i + 1] if i + 1 < len(kids) else None
-                same = ch.referenced is not None and ch.referenced.canonical == rec.canonical
-                if same and nxt is not None and nxt.kind == K.CALL_EXPR and nxt.referenced is not None and \
-                        nxt.referenced.kind == K.CONSTRUCTOR:
+                braced = nxt is not None and _strip(nxt).kind == K.INIT_LIST_EXPR      # 聚合的基类 Base{a, b}
+                if ch.referenced is None or nxt is None or not braced and (
+                        nxt.kind != K.CALL_EXPR or nxt.referenced is None or nxt.referenced.kind != K.CONSTRUCTOR):
+                    raise self.unsupported(f"构造函数 {qualified_name(d)} 的这种初始化 {ch.spelling}", ch)
+                if braced:
+                    if ch.referenced.canonical == rec.canonical:
+                        raise self.unsupported(f"构造函数 {qualified_name(d)} 里花括号写法的委托构造；写成 "
+                                               f"{rec.spelling}(…)", ch)
+                    explicit[ch.referenced.canonical] = _strip(nxt)
+                elif ch.referenced.canonical == rec.canonical:
                     delegate = nxt          # 委托构造 Pair(float a) : Pair(a, a) {}
-                    continue
-                raise self.unsupported(f"构造函数 {qualified_name(d)} 里的基类构造", ch)
-            if delegate is not None and ch is delegate:
+                else:
+                    explicit[ch.referenced.canonical] = nxt
+                continue
+            if ch.kind == K.CALL_EXPR and any(v is not None and ch == v for v in (delegate, *explicit.values())):
                 continue
             if ch.kind == K.MEMBER_REF:
                 if i + 1 >= len(kids) or kids[i + 1].kind in (K.MEMBER_REF, K.COMPOUND_STMT):
@@ -1019,12 +1028,13 @@ class Lowering:
             items = [c_ast.Decl(THIS, [], [], [], [], tn, None, None, co)]
             if delegate is not None:
                 # 委托构造：先由目标构造函数造出整个对象（默认成员初值由它负责），再执行自己的函数体
-                target = self.ctor_def(delegate.referenced)
-                args = list(delegate.get_arguments())
-                whole = self.ctor_call(delegate, target) if target is not None else \
-                    self.value(args[0]) if args else None           # 编译器生成的复制 / 什么也不做的默认构造
+                whole = self.constructed_value(delegate)
                 if whole is not None:
                     items.append(c_ast.Assignment("=", _id(THIS, co), whole, self.co(delegate)))
+            else:
+                # 先构造各个基类（写出的 Base(args)，或者它的默认构造），它们的成员排在前面
+                for b in self.base_records(rec):
+                    items += self.base_init(b, explicit.get(b.canonical), co)
             for f in rec.type.get_canonical().get_fields() if delegate is None else ():
                 e = inits.get(f.spelling, defaults.get(f.spelling))
                 if e is None:
@@ -1445,6 +1455,68 @@ class Lowering:
                     raise self.unsupported(f"多维结构体数组 {c.spelling} 的初始化省略了内层的花括号", c)
                 self.full_array_list(c, t.element_type, _strip(x))
 
+    def constructed_value(self, call):
+        """构造函数调用 ``T(args)``（CALL_EXPR）的值：执行自己写的构造；编译器生成的复制是实参本身，
+        什么也不做的默认构造是 None。"""
+        target = self.ctor_def(call.referenced)
+        if target is not None:
+            return self.ctor_call(call, target)
+        args = list(call.get_arguments())
+        return self.value(args[0]) if args else None
+
+    @staticmethod
+    def base_records(rec):
+        """结构体的（非虚）基类，按声明的顺序。"""
+        return [b.type.get_canonical().get_declaration() for b in rec.get_children()
+                if b.kind == K.CXX_BASE_SPECIFIER]
+
+    def needs_construction(self, rec) -> bool:
+        """默认构造这个结构体要做事情：它有默认成员初值，或者某个基类要做（默认成员初值、自己写的默认构造）。"""
+        return bool(self.field_inits(rec)) or any(self.element_ctor(b.type) is not None for b in self.base_records(rec))
+
+    def base_init(self, b, call, co) -> list:
+        """派生类的构造函数里构造基类 ``b``：``call`` 是写出的 ``Base(args)``，None 时执行它的默认构造。降成一个
+        基类类型的隐藏变量，再把它的各个成员（连同更上层基类的）复制给 ``__this`` 里同名的成员。"""
+        if call is not None and call.kind == K.INIT_LIST_EXPR:
+            val = self.temporary(call, self.expr(call))
+        elif call is not None:
+            val = self.constructed_value(call)
+        else:
+            d = self.element_ctor(b.type)
+            if d is None:
+                return []
+            if d.kind != K.CONSTRUCTOR:                 # 只有默认成员初值（它自己的或更上层基类的）
+                return self.member_defaults(b, co)
+            n = self.fname(d)
+            self.callees.add(n)
+            val = _call(n, [self.expr(_exprs(a)[-1]) for a in d.get_arguments()], co)
+        if val is None:
+            return []
+        tmp = f"__simt_base{self.fresh('base')}"
+        bt = self.ctype(b.type, b)
+        out = [c_ast.Decl(tmp, [], [], [], [], self.tnode(b.type, tmp, b), val, None, co)]
+        for f in bt.fields:
+            out.append(c_ast.Assignment("=", c_ast.StructRef(_id(THIS, co), ".", _id(f, co), co),
+                                        c_ast.StructRef(_id(tmp, co), ".", _id(f, co), co), co))
+        return out
+
+    def member_defaults(self, rec, co) -> list:
+        """没有自己写的构造函数的结构体 ``rec`` 的默认构造：先构造它的基类，再按默认成员初值给成员赋值。"""
+        out = []
+        for b in self.base_records(rec):
+            out += self.base_init(b, None, co)
+        defaults = self.field_inits(rec)
+        for f in rec.type.get_canonical().get_fields():
+            e = defaults.get(f.spelling)
+            if e is None:
+                continue
+            if f.type.get_canonical().kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
+                raise self.unsupported(f"基类 {rec.spelling} 的数组成员 {f.spelling} 的默认初值", e)
+            fc = self.co(e)
+            out.append(c_ast.Assignment("=", c_ast.StructRef(_id(THIS, fc), ".", _id(f.spelling, fc), fc),
+                                        self.init_expr(e), fc))
+        return out
+
     @staticmethod
     def field_inits(record_decl):
         """结构体的默认成员初值（``float m = -INFINITY;``）：{成员名: 初值表达式}。"""
@@ -1475,7 +1547,7 @@ class Lowering:
             return None                      # 编译器生成的复制、移动：按值复制
         inits = [ch for ch in d.get_children() if ch.kind in (K.MEMBER_REF, K.TYPE_REF)]
         work = bool(inits) or (body is not None and list(body.get_children())) or bool(list(d.get_arguments()))
-        if work or self.field_inits(ctor.semantic_parent):
+        if work or self.needs_construction(ctor.semantic_parent):
             return d
         return None
 
@@ -1492,7 +1564,7 @@ class Lowering:
         for ch in rec.get_children():
             if ch.kind == K.CONSTRUCTOR and all(_exprs(a) for a in ch.get_arguments()):    # 默认构造（形参都有默认值）
                 return self.ctor_def(ch)
-        return rec if self.field_inits(rec) else None
+        return rec if self.needs_construction(rec) else None
 
     def ctor_call(self, s, d):
         """调用构造函数：降成返回新对象的函数（见 lower_ctor）。"""

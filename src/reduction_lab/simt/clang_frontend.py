@@ -994,7 +994,7 @@ class Lowering:
         kids = list(d.get_children())
         inits = {}
         delegate = None
-        explicit = {}               # 基类 -> 成员初始化列表里写出的基类构造 Base(args)
+        explicit = {}               # 基类 -> 成员初始化列表里写出的基类构造 Base(args) 或 Base{a, b}
         for i, ch in enumerate(kids):
             if ch.kind == K.TYPE_REF:
                 nxt = kids[i + 1] if i + 1 < len(kids) else None
@@ -1416,7 +1416,7 @@ class Lowering:
 
     def constructed_array(self, c, t, init):
         """有构造函数（或默认成员初值）的结构体的局部数组 ``MD parts[4];``：每个元素执行一次默认构造，降成
-        ``{MD(), MD(), …}`` 的初始化列表（多维时嵌套）。带初始化列表的数组（``MD a[2] = {x, y};``）照旧拒绝。"""
+        ``{MD(), MD(), …}`` 的初始化列表（多维时嵌套）。带初始化列表的数组见 :meth:`full_array_list`。"""
         call = _strip(init) if init is not None else next(
             (ch for ch in c.get_children() if ch.kind == K.CALL_EXPR and ch.referenced is not None
              and ch.referenced.kind == K.CONSTRUCTOR), None)

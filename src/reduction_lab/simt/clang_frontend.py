@@ -1018,7 +1018,6 @@ class Lowering:
                 if i + 1 >= len(kids) or kids[i + 1].kind in (K.MEMBER_REF, K.COMPOUND_STMT):
                     raise self.unsupported(f"构造函数 {qualified_name(d)} 的成员初始化 {ch.spelling}()", ch)
                 inits[ch.spelling] = kids[i + 1]
-        defaults = self.field_inits(rec)
         params, decls, refs = self.lower_params(d, False)
         saved = self.cur_fn, self.callees
         self.cur_fn = d
@@ -1032,18 +1031,10 @@ class Lowering:
                 if whole is not None:
                     items.append(c_ast.Assignment("=", _id(THIS, co), whole, self.co(delegate)))
             else:
-                # 先构造各个基类（写出的 Base(args)，或者它的默认构造），它们的成员排在前面
+                # 先构造各个基类（写出的 Base(args)，或者它的默认构造），它们的成员排在前面；再是自己的成员
                 for b in self.base_records(rec):
                     items += self.base_init(b, explicit.get(b.canonical), co)
-            for f in rec.type.get_canonical().get_fields() if delegate is None else ():
-                e = inits.get(f.spelling, defaults.get(f.spelling))
-                if e is None:
-                    continue
-                if f.type.get_canonical().kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
-                    raise self.unsupported(f"构造函数里初始化数组成员 {f.spelling}", e)
-                fc = self.co(e)
-                items.append(c_ast.Assignment("=", c_ast.StructRef(_id(THIS, fc), ".", _id(f.spelling, fc), fc),
-                                              self.init_expr(e), fc))
+                items += self.member_assignments(rec, inits)
             body = next((ch for ch in kids if ch.kind == K.COMPOUND_STMT), None)
             if body is not None:
                 items.append(self.stmt(body))
@@ -1505,13 +1496,19 @@ class Lowering:
         out = []
         for b in self.base_records(rec):
             out += self.base_init(b, None, co)
+        return out + self.member_assignments(rec, {})
+
+    def member_assignments(self, rec, inits) -> list:
+        """构造函数里给 ``rec`` 自己的成员赋初值（按声明的顺序）：``inits`` 是成员初始化列表里写出的
+        {成员名: 表达式}，没写出的取默认成员初值，都没有的不赋值。"""
+        out = []
         defaults = self.field_inits(rec)
         for f in rec.type.get_canonical().get_fields():
-            e = defaults.get(f.spelling)
+            e = inits.get(f.spelling, defaults.get(f.spelling))
             if e is None:
                 continue
             if f.type.get_canonical().kind in (TK.CONSTANTARRAY, TK.INCOMPLETEARRAY):
-                raise self.unsupported(f"基类 {rec.spelling} 的数组成员 {f.spelling} 的默认初值", e)
+                raise self.unsupported(f"构造函数里初始化数组成员 {rec.spelling}::{f.spelling}", e)
             fc = self.co(e)
             out.append(c_ast.Assignment("=", c_ast.StructRef(_id(THIS, fc), ".", _id(f.spelling, fc), fc),
                                         self.init_expr(e), fc))

@@ -394,8 +394,8 @@ def _plain_lvalue(c):
         if k == K.DECL_REF_EXPR:
             names.add(n.spelling)
         elif k == K.BINARY_OPERATOR:
-            op = BINARY_OPS.get(_lib.clang_getCursorBinaryOperatorKind(n))
-            if op is None or op == "," or _ASSIGN_OPS.get(_lib.clang_getCursorBinaryOperatorKind(n)):
+            kind = _lib.clang_getCursorBinaryOperatorKind(n)
+            if BINARY_OPS.get(kind) in (None, ",") or kind in _ASSIGN_OPS:
                 return None
         elif k == K.UNARY_OPERATOR:
             if UNARY_OPS.get(_lib.clang_getCursorUnaryOperatorKind(n)) not in ("*", "-", "+", "~", "!"):
@@ -1469,7 +1469,7 @@ class Lowering:
         """派生类的构造函数里构造基类 ``b``：``call`` 是写出的 ``Base(args)``，None 时执行它的默认构造。降成一个
         基类类型的隐藏变量，再把它的各个成员（连同更上层基类的）复制给 ``__this`` 里同名的成员。"""
         if call is not None and call.kind == K.INIT_LIST_EXPR:
-            val = self.temporary(call, self.expr(call))
+            val = self.value(call)                      # Base{a, b}：这个类型的临时对象
         elif call is not None:
             val = self.constructed_value(call)
         else:

@@ -151,7 +151,8 @@ _HINT_STORES = ("__stwb", "__stcg", "__stcs", "__stwt")
 
 #: 原子操作的作用域版本：_block 只对同一线程块的线程是原子的，_system 对主机与其他 GPU 也是（模拟器里同 atomicAdd）
 _ATOMIC_OPS = ("Add", "Sub", "Max", "Min", "Exch", "Inc", "Dec", "CAS", "And", "Or", "Xor")
-_SCOPED_ATOMICS = tuple(f"atomic{op}_{scope}" for op in _ATOMIC_OPS for scope in ("block", "system"))
+_ATOMIC_SCOPES = ("", "_block", "_system")
+_ATOMICS = tuple(f"atomic{op}{suffix}" for op in _ATOMIC_OPS for suffix in _ATOMIC_SCOPES)
 
 BUILTIN_FUNCS.update(
     set(_HINT_LOADS) | set(_HINT_STORES) | set(_MATH1) | {n + "f" for n in _MATH1} | set(_MATH2) | {n + "f" for n in _MATH2}
@@ -162,8 +163,7 @@ BUILTIN_FUNCS.update(
         "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
         "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
-        "atomicAdd", "atomicSub", "atomicMax", "atomicMin", "atomicExch", "atomicInc", "atomicDec", "atomicCAS",
-        "atomicAnd", "atomicOr", "atomicXor", *_SCOPED_ATOMICS, "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
+        *_ATOMICS, "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
         "__ffsll", "__brev", "__saturatef", "__int_as_float", "__float_as_int", "__uint_as_float", "__float_as_uint", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
         "__simt_cluster_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
@@ -3244,7 +3244,7 @@ class Machine:
         buf = p.buf
         if buf.remote and scope == "block":
             raise self.unsupported(f"{name} 经 cluster.map_shared_rank 访问共享内存（簇里的几个线程块都能改它，"
-                                   f"线程块作用域的原子操作在这里没有意义；请用 {name[:-6]}）", node)
+                                   f"线程块作用域的原子操作在这里没有意义；请用 atomic{op}）", node)
         if buf.remote:              # 经 cluster.map_shared_rank：别的块的共享内存（atom.shared::cluster）
             tgt, _, _ = self.remote_target(buf, p.v, lanes)
             tgt = np.broadcast_to(tgt, (lanes.n,))
@@ -3308,51 +3308,20 @@ class Machine:
         old[order] = old_sorted
         return Val(el, old)
 
-    def b_atomicAdd(self, node, args, lanes, fr):
-        return self._atomic("Add", node, args, lanes, fr)
 
-    def b_atomicSub(self, node, args, lanes, fr):
-        return self._atomic("Sub", node, args, lanes, fr)
+def _atomic_method(op, suffix):
+    scope = "block" if suffix == "_block" else "device"
 
-    def b_atomicMax(self, node, args, lanes, fr):
-        return self._atomic("Max", node, args, lanes, fr)
-
-    def b_atomicMin(self, node, args, lanes, fr):
-        return self._atomic("Min", node, args, lanes, fr)
-
-    def b_atomicExch(self, node, args, lanes, fr):
-        return self._atomic("Exch", node, args, lanes, fr)
-
-    def b_atomicInc(self, node, args, lanes, fr):
-        return self._atomic("Inc", node, args, lanes, fr)
-
-    def b_atomicDec(self, node, args, lanes, fr):
-        return self._atomic("Dec", node, args, lanes, fr)
-
-    def b_atomicCAS(self, node, args, lanes, fr):
-        return self._atomic("CAS", node, args, lanes, fr)
-
-    def b_atomicAnd(self, node, args, lanes, fr):
-        return self._atomic("And", node, args, lanes, fr)
-
-    def b_atomicOr(self, node, args, lanes, fr):
-        return self._atomic("Or", node, args, lanes, fr)
-
-    def b_atomicXor(self, node, args, lanes, fr):
-        return self._atomic("Xor", node, args, lanes, fr)
-
-
-def _scoped_atomic(op, scope):
     def b(self, node, args, lanes, fr):
-        return self._atomic(op, node, args, lanes, fr, "block" if scope == "block" else "device")
-    b.__name__ = f"b_atomic{op}_{scope}"
+        return self._atomic(op, node, args, lanes, fr, scope)
+    b.__name__ = f"b_atomic{op}{suffix}"
     return b
 
 
-# b_atomicAdd_block、b_atomicAdd_system ……：原子操作的两个作用域版本
+# b_atomicAdd 与它的两个作用域版本 b_atomicAdd_block、b_atomicAdd_system ……
 for _op in _ATOMIC_OPS:
-    for _scope in ("block", "system"):
-        setattr(Machine, f"b_atomic{_op}_{_scope}", _scoped_atomic(_op, _scope))
+    for _suffix in _ATOMIC_SCOPES:
+        setattr(Machine, f"b_atomic{_op}{_suffix}", _atomic_method(_op, _suffix))
 
 
 def _half_method(kind, name):

@@ -42,16 +42,16 @@ def bench(fn):
     return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median") * 1e-3
 
 
-def candidates(n: int, dtype=torch.bfloat16):
+def candidates(n: int, dtype=torch.bfloat16, blocks=(128, 256, 512), smem_limit=SMEM_LIMIT):
     """(c, b, p, sp, keep)：正好盖住一行的配置。"""
     vec = 16 // dtype.itemsize
     nv = n // vec
     out = []
     for c in (2, 4, 8, 16):
-        for b in (128, 256, 512):
+        for b in blocks:
             for p in (4, 8):
                 for sp in (0, 2, 4, 8, 12, 24):
-                    if c * b * (p + sp) != nv or sp * b * 16 > SMEM_LIMIT or b * p * vec > cl.REGS_MAX_BLOCK_ELEMS:
+                    if c * b * (p + sp) != nv or sp * b * 16 > smem_limit or b * p * vec > cl.REGS_MAX_BLOCK_ELEMS:
                         continue
                     if dtype == torch.float32:
                         out.append((c, b, p, sp, 0))
@@ -88,6 +88,8 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="写出结果的 JSON 路径（默认不写）")
     ap.add_argument("--ns", default=",".join(map(str, NS)), help="逗号分隔的行长")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    ap.add_argument("--blocks", default="128,256,512", help="逗号分隔的每块线程数")
+    ap.add_argument("--smem-limit", type=int, default=SMEM_LIMIT, help="每块动态共享内存的上限（字节，默认 120 KiB）")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     rl.runtime.require_gpu("tune_cluster_smem")
@@ -114,7 +116,8 @@ def main() -> int:
                             if k in ("kernel", "block_size", "packs", "cluster_size", "smem_packs")}
         if n == 1 << 20:
             row["grid"] = tc / bench(lambda: ck.softmax(x, kernel="grid", out=y))
-        for c, b, p, sp, keep in candidates(n, dtype):
+        blocks = tuple(map(int, args.blocks.split(",")))
+        for c, b, p, sp, keep in candidates(n, dtype, blocks, args.smem_limit):
             cand = {"c": c, "b": b, "p": p, "sp": sp, "keep": keep}
             try:
                 kern, func, mb = compile_kernel(c, b, p, sp, keep, index, dtype)

@@ -401,6 +401,35 @@ def test_target_verdicts_list_fp16_softmax_in_its_own_table():
     assert "| 4096 | 99%（triton） | 98（torch） | 达标 | — | — | — |" in text
 
 
+def test_language_verdicts_judge_cuda_and_tilelang_fp32_at_85_percent():
+    """另一项目标：CUDA C 与 TileLang 的 fp32 softmax 在每个判定的 N 上（含 2^20）都 >= 拷贝的 85%；
+    不判定的 N（256）不列，缺一个实现的结果时写明，不算达标。"""
+    import copy
+
+    rec = _fake_rec("triton", 100.0, 99.0)
+    base = rec["shapes"][0]
+    rec["shapes"] = []
+    for n, cuda, tl in ((256, 0.5, 0.5), (4096, 0.96, 0.85), (262144, 0.91, 0.84), (2 ** 20, 0.76, None)):
+        e = copy.deepcopy(base)
+        e["N"] = n
+        e["results"]["cuda"] = {"status": "ok", "gbps": 100.0 * cuda, "frac_copy": cuda}
+        e["results"]["tilelang"] = ({"status": "error", "reason": "x"} if tl is None else
+                                    {"status": "ok", "gbps": 100.0 * tl, "frac_copy": tl})
+        rec["shapes"].append(e)
+    rec["impls"] += [{"name": "cuda", "label": "CUDA C", "kind": "ours"},
+                     {"name": "tilelang", "label": "TileLang", "kind": "ours"}]
+    doc = {"suites": {"softmax": rec}}
+    rows = report.language_verdicts(doc)
+    assert [r["N"] for r in rows] == [4096, 262144, 2 ** 20]
+    assert rows[-1]["tilelang"] is None and rows[0]["tilelang"] == 0.85
+    text = report.render_targets(doc)
+    assert "**CUDA C与TileLang的按行softmax，fp32**" in text
+    assert "| 4096 | 96% | 85% | 达标 |" in text
+    assert "| 262144 | 91% | 84% | TileLang低于85% |" in text
+    assert "| 1048576 | 76% | — | CUDA C低于85%、TileLang没有结果 |" in text
+    assert report.language_verdicts({"suites": {}}) == []
+
+
 def _two_impls(n, triton_frac, cuda_frac, peer_frac, meta_extra):
     rec = _fake_rec("triton", 100.0, 100.0 * triton_frac)
     rec["meta"].update(meta_extra)

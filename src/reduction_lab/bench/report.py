@@ -517,9 +517,60 @@ def _verdict_cells(row: dict | None, labels: dict) -> list[str]:
 
 _SUBJECT_HEAD = {"default": "默认backend", "every": "最慢的backend"}
 
+#: 另一项目标：同一个 softmax 算法的 CUDA C 与 TileLang 写法（float32）在判定的每个 N 上（含 2^20）都达到拷贝的 85%
+LANG_TARGET = {"suite": "softmax", "dtype": "float32", "impls": ("cuda", "tilelang"), "goal": 0.85}
+
+
+def language_verdicts(doc: dict) -> list[dict]:
+    """:data:`LANG_TARGET` 的判定，每个 N 一行：``{"N", "goal", impl: 占拷贝的比例或 None（没有结果）, ...}``。
+    判定的 N 与 :func:`target_frac` 相同（N = 512 … 262144 与 2^20），目标一律是 85%。"""
+    rec = doc["suites"].get(LANG_TARGET["suite"])
+    sub = None if rec is None else _dtype_records(rec).get(LANG_TARGET["dtype"])
+    if sub is None:
+        return []
+    rows = []
+    for e in sub["shapes"]:
+        if target_frac(LANG_TARGET["suite"], e["N"]) is None:
+            continue
+        row = {"N": e["N"], "goal": LANG_TARGET["goal"]}
+        for name in LANG_TARGET["impls"]:
+            r = e["results"].get(name)
+            row[name] = r["frac_copy"] if r and r.get("status") == "ok" else None
+        rows.append(row)
+    return rows
+
+
+def _render_language_targets(doc: dict) -> list[str]:
+    rows = language_verdicts(doc)
+    if not rows:
+        return []
+    rec = _dtype_records(doc["suites"][LANG_TARGET["suite"]])[LANG_TARGET["dtype"]]
+    labels = {i["name"]: i["label"] for i in rec["impls"]}
+    names = LANG_TARGET["impls"]
+    goal = 100 * LANG_TARGET["goal"]
+    lines = ["", f"**CUDA C与TileLang的按行softmax，{_DTYPE_SHORT[LANG_TARGET['dtype']]}**", "",
+             f"目标：同一个算法的{'与'.join(md_text(labels.get(n, n)) for n in names)}写法在上面每个N上（含N = 1048576）"
+             f"都达到拷贝带宽的{goal:.0f}%。", ""]
+    lines.append("| N | " + " | ".join(f"{md_text(labels.get(n, n))}/拷贝" for n in names) + " | 判定 |")
+    lines.append("|---:|" + "---:|" * len(names) + "---|")
+    for row in rows:
+        cells = [str(row["N"])]
+        why = []
+        for n in names:
+            f = row[n]
+            cells.append("—" if f is None else f"{100 * f:.0f}%")
+            if f is None:
+                why.append(f"{md_text(labels.get(n, n))}没有结果")
+            elif f < row["goal"]:
+                why.append(f"{md_text(labels.get(n, n))}低于{goal:.0f}%")
+        cells.append("、".join(why) if why else "达标")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
 
 def render_targets(doc: dict) -> str:
-    """对照目标的判定表：softmax与row-sum各一张，float32与bfloat16并排；softmax的float16另一张（有结果时）。"""
+    """对照目标的判定表：softmax与row-sum各一张，float32与bfloat16并排；softmax的float16另一张（有结果时）；
+    最后是CUDA C与TileLang的float32 softmax（:data:`LANG_TARGET`）。"""
     lines = ["<!-- 由reduction-lab report从JSON生成；不要手改-->", ""]
     lines.append(f"目标：softmax的默认backend（`backend=\"auto\"`在这块GPU上对每个N选的实现）、按行求和的每个backend，"
                  f"在N = {TARGET_N[0]} … {TARGET_N[1]}上达到同一进程拷贝带宽的{100 * TARGET_FRAC:.0f}%，并且不低于"
@@ -556,6 +607,7 @@ def render_targets(doc: dict) -> str:
         missing = [_DTYPE_SHORT[dt] for dt in dtypes if not per[dt]]
         if missing:
             lines += ["", f"还没有{'、'.join(missing)}的结果（—）。"]
+    lines += _render_language_targets(doc)
     return "\n".join(lines) + "\n"
 
 

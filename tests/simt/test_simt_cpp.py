@@ -704,24 +704,89 @@ __global__ void shared_inside(float* out) {
     auto get = [](int i) { return buf[i]; };
     out[threadIdx.x] = get(31 - threadIdx.x);
 }
+struct Pair { float m; float s; };
+__global__ void references(const float* x, float* out, int n) {
+    float sum = 0.0f, last = -1.0f;
+    int hits = 0;
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    Pair p = {-INFINITY, 0.0f};
+    const float* row = x + threadIdx.x * n;
+    auto take = [&](int j) {                    // 隐式按引用：sum、row、hits、part、p、last（第一次用到的顺序）
+        float v = row[j];
+        sum += v;
+        if (v > 0.0f) hits++;
+        part[j % 4] += v;
+        p.m = fmaxf(p.m, v);
+        last = v;
+    };
+    for (int j = 0; j < n; j++) take(j);
+    auto scale = [&sum, n](float k) { sum *= k / n; };   // 显式：sum 按引用，n 按值
+    int base = 10;
+    auto add = [=, &hits](int k) { hits += k + base; };  // 默认按值，hits 按引用
+    base = 1000;                                // 按值捕获的是创建 lambda 时的 10
+    scale(2.0f);
+    add(1);
+    auto outer = [&]() { auto inner = [&]() { p.s += 1.0f; }; inner(); inner(); };   // 嵌套：内层经外层的引用
+    outer();
+    float m = warp_fold(sum, [&](float a, float b) { return a + b + 0.0f * last; });
+    out[threadIdx.x] = sum;
+    out[32 + threadIdx.x] = hits;
+    out[64 + threadIdx.x] = part[0] + 10.0f * part[3];
+    out[96 + threadIdx.x] = p.m + p.s;
+    if (threadIdx.x == 0) out[128] = m;
+}
+__global__ void racy_lambda(float* out) {
+    __shared__ float buf[64];
+    auto put = [&](float v) { buf[threadIdx.x] = v; };
+    put(threadIdx.x);
+    out[threadIdx.x] = buf[63 - threadIdx.x];      // 少了 __syncthreads()
+}
+__global__ void const_address(float* out) {
+    const int k = 3;
+    auto f = [&]() { const int* q = &k; return *q; };
+    out[0] = f();
+}
 """
 
 
-def test_lambdas_run_and_reference_captures_are_refused():
+def test_lambdas_run_by_value_and_use_shared_variables_directly():
     x = np.linspace(-3, 2, 32, dtype=np.float32)
     out = np.zeros(40, np.float32)
     simt.launch(LAMBDAS, "lambdas", 1, 32, (out, x, np.float32(0.5), np.int32(4)))
     assert abs(out[0] - x.sum()) < 1e-4 and out[1] == x.max()
     assert out[2:5].tolist() == [4.5, 2.0, x[5] * np.float32(0.5)]     # 按值捕获：外层的 count 仍是 0
     assert out[8:].tolist() == [32.0 - i for i in range(32)]
-    # 按引用捕获：闭包里是引用，模拟器不支持，指出 lambda 所在的行
-    with pytest.raises(simt.UnsupportedError, match="按引用捕获") as ei:
-        simt.launch(LAMBDAS, "by_reference", 1, 1, (np.zeros(1, np.float32),))
-    assert ei.value.line == 26
-    # lambda 里用外层的 __shared__ 数组（不必捕获）：拒绝并说明改法
-    with pytest.raises(simt.UnsupportedError, match="外层函数的变量 buf") as ei:
-        simt.launch(LAMBDAS, "shared_inside", 1, 32, (np.zeros(32, np.float32),))
-    assert ei.value.line == 34
+    one = np.zeros(1, np.float32)
+    simt.launch(LAMBDAS, "by_reference", 1, 1, (one,))                  # [&]：lambda 里改的是外层的 acc
+    assert one[0] == 1.0
+    # lambda 里直接用外层的 __shared__ 数组（C++ 里不算捕获）：模拟器的闭包存它的地址，读到的是同一块共享内存
+    sh = np.zeros(32, np.float32)
+    simt.launch(LAMBDAS, "shared_inside", 1, 32, (sh,))
+    assert sh.tolist() == [31.0 - i for i in range(32)]
+
+
+def test_lambdas_capture_by_reference():
+    """按引用捕获（[&]、[&x]、[=, &x]、嵌套的 [&]、作模板实参）：lambda 里的修改落在外层的变量上，
+    按值捕获的仍是创建时的值。闭包的成员是外层变量的地址（数组是首元素的地址）。"""
+    n = 8
+    x = np.random.default_rng(7).standard_normal(32 * n).astype(np.float32)
+    out = np.zeros(129, np.float32)
+    simt.launch(LAMBDAS, "references", 1, 32, (x, out, np.int32(n)))
+    r = x.reshape(32, n)
+    s = r.sum(1, dtype=np.float32) * np.float32(2.0 / n)
+    np.testing.assert_allclose(out[:32], s, rtol=1e-5, atol=1e-6)
+    assert out[32:64].tolist() == ((r > 0).sum(1) + 1 + 10).tolist()     # add(1)：hits += 1 + 10（base 在创建时是 10）
+    np.testing.assert_allclose(out[64:96], r[:, 0::4].sum(1) + 10 * r[:, 3::4].sum(1), rtol=1e-5, atol=1e-5)
+    assert out[96:128].tolist() == (r.max(1) + 2.0).tolist()             # 内层的 lambda 加了两次 1
+    np.testing.assert_allclose(out[128], s.sum(), rtol=1e-4)
+    # lambda 里写的共享内存照样检查竞争：写在 lambda 里、读在外面，中间少了 __syncthreads()
+    with pytest.raises(simt.SharedMemoryRaceError) as ei:
+        simt.launch(LAMBDAS, "racy_lambda", 1, 64, (np.zeros(64, np.float32),))
+    assert ei.value.line == LAMBDAS.count("\n", 0, LAMBDAS.index("out[threadIdx.x] = buf[63 - threadIdx.x]")) + 1
+    # 隐式 [&] 取常量的地址（clang 因此捕获它）：模拟器认不出这种捕获，拒绝并指出 lambda 所在的行
+    with pytest.raises(simt.UnsupportedError, match="显式的") as ei:
+        simt.launch(LAMBDAS, "const_address", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == LAMBDAS.count("\n", 0, LAMBDAS.index("auto f = [&]() { const int* q")) + 1
 
 
 # 基于范围的 for：定长的局部数组、按引用改写元素、continue、结构体的数组成员、共享内存数组；

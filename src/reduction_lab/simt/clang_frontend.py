@@ -454,6 +454,30 @@ def string_literal(c):
 _LAMBDA_SPELLING = re.compile(r"^(?:const |volatile )*\(lambda at .*:(\d+):(\d+)\)$")
 
 
+class _Capture:
+    """lambda 的一个捕获：``cursor`` 是引用那个外层变量的表达式（按值捕获时就是成员的初值），``by_ref`` 是否按引用。
+    ``hidden``：C++ 里不算捕获、模拟器替它存地址的外层 ``__shared__`` / static 变量（lambda 体直接用它；闭包类型里没有
+    这个成员，模拟器的闭包在 clang 的成员之后另加一个指针）。"""
+
+    __slots__ = ("cursor", "by_ref", "hidden")
+
+    def __init__(self, cursor, by_ref, hidden=False):
+        self.cursor, self.by_ref, self.hidden = cursor, by_ref, hidden
+
+    @property
+    def referenced(self):
+        return self.cursor.referenced
+
+    @property
+    def spelling(self):
+        return self.cursor.referenced.spelling
+
+    @property
+    def is_array(self):
+        """按引用捕获的定长数组：闭包里存首元素的地址，体里用到它时就是那个指针（下标照常）。"""
+        return self.cursor.referenced.type.get_canonical().kind == TK.CONSTANTARRAY
+
+
 def lambda_name(spelling):
     """闭包类型 ``(lambda at /path/k.cu:8:16)`` -> ``lambda@8:16``（不是 lambda 时 None）。"""
     m = _LAMBDA_SPELLING.match(spelling)
@@ -640,7 +664,7 @@ class Lowering:
         lam = lambda_name(name)
         if lam is not None:
             captures = self.lambda_captures(self.lambda_of(decl, c))
-            if len(captures) != len(fields):
+            if sum(not x.hidden for x in captures) != len(fields):
                 raise self.unsupported(f"{lam} 的捕获", c)
             name = lam
         leaves, names, members = [], [], {}
@@ -665,7 +689,12 @@ class Lowering:
             ft = f.type.get_canonical()
             if ft.is_volatile_qualified():
                 raise self.unsupported(f"结构体 {name} 的 volatile 成员 {f.spelling}", f)
-            mt = self.member_type(ft, f, name)
+            if lam is not None and captures[i].by_ref:       # 按引用捕获：闭包里存变量的地址（数组：首元素的地址）
+                pt = ft.get_pointee().get_canonical()
+                mt = T.Ptr(self.member_type(pt.element_type.get_canonical() if pt.kind == TK.CONSTANTARRAY else pt,
+                                            f, name))
+            else:
+                mt = self.member_type(ft, f, name)
             members[fname] = (len(leaves), mt)
             if mt.is_scalar or mt.is_ptr or mt.is_fnptr:
                 leaves.append(mt)
@@ -674,6 +703,13 @@ class Lowering:
                 sub = _leaves_of(mt)
                 leaves.extend(sub)
                 names.extend(f"{fname}#{k}" for k in range(len(sub)))
+        for cap in (captures[len(fields):] if lam is not None else ()):   # 外层的 __shared__ / static 变量：存地址
+            vt = cap.referenced.type.get_canonical()
+            mt = T.Ptr(self.member_type(vt.element_type.get_canonical() if vt.kind == TK.CONSTANTARRAY else vt,
+                                        cap.cursor, name))
+            members[cap.spelling] = (len(leaves), mt)
+            leaves.append(mt)
+            names.append(cap.spelling)
         # 成员大小不同、有填充或含指针的结构体只能放在寄存器里（放进内存时报告不支持）
         storable = bool(leaves) and all(x.is_scalar and x.size == leaves[0].size for x in leaves) and \
             t.get_size() == len(leaves) * leaves[0].size
@@ -710,8 +746,8 @@ class Lowering:
         return lam
 
     def lambda_captures(self, lam):
-        """lambda 按值捕获的变量（DECL_REF_EXPR，顺序即闭包成员的顺序）。按引用捕获、捕获 this、带初值的捕获拒绝。
-        每个 lambda 只算一次（闭包的类型、它的每个成员引用都要问）。"""
+        """lambda 捕获的外层变量（:class:`_Capture`，顺序即闭包成员的顺序）：按值的（``[=]``、``[x]``）与按引用的
+        （``[&]``、``[&x]``）。捕获 this、带初值的捕获拒绝。每个 lambda 只算一次（闭包的类型、它的每个成员引用都要问）。"""
         key = (lam.location.file.name if lam.location.file else None, lam.location.offset)
         hit = self.capture_cache.get(key)
         if hit is None:
@@ -731,29 +767,106 @@ class Lowering:
                 if depth == 0:
                     break
             intro.append(t)
-        if "&" in intro or "&&" in intro:
-            raise self.unsupported("lambda 按引用捕获 [&]（改成按值捕获 [=]，或把要改的变量作为参数传进去）", lam)
         if "this" in intro:
             raise self.unsupported("lambda 捕获 this", lam)
-        if "=" in intro[1:] or any(t not in ("=", ",") and not t.isidentifier() for t in intro):
-            raise self.unsupported("lambda 的这种捕获（带初值的捕获 [y = x] 等）", lam)
-        caps = []
+        items = [[]]
+        for t in intro:
+            if t == ",":
+                items.append([])
+            else:
+                items[-1].append(t)
+        items = [it for it in items if it]
+        default = None
+        if items and items[0] in (["="], ["&"]):
+            default = items.pop(0)[0]
+        explicit = []                        # (名字, 按引用)
+        for it in items:
+            if len(it) == 1 and it[0].isidentifier():
+                explicit.append((it[0], False))
+            elif len(it) == 2 and it[0] == "&" and it[1].isidentifier():
+                explicit.append((it[1], True))
+            else:
+                raise self.unsupported("lambda 的这种捕获（带初值的捕获 [y = x] 等）", lam)
+        named, inits = [], []
         for ch in lam.get_children():
             if ch.kind == K.PARM_DECL or ch.kind == K.COMPOUND_STMT:
                 break
-            if ch.kind == K.DECL_REF_EXPR:          # 捕获的初值（显式捕获另有一个 VARIABLE_REF，是捕获列表里的名字）
-                caps.append(ch)
-            elif ch.kind not in (K.VARIABLE_REF, K.TYPE_REF, K.TEMPLATE_TYPE_PARAMETER):
+            if ch.kind == K.VARIABLE_REF:       # 显式捕获的名字
+                named.append(ch)
+            elif ch.kind == K.DECL_REF_EXPR:    # 按值捕获的初值（显式的在前，隐式的按第一次使用的顺序）
+                inits.append(ch)
+            elif ch.kind not in (K.TYPE_REF, K.TEMPLATE_TYPE_PARAMETER):
                 raise self.unsupported("lambda 的这种捕获", ch)
+        if len(named) != len(explicit) or any(n.spelling != e[0] for n, e in zip(named, explicit)):
+            raise self.unsupported("lambda 的这种捕获", lam)
+        caps = []
+        for cur, (_, by_ref) in zip(named, explicit):
+            caps.append(_Capture(cur, True) if by_ref else _Capture(inits.pop(0), False))
+        if default == "&":                   # 隐式的按引用捕获：体里第一次用到外层局部变量的顺序
+            seen = {c.referenced.hash for c in caps}
+            for u in self.outer_uses(lam):
+                if u.referenced.hash not in seen:
+                    seen.add(u.referenced.hash)
+                    caps.append(_Capture(u, True))
+        caps += [_Capture(x, False) for x in inits]
+        fields = list(lam.type.get_fields())
+        if len(fields) != len(caps) or any(
+                (f.type.kind == TK.LVALUEREFERENCE) != cap.by_ref or cap.by_ref and
+                f.type.get_pointee().get_canonical().spelling != cap.referenced.type.get_canonical().spelling
+                for f, cap in zip(fields, caps)):
+            raise self.unsupported("lambda 的这种捕获（模拟器认不出按引用捕获了哪些变量；写成显式的 [&x, &y]）", lam)
+        seen = set()
+        for u in self.outer_uses(lam, static=True):        # lambda 体直接用的外层 __shared__ / static 变量
+            if u.referenced.hash not in seen:
+                seen.add(u.referenced.hash)
+                caps.append(_Capture(u, True, hidden=True))
         return caps
 
+    def outer_uses(self, lam, static=False):
+        """lambda 体里（含嵌套的 lambda）按源码顺序对外层函数自动变量的引用：clang 按引用隐式捕获的候选。
+        __shared__、static 变量与不必捕获的常量（值在编译期可知、只读它的值）不算。``static=True``：反过来只要
+        外层函数里的 __shared__ 与 static 变量（它们不必捕获，lambda 体直接用）。"""
+        f = lam.location.file.name if lam.location.file else None
+        lo, hi = lam.extent.start.offset, lam.extent.end.offset
+        body = next((ch for ch in lam.get_children() if ch.kind == K.COMPOUND_STMT), None)
+        out = []
+        if body is None:
+            return out
+        for x in body.walk_preorder():
+            if x.kind != K.DECL_REF_EXPR:
+                continue
+            r = x.referenced
+            if r is None or r.kind not in (K.VAR_DECL, K.PARM_DECL):
+                continue
+            p = r.semantic_parent
+            if p is None or p.kind not in (K.FUNCTION_DECL, K.CXX_METHOD, K.FUNCTION_TEMPLATE):
+                continue
+            rf = r.location.file.name if r.location.file else None
+            if rf == f and lo <= r.location.offset <= hi:
+                continue                      # lambda 自己的形参与局部变量
+            if (r.kind == K.VAR_DECL and (r.storage_class == ci.StorageClass.STATIC or
+                                          any(ch.kind == K.CUDASHARED_ATTR for ch in r.get_children()))) != static:
+                continue
+            if static:
+                out.append(x)
+                continue
+            t = r.type.get_canonical()
+            if t.is_const_qualified() and t.kind in _SCALARS and evaluate(x) is not None:
+                continue                      # 常量：不捕获（用到的是它的值）
+            out.append(x)
+        return out
+
     def lambda_expr(self, c):
-        """lambda 表达式 -> 闭包类型的临时对象：按值捕获的变量依次作为成员的初值（operator() 照成员函数降低）。"""
-        caps = self.lambda_captures(c)
-        return self.temporary(c, c_ast.InitList([self.expr(x) for x in caps], self.co(c)))
+        """lambda 表达式 -> 闭包类型的临时对象：按值捕获的变量依次作为成员的初值，按引用捕获的取它的地址
+        （闭包的成员是指针，operator() 里用到时解引用；operator() 照成员函数降低）。"""
+        co = self.co(c)
+        inits = [self.declref(x.cursor) if x.by_ref and x.is_array else
+                 c_ast.UnaryOp("&", self.declref(x.cursor), co) if x.by_ref else self.expr(x.cursor)
+                 for x in self.lambda_captures(c)]
+        return self.temporary(c, c_ast.InitList(inits, co))
 
     def captured(self, r):
-        """正在降低 lambda 的 operator()，r 是它按值捕获的外层变量：捕获的名字，否则 None。"""
+        """正在降低 lambda 的 operator()，r 是它捕获的外层变量：那个 :class:`_Capture`，否则 None。"""
         fn = self.cur_fn
         if fn is None or fn.kind != K.CXX_METHOD or fn.semantic_parent is None or \
                 lambda_name(fn.semantic_parent.type.spelling) is None:
@@ -764,8 +877,9 @@ class Lowering:
                 return None                  # lambda 自己的形参与局部变量
             p = p.semantic_parent
         caps = self.lambda_captures(self.lambda_of(fn.semantic_parent, fn))
-        if any(x.referenced == r for x in caps):
-            return r.spelling
+        hit = next((x for x in caps if x.referenced == r), None)
+        if hit is not None:
+            return hit
         return False                         # 外层函数的变量，没有捕获（__shared__、static、常量）
 
     def layout_reason(self, name, leaves, t):
@@ -1743,8 +1857,9 @@ class Lowering:
                     raise self.unsupported(f"静态成员 {qualified_name(r)}", c)
                 return self.number(v, c.type, co)
             cap = self.captured(r) if pk in (K.FUNCTION_DECL, K.CXX_METHOD, K.FUNCTION_TEMPLATE) else None
-            if cap:
-                return c_ast.StructRef(_id(THIS, co), ".", _id(cap, co), co)     # lambda 捕获的变量：闭包的成员
+            if cap:                     # lambda 捕获的变量：闭包的成员（按引用捕获的成员是指针）
+                member = c_ast.StructRef(_id(THIS, co), ".", _id(cap.spelling, co), co)
+                return c_ast.UnaryOp("*", member, co) if cap.by_ref and not cap.is_array else member
             if cap is False:
                 v = evaluate(c)
                 if v is not None and r.type.get_canonical().kind in _SCALARS:

@@ -100,6 +100,12 @@ Code(filename=str(labs.skeleton_path("softmax-tilelang")), language="python")
 #
 # 另一个陷阱是没有写出结果：`T.empty`分配的`y`没有初值，没写的行是上一次留下的任意值，
 # 从结果看不出是“没写”，评分程序从源码里找`T.copy(tile, y[...])`。
+#
+# 最后一个陷阱是越界：块内的循环多走一列（`tile_loop(1, block_n + 1)`），C目标里`tile`是栈上的数组，
+# 多写的那个元素落在相邻的变量上，答案常常照样对；GPU上也不一定报错。所以评分程序在编译之前，
+# 把内核展开成TIR，按每个循环的范围和`if`的条件算出每次读写的下标能取到的整数范围，证得出会越出缓冲区的
+# 就报出来（哪个缓冲区、哪一维、下标能到多少），指向那个循环。下标依赖运行时的值、证不出的不报
+# （`reduction_lab.tilelang_kernels.bounds`）。
 
 # %% [markdown]
 # ## 验证：TileLang（`--backend tilelang`）

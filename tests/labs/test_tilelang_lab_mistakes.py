@@ -35,7 +35,11 @@ MISTAKES = [
      "T.copy(x[bx, k], tile)"),
     (RS, "copy-swapped", [("T.copy(x[bx, k * block_n], tile)", "T.copy(x[k * block_n, bx], tile)")], "wrong-row",
      "x[k * block_n, bx]"),
-    (RS, "write-next-row", [("y[bx] = acc[i]", "y[bx + 1] = acc[i]")], "wrong-row", "y[bx + 1]"),
+    # 写下一行：最后一块写到 y 之外，越界（指向那次写）
+    (RS, "write-next-row", [("y[bx] = acc[i]", "y[bx + 1] = acc[i]")], "out-of-bounds", "y[bx + 1]"),
+    (RS, "accumulate-two", [("            for i in tile_loop(1):\n                acc[i] += part[i]\n",
+                             "            for i in tile_loop(2):\n                acc[i] += part[i]\n")],
+     "out-of-bounds", "tile_loop(2)"),
     (RS, "write-index-i", [("y[bx] = acc[i]", "y[i] = acc[i]")], "wrong-row", "y[i] = acc[i]"),
     (RS, "write-part", [("y[bx] = acc[i]", "y[bx] = part[i]")], "write-part", "y[bx] = part[i]"),
     (RS, "serial-minus-one", [("T.Serial(n_tiles)", "T.Serial(n_tiles - 1)")], "serial-bound",
@@ -75,6 +79,13 @@ MISTAKES = [
     (SM, "mask-loop-to-n", [("for i, j in tile_loop(1, block_n):\n            tile[i, j] = T.if_then_else",
                              "for i, j in tile_loop(1, N):\n            tile[i, j] = T.if_then_else")],
      "loop-bound", "tile_loop(1, N)"),
+    # 块内的循环多走一列：越界写进 C 栈上相邻的变量，答案常常照样对；编译之前按循环的范围证出越界，指向那个循环
+    (SM, "exp-loop-past-tile", [(EXP_LOOP, EXP_LOOP.replace("tile_loop(1, block_n)", "tile_loop(1, block_n + 1)"))],
+     "out-of-bounds", "tile_loop(1, block_n + 1)"),
+    (SM, "divide-loop-past-tile",
+     [("for i, j in tile_loop(1, block_n):\n            tile[i, j] = tile[i, j] / row_sum[i]",
+       "for i, j in tile_loop(1, block_n + 1):\n            tile[i, j] = tile[i, j] / row_sum[i]")],
+     "out-of-bounds", "tile_loop(1, block_n + 1)"),
     (SM, "exp-loop-to-n", [(EXP_LOOP, EXP_LOOP.replace("tile_loop(1, block_n)", "tile_loop(1, N)"))], "loop-bound",
      "tile_loop(1, N)"),
     # 先求最大值、后换成 -inf：只在整行是很大的负数的行上错（补的 0 成了最大值）

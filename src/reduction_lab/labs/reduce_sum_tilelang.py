@@ -19,7 +19,7 @@ import torch
 from . import cases as C
 from .core import Lab, load_learner_module, time_against
 from .grading import Case, Hint, find_line
-from .tilelang_source import (OTHER_DTYPE, code_lines, kernel_line, loop_span, low_precision_hint, out_dtype_hint, quiet_compiler,
+from .tilelang_source import (OTHER_DTYPE, check_bounds_in, code_lines, kernel_line, loop_span, low_precision_hint, out_dtype_hint, quiet_compiler,
                               row_index_hint, tilelang_error_hint)
 
 FILE = "reduce_sum.py"
@@ -46,6 +46,7 @@ class ReduceSumTileLang(Lab):
 
     def load(self, paths, mode):
         module = load_learner_module(paths[FILE], "reduce_sum_tilelang", ("reduce_sum", "reduce_sum_kernel"))
+        check_bounds_in(module)            # 编译之前先检查下标（越界的读写在 C 栈上与 GPU 上都不一定报错）
         text = paths[FILE].read_text(encoding="utf-8")
         return {"op": module.reduce_sum, "path": paths[FILE], "text": text, "block_n": _block_n(text)}
 

@@ -22,7 +22,7 @@ import torch
 from . import cases as C
 from .core import Lab, load_learner_module, softmax_bench
 from .grading import Case, Hint, compare, find_line, first_bad_row, rows_text, softmax_tolerance
-from .tilelang_source import (OTHER_DTYPE, call_args, code_lines, kernel_line, kernel_lines, low_precision_hint, out_dtype_hint,
+from .tilelang_source import (OTHER_DTYPE, call_args, check_bounds_in, code_lines, kernel_line, kernel_lines, low_precision_hint, out_dtype_hint,
                               quiet_compiler, row_index_hint, split_args, tilelang_error_hint)
 
 FILE = "softmax.py"
@@ -44,6 +44,7 @@ class SoftmaxTileLang(Lab):
 
     def load(self, paths, mode):
         module = load_learner_module(paths[FILE], "softmax_tilelang", ("softmax", KERNEL))
+        check_bounds_in(module)            # 编译之前先检查下标（越界的读写在 C 栈上与 GPU 上都不一定报错）
         return {"op": module.softmax, "path": paths[FILE], "text": paths[FILE].read_text(encoding="utf-8")}
 
     def run_case(self, impl, case: Case, mode):

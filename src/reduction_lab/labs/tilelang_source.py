@@ -193,6 +193,57 @@ def _first_line(message: str) -> str:
     return lines[0][:600] if lines else ""
 
 
+def check_bounds_in(module) -> None:
+    """学习者文件经 ``retarget`` 得到内核：换成 :func:`reduction_lab.tilelang_kernels.bounds.checked_retarget`，
+    每组新参数在编译之前先检查下标，越界时抛出 ``TileBoundsError``（由 :func:`tilelang_error_hint` 诊断）。"""
+    from ..tilelang_kernels.bounds import checked_retarget
+
+    if callable(getattr(module, "retarget", None)):
+        module.retarget = checked_retarget
+
+
+def bounds_hint(issue, text: str, file: str, kernel: str) -> Hint:
+    """内核里证明会越界的一次读写（:class:`reduction_lab.tilelang_kernels.bounds.BoundsIssue`）-> 诊断：指向那一组
+    循环变量的第 ``issue.nest`` 个 ``for``（按源码顺序），找不到时指向第一处用到这个缓冲区的行。"""
+    fn = kernel_def(text, kernel)
+    loops = []
+
+    def names(t):
+        if isinstance(t, ast.Tuple):
+            return tuple(e.id for e in t.elts if isinstance(e, ast.Name))
+        return (t.id,) if isinstance(t, ast.Name) else ()
+
+    def visit(node, chain):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.For):
+                inner = chain + names(child.target)
+                # 从内核的 T.Kernel 变量（bx）之后，这个 for 与外层的 for 的变量正好是越界那次读写外面的循环
+                if inner and issue.loops[-len(inner):] == inner:
+                    loops.append(child.lineno)
+                visit(child, inner)
+            else:
+                visit(child, chain)
+
+    if fn is not None:
+        visit(fn, ())
+        loops.sort()
+    by_loop = issue.index in issue.loops           # 下标就是循环变量：循环的范围写错了
+    line = (loops[issue.nest] if issue.nest < len(loops) else loops[0]) if loops else None
+    if line is None or not by_loop:
+        # 下标不只是循环变量（如 y[bx + 1]）：指向那次读写；否则指向循环
+        span = loop_span(text, kernel, line) if line is not None else None
+        access = rf"\b{re.escape(issue.buffer)}\s*\["
+        hit = next((i for i, c in kernel_lines(text, kernel) if re.search(access, c)
+                    and (span is None or span[0] <= i <= span[1])), None)
+        line = hit or line
+    fix = (f"让循环的范围与 {issue.buffer} 的形状一致（块内的循环写 tile_loop(1, block_n)，下标从 0 到大小减 1）；"
+           f"要跳过行尾之外的列，用条件（j < N），不要改循环的范围。" if by_loop else
+           f"检查下标 {issue.index}：它要落在 0 … {issue.extent - 1} 之内。")
+    return Hint("out-of-bounds", issue.message(), file, line,
+                detail="这次读写不一定让结果出错：sim 模式下越界写进的是 C 栈上相邻的变量或别的行，GPU 上也不一定报错，"
+                       "所以评分程序在编译之前按循环的范围检查每一次下标。", fix=fix)
+
+
 def tilelang_error_hint(exc: BaseException, path, file: str, kernel: str | None = None, params=()) -> Hint:
     """TileLang 实验的学习者文件抛出的异常 -> 诊断：语法错误、改过的内核参数、没有定义的名字、sim 模式的 C 目标
     不认的写法、16 位的 dtype、归约的形状，以及 TileLang 自己的报错（指向文件里的行）。"""
@@ -202,6 +253,11 @@ def tilelang_error_hint(exc: BaseException, path, file: str, kernel: str | None 
         text = Path(path).read_text(encoding="utf-8")
     except OSError:
         text = ""
+    from ..tilelang_kernels.bounds import TileBoundsError
+
+    bound = next((e for e in exception_chain(exc) if isinstance(e, TileBoundsError)), None)
+    if bound is not None:
+        return bounds_hint(bound.issue, text, file, kernel or "")
     line = traceback_line(exc, path)
     root = root_cause(exc)
     message = "\n".join(str(e) for e in exception_chain(exc))

@@ -789,6 +789,48 @@ def test_lambdas_capture_by_reference():
     assert ei.value.line == LAMBDAS.count("\n", 0, LAMBDAS.index("auto f = [&]() { const int* q")) + 1
 
 
+# cuda::std::numeric_limits（<cuda/std/limits>）：设备代码里取 -inf 与各类型的上下限
+LIMITS = r"""
+#include <cuda/std/limits>
+template <typename T> __device__ T row_max(const T* x, int n) {
+    T m = cuda::std::numeric_limits<T>::lowest();
+    for (int k = 0; k < n; k++) m = x[k] > m ? x[k] : m;
+    return m;
+}
+__global__ void limits(const float* x, float* f, double* d, long long* i, unsigned long long* u, int n) {
+    using L = cuda::std::numeric_limits<float>;
+    if (threadIdx.x == 0) {
+        f[0] = -L::infinity(); f[1] = L::max(); f[2] = L::min(); f[3] = L::lowest(); f[4] = L::epsilon();
+        f[5] = L::denorm_min(); f[6] = L::quiet_NaN(); f[7] = row_max(x, n);
+        d[0] = cuda::std::numeric_limits<double>::max(); d[1] = cuda::std::numeric_limits<double>::epsilon();
+        d[2] = cuda::std::numeric_limits<double>::infinity();
+        i[0] = cuda::std::numeric_limits<int>::max(); i[1] = cuda::std::numeric_limits<int>::min();
+        i[2] = cuda::std::numeric_limits<long long>::lowest(); i[3] = cuda::std::numeric_limits<short>::max();
+        i[4] = cuda::std::numeric_limits<float>::digits + cuda::std::numeric_limits<int>::is_signed;
+        u[0] = cuda::std::numeric_limits<unsigned>::max(); u[1] = cuda::std::numeric_limits<unsigned long long>::max();
+    }
+}
+"""
+
+
+def test_cuda_std_numeric_limits_have_the_libcu_values():
+    x = np.array([-3.0, 7.5, 2.0], np.float32)
+    f, d = np.zeros(8, np.float32), np.zeros(3, np.float64)
+    i, u = np.zeros(5, np.int64), np.zeros(2, np.uint64)
+    simt.launch(LIMITS, "limits", 1, 32, (x, f, d, i, u, np.int32(3)))
+    fi, di = np.finfo(np.float32), np.finfo(np.float64)
+    assert f[0] == -np.inf and f[1] == fi.max and f[2] == fi.tiny and f[3] == fi.min and f[4] == fi.eps
+    assert f[5] == np.float32(1.40129846e-45) and np.isnan(f[6]) and f[7] == 7.5
+    assert d.tolist() == [di.max, di.eps, np.inf]
+    assert i.tolist() == [2 ** 31 - 1, -2 ** 31, -2 ** 63, 2 ** 15 - 1, 25]
+    assert u.tolist() == [2 ** 32 - 1, 2 ** 64 - 1]
+    # <limits> 的 std::numeric_limits 在内核里 nvcc 也拒绝（constexpr __host__ 函数）：报错里给出设备代码的写法
+    with pytest.raises(simt.UnsupportedError, match="cuda::std::numeric_limits") as ei:
+        simt.launch("#include <limits>\n__global__ void k(float* o) { o[0] = -std::numeric_limits<float>::infinity(); }",
+                    "k", 1, 1, (np.zeros(1, np.float32),))
+    assert ei.value.line == 1
+
+
 # 基于范围的 for：定长的局部数组、按引用改写元素、continue、结构体的数组成员、共享内存数组；
 # 范围是指针或初始化列表时拒绝（指出行并给出改法）
 RANGE_FOR = r"""
@@ -1285,7 +1327,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
     srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS,
-            HALF_ATOMICS, SCOPED, FILE_CTORS, RANGE_FOR, RANGE_ROW, BINDINGS, BRACED]
+            HALF_ATOMICS, SCOPED, FILE_CTORS, RANGE_FOR, RANGE_ROW, BINDINGS, BRACED, LIMITS]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")
@@ -1293,10 +1335,12 @@ def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
         undef = "".join(f"#undef {d}\n" for d in re.findall(r"^#define (\w+)", s, flags=re.M))
         good.append(f"namespace t{k} {{\n" + "\n".join(keep) + "\n}\n" + undef)
         bad += [ln for ln in lines if any(f"void {n}(" in ln for n in _PLANTED)]
-    src = "\n".join(good).replace("#include <cooperative_groups.h>", "").replace(
-        "#include <cooperative_groups/reduce.h>", "")
+    heads = ("#include <cooperative_groups.h>", "#include <cooperative_groups/reduce.h>", "#include <cuda/std/limits>")
+    src = "\n".join(good)
+    for h in heads:                                     # 头文件放在所有命名空间之外
+        src = src.replace(h, "")
     f = tmp_path / "all.cu"
-    f.write_text("#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n" + src, encoding="utf-8")
+    f.write_text("\n".join(heads) + "\n" + src, encoding="utf-8")
     r = subprocess.run([_NVCC, "-ptx", "-arch=sm_90", "-std=c++17", str(f), "-o", str(tmp_path / "all.ptx")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -2313,6 +2313,15 @@ def function_templates(cursors, where):
     return out
 
 
+#: 模拟器没有的标准头文件 -> 设备代码里的写法（报错时附上）
+_HEADER_INSTEAD = {
+    "limits": "设备代码里用 <cuda/std/limits> 的 cuda::std::numeric_limits<float>::infinity() 等；<limits> 的 "
+              "std::numeric_limits 是 constexpr __host__ 函数，nvcc 不加 --expt-relaxed-constexpr 时拒绝在内核里调用",
+    "algorithm": "设备代码里用 CUDA 的 min / max（整数）与 fminf / fmaxf（浮点数）；<algorithm> 的 std::min / "
+                 "std::max 是 __host__ 函数，模拟器不读它",
+}
+
+
 def parse_tu(text, path, defines):
     args = list(CLANG_ARGS)
     for k, v in (defines or {}).items():
@@ -2408,7 +2417,10 @@ def build(prog, text, filename, defines, instance):
                                    f"for {', '.join(insts)}: {d.spelling}")
         msg = d.spelling
         if "file not found" in msg:
-            raise _err(UnsupportedError, f, loc.line, f"找不到头文件 / include not found: {msg}",
+            m = re.search(r"'([^']+)' file not found", msg)
+            instead = _HEADER_INSTEAD.get(m.group(1)) if m else None
+            hint = f"（{instead}）" if instead else ""
+            raise _err(UnsupportedError, f, loc.line, f"找不到头文件 / include not found: {msg}{hint}",
                        f"include not found: {msg}", header)
         src_line = text_of(loc.file, loc.line).strip()
         if re.match(r"#\s*error\b", src_line):

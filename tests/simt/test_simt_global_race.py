@@ -269,3 +269,60 @@ def test_shared_same_value_writes_need_the_option():
     assert (out == 1).all()
     with pytest.raises(TypeError, match="benign_same_value"):
         simt.launch(SHARED, "same_flag", 2, 64, (out,), benign_same_value="yes")
+
+
+# 比较并交换的循环（CUDA 编程指南里 double 的 atomicAdd、浮点数的 atomicMax 都这样写）：先普通地读一个猜测值，
+# atomicCAS 比较不上就用它返回的值重来。读到旧值无害，所以普通的读与 atomicCAS 的写在两个方向上都不算竞争；
+# 普通的写、以及与 atomicAdd 等别的原子操作混在一起时照样算。
+CAS = r"""
+__device__ float atomic_max_f(float* addr, float v) {
+    int* a = (int*)addr;
+    int old = *a, assumed;
+    do {
+        assumed = old;
+        old = atomicCAS(a, assumed, __float_as_int(fmaxf(v, __int_as_float(assumed))));
+    } while (assumed != old);
+    return __int_as_float(old);
+}
+__global__ void global_max(const float* x, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomic_max_f(out, x[i]);
+}
+__global__ void block_max(const float* x, float* out) {
+    __shared__ float m;
+    if (threadIdx.x == 0) m = -INFINITY;
+    __syncthreads();
+    atomic_max_f(&m, x[blockIdx.x * blockDim.x + threadIdx.x]);
+    __syncthreads();
+    if (threadIdx.x == 0) out[blockIdx.x] = m;
+}
+__global__ void cas_then_plain_write(int* flag) {
+    if (blockIdx.x == 0) atomicCAS(flag, 0, 1);
+    else flag[0] = 7;
+}
+__global__ void cas_and_add_then_read(int* c, int* out) {
+    if (blockIdx.x == 0) atomicCAS(c, 0, 5);
+    else atomicAdd(c, 1);
+    out[blockIdx.x] = *c;
+}
+"""
+
+
+def test_compare_and_swap_loops_are_not_races():
+    x = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
+    out = np.full(1, -np.inf, np.float32)
+    simt.launch(CAS, "global_max", 8, 128, (x, out, np.int32(1000)))
+    assert out[0] == x.max()
+    y = np.resize(x, 1024)
+    per_block = np.zeros(8, np.float32)
+    simt.launch(CAS, "block_max", 8, 128, (y, per_block))                 # 共享内存上的同一个循环
+    assert np.array_equal(per_block, y.reshape(8, 128).max(1))
+
+
+def test_plain_writes_and_other_atomics_still_race_with_compare_and_swap():
+    with pytest.raises(simt.GlobalMemoryRaceError, match="flag") as ei:
+        simt.launch(CAS, "cas_then_plain_write", 2, 1, (np.zeros(1, np.int32),))
+    assert ei.value.line == CAS.count("\n", 0, CAS.index("else flag[0] = 7")) + 1
+    # 这个字也被 atomicAdd 改过：普通的读到的可能是加到一半的计数，照样算竞争
+    with pytest.raises(simt.GlobalMemoryRaceError, match="c\\[0\\]"):
+        simt.launch(CAS, "cas_and_add_then_read", 2, 1, (np.zeros(1, np.int32), np.zeros(2, np.int32)))

@@ -1984,7 +1984,7 @@ class Machine:
         line = line if isinstance(line, int) else 0
         ids = self.ids(lanes)
         hit = buf.ctracker.access(flat, ids.astype(np.int32), blk.astype(np.int32), self.carr[blk], self.cwait[blk],
-                                  self.bar[blk], remote, line, bool(write), self.blk, atomic=write == "atomic")
+                                  self.bar[blk], remote, line, bool(write), self.blk, atomic=write in ("atomic", "atomic_cas"))
         if hit is not None:
             kind, i, other, other_line = hit
             lane = int(ids[i])
@@ -2037,8 +2037,8 @@ class Machine:
             err.kernel, err.line, err.block, err.thread = self.kernel, line or None, b, t
             raise err
 
-        if write == "atomic":
-            buf.tracker.atomic(flat, tid, ep, line, report)
+        if write in ("atomic", "atomic_cas"):
+            buf.tracker.atomic(flat, tid, ep, line, report, cas=write == "atomic_cas")
         elif write:
             same = vals = None
             if self.benign_same_value:
@@ -3261,11 +3261,12 @@ class Machine:
         val = np.broadcast_to(T.cast(v.v, el), (lanes.n,))
         self.rep.atomic_ops += lanes.n
         if buf.tracker is not None:
-            self.race(buf, flat, lanes, node, False, "atomic")
+            self.race(buf, flat, lanes, node, False, "atomic_cas" if op == "CAS" else "atomic")
         elif buf.kind == "global" and self.global_racecheck:
             if buf.gtracker is None:
                 buf.gtracker = GlobalTracker(buf.per)
-            self.global_race(buf, flat, lanes, node, "atomic_block" if scope == "block" else "atomic")
+            self.global_race(buf, flat, lanes, node, "atomic_block" if scope == "block" else
+                             "atomic_cas" if op == "CAS" else "atomic")
         data = buf.data if buf.data.dtype == el.dtype else buf.data.view(el.dtype)    # 结构体里类型不同的成员
         # 按线程编号顺序依次执行（GPU 上顺序不确定）
         order = np.argsort(flat, kind="stable")

@@ -53,6 +53,8 @@ class SharedTracker:
         self.ralt = np.full(n, -1, np.int32)
         self.wany = np.full(n, -1, np.int32)
         self.walt = np.full(n, -1, np.int32)
+        # 自上一个屏障以来的原子写者全是 atomicCAS：普通的读不算竞争（CAS 循环先读一个猜测值，比较不上就重来）
+        self.wcas = np.zeros(n, bool)
         self.dirty = False
 
     def reset_blocks(self, blocks, all_blocks):
@@ -80,14 +82,17 @@ class SharedTracker:
         o = int(a) if int(a) != t else int(b)
         return o if o != t else -2      # 找不到另一个：报“多个”
 
-    def _check_writer(self, flat, tid, epoch, vol, kind, report, same=None):
+    def _check_writer(self, flat, tid, epoch, vol, kind, report, same=None, cas_ok=False):
         """本次访问的字若在上次屏障之后被别的线程写过（同一 warp 内、隔着 __syncwarp 的访问除外），
-        报告 kind（RAW 或 WAW）。volatile 不算同步。same：不算竞争的同值写入。"""
+        报告 kind（RAW 或 WAW）。volatile 不算同步。same：不算竞争的同值写入。``cas_ok``：只被 atomicCAS
+        改过的字不算（普通的读）。"""
         w = self.writer[flat]
         haz = (w >= 0) & (w != tid)
         at = w == ATOMIC
         if at.any():    # 原子写者：只有本线程自己做过原子操作时不算
             haz |= at & ((self.wany[flat] != tid) | (self.walt[flat] != -1))
+            if cas_ok:
+                haz &= ~(at & self.wcas[flat])
         if same is not None:
             haz &= ~(same & (w >= 0))
         if haz.any():
@@ -102,7 +107,7 @@ class SharedTracker:
     def read(self, flat, tid, epoch, vol, line, report):
         """记录一次读；发现 RAW 时调用 report(kind, i, other_tid, other_line, same_warp)。"""
         self.dirty = True
-        self._check_writer(flat, tid, epoch, vol, "RAW", report)
+        self._check_writer(flat, tid, epoch, vol, "RAW", report, cas_ok=True)
         r = self.reader[flat]
         rw = self.rwarp[flat]
         warp = tid // 32
@@ -188,8 +193,9 @@ class SharedTracker:
         self.wline[flat] = line
 
 
-    def atomic(self, flat, tid, epoch, line, report):
-        """原子操作：彼此之间不算竞争；与另一个线程的普通读写之间没有屏障则算竞争。"""
+    def atomic(self, flat, tid, epoch, line, report, cas=False):
+        """原子操作：彼此之间不算竞争；与另一个线程的普通读写之间没有屏障则算竞争。``cas``（atomicCAS）与之前
+        普通的读不算竞争：CAS 先比较，读到旧值的线程会重来。"""
         self.dirty = True
         w = self.writer[flat]
         haz = (w >= 0) & (w != tid)
@@ -199,9 +205,10 @@ class SharedTracker:
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])
                 report("RAW", i, int(w[i]), int(self.wline[flat[i]]), bool(same[i]))
+        self.wcas[flat] = cas & ((w != ATOMIC) | self.wcas[flat])
         r = self.reader[flat]
         haz = (r == -2) | ((r >= 0) & (r != tid))
-        if haz.any():
+        if haz.any() and not cas:
             same = self.rwarp[flat] == (tid // 32)
             haz &= ~(same & (self.rep[flat] != epoch))
             if haz.any():
@@ -264,7 +271,8 @@ def race_message(kind, kernel, line, bufname, word, block, thread, other, other_
 # ---------------------------------------------------------------- 全局内存
 # 全局内存的竞争记录：每个字一行，列如下（-1：没有；-2：多个）
 # 写者一组、读者一组；读者的列排在最后（写入时 _R1: 一并清掉）。_WQ/_RQ：访问者的簇编号（多个簇为 SEVERAL），
-# _WK/_RK：访问时访问者所在块完成的簇屏障到达数（多个访问取最大）；_WS：原子写者里有线程块作用域的（atomicAdd_block）为 1
+# _WK/_RK：访问时访问者所在块完成的簇屏障到达数（多个访问取最大）；_WS：第 0 位是原子写者里有线程块作用域的
+# （atomicAdd_block），第 1 位是原子写者全是 atomicCAS（这时普通的读不算竞争：CAS 循环先读一个猜测值）
 _WL, _WB, _WE, _WW, _WC, _WA, _WLN, _WQ, _WK, _WS, _R1, _R2, _RB, _RE, _RW, _RLN, _RQ, _RK = range(18)
 _NCOL = 18
 NONE, SEVERAL = -1, -2
@@ -285,7 +293,9 @@ class GlobalTracker:
     ``__threadfence()`` (the publish-then-flag pattern). Nothing else orders two blocks
     of one launch. Atomics on both sides never race, unless the two are in different
     blocks and either is block-scoped (``atomicAdd_block``: atomic only among the
-    threads of its own block).
+    threads of its own block). A plain read and ``atomicCAS`` writes of one word do not
+    race either way: that is the compare-and-swap loop (read a guess, CAS, retry on a
+    mismatch), whose stale reads are harmless by construction; a plain write still races.
     """
 
     def __init__(self, nelem):
@@ -310,7 +320,8 @@ class GlobalTracker:
         s = self.s[flat]
         n = flat.shape[0]
         scoped = kind == "atomic_block"
-        kind = "atomic" if scoped else kind
+        cas = kind == "atomic_cas"
+        kind = "atomic" if scoped or cas else kind
         wl = s[:, _WL]
         # -- 与上一个写者
         if (wl != NONE).any():
@@ -321,7 +332,7 @@ class GlobalTracker:
             plain = wa < 1
             if kind == "atomic":
                 # 两个原子操作只在不同的线程块、其中有线程块作用域的时候冲突（_WB 为 SEVERAL：多个块）
-                block_scope = ~plain & (scoped | (s[:, _WS] == 1)) & (s[:, _WB] != blk)
+                block_scope = ~plain & (scoped | ((s[:, _WS] & 1) == 1)) & (s[:, _WB] != blk)
                 haz &= plain | block_scope
                 if (haz & block_scope).any():
                     i = int(np.flatnonzero(haz & block_scope)[0])
@@ -331,13 +342,16 @@ class GlobalTracker:
             haz &= ~(plain & (wl >= 0) & (fence[np.maximum(wl, 0)] > s[:, _WC]))
             if kind == "write" and same_value is not None:
                 haz &= ~(plain & same_value)
+            if kind == "read":
+                # 只被 atomicCAS 改过的字：普通的读只是 CAS 循环的第一次猜测（比较不上就重来），不算竞争
+                haz &= ~(~plain & ((s[:, _WS] & 2) == 2))
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])
                 hz = "RAW" if kind == "read" else "WAW"
                 other = int(wl[i]) if int(wl[i]) != int(lane[i]) else int(s[i, _WC])
                 return i, hz, other, int(s[i, _WLN]), not plain[i]
-        # -- 与上一个写之后的读者
-        if kind != "read":
+        # -- 与上一个写之后的读者（atomicCAS 不算：它先比较，读到旧值的线程会重来）
+        if kind != "read" and not cas:
             r1 = s[:, _R1]
             if (r1 != NONE).any():
                 r2 = s[:, _R2]
@@ -413,7 +427,9 @@ class GlobalTracker:
             new[:, cq] = np.where(keep & (oq != cl), SEVERAL, cl)
             new[:, ck] = np.where(keep, np.maximum(ok, ca), ca)
             if kind == "atomic":
-                new[:, _WS] = np.where(keep & (s[:, _WS] == 1), 1, int(scoped))
+                # 第 0 位：原子写者里有线程块作用域的；第 1 位：原子写者全是 atomicCAS
+                new[:, _WS] = np.where(keep & ((s[:, _WS] & 1) == 1), 1, int(scoped)) | \
+                    np.where(cas & (~keep | ((s[:, _WS] & 2) == 2)), 2, 0)
                 new[:, _R1:] = NONE
             if order is not None:
                 # 同一个字的多个线程：按线程编号依次合并（写回时后面的覆盖前面的）

@@ -1198,6 +1198,18 @@ __global__ void half_math(const __half* x, const __nv_bfloat16* y, float* out) {
         out[5] = __bfloat162float(__hfma(s, s, __hneg(s)));
     }
 }
+// 半精度的共享数组（cuda_fp16.h 的默认构造是平凡的，nvcc 接受 __shared__ __half buf[N]）：块内倒序
+__global__ void half_shared(const __half* x, const __nv_bfloat16* y, float* out) {
+    __shared__ __half hs[64];
+    __shared__ __nv_bfloat16 bs[64];
+    __shared__ __half2 ps[32];
+    hs[threadIdx.x] = x[threadIdx.x];
+    bs[threadIdx.x] = y[threadIdx.x];
+    if (threadIdx.x < 32) ps[threadIdx.x] = __halves2half2(x[2 * threadIdx.x], x[2 * threadIdx.x + 1]);
+    __syncthreads();
+    out[threadIdx.x] = __half2float(hs[63 - threadIdx.x]) + 100.0f * __bfloat162float(bs[63 - threadIdx.x])
+                       + 1000.0f * __high2float(ps[threadIdx.x / 2]);
+}
 """
 
 
@@ -1219,6 +1231,16 @@ def test_half_precision_arithmetic():
     simt.launch(HALF_ATOMICS, "half_math", 1, 32, (xs, ys, out))
     # max 24、和 8、p = (2m·m, 2·1·1) = (1152, 2)，1152 < 2 为假，fma(8, 8, -8) = 56
     assert out.tolist() == [24.0, 8.0, 1152.0, 2.0, 0.0, 56.0]
+
+
+def test_half_precision_shared_arrays():
+    import ml_dtypes
+    xs = np.arange(64, dtype=np.float16)
+    ys = (np.arange(64) % 8).astype(ml_dtypes.bfloat16)
+    out = np.zeros(64, np.float32)
+    simt.launch(HALF_ATOMICS, "half_shared", 1, 64, (xs, ys, out))
+    t = np.arange(64)
+    assert out.tolist() == (63 - t + 100 * ((63 - t) % 8) + 1000 * (2 * (t // 2) + 1)).astype(np.float32).tolist()
 
 
 # 作用域版本的原子操作：_block 只对同一线程块的线程是原子的，_system 对主机与其他 GPU 也是

@@ -182,7 +182,7 @@ __device__ double abs(double);
 
 // 半精度（cuda_fp16.h、cuda_bf16.h）：与 float 之间隐式转换；两个同类型的半精度数用它们自己的运算符
 // （与其他类型混用时有歧义，nvcc 同样报错）
-#define __SIMT_HALF(H) struct __align__(2) H { unsigned short __x; __device__ H(); __device__ H(float); \
+#define __SIMT_HALF(H) struct __align__(2) H { unsigned short __x; H() = default; __device__ H(float); \
     __device__ operator float() const; }; \
     __device__ H operator+(H, H); __device__ H operator-(H, H); __device__ H operator*(H, H); \
     __device__ H operator/(H, H); __device__ H operator-(H); \

@@ -831,6 +831,42 @@ def test_cuda_std_numeric_limits_have_the_libcu_values():
     assert ei.value.line == 1
 
 
+# <type_traits> 与 <cuda/std/type_traits>：模板里按类型分支（if constexpr）、选类型（conditional_t）、
+# 按条件启用重载（enable_if_t）；这些都是编译期的，模拟器看到的是 clang 求出的结果
+TRAITS = r"""
+#include <type_traits>
+#include <cuda/std/type_traits>
+#include <cuda_fp16.h>
+template <typename T> __device__ float widen(T v) {
+    if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+    else if constexpr (std::is_floating_point<T>::value) return (float)v;
+    else return 1000.0f + (float)v;
+}
+template <typename T> using acc_t = std::conditional_t<std::is_integral_v<T>, long long, float>;
+template <typename T, std::enable_if_t<cuda::std::is_signed_v<T>, int> = 0> __device__ int sign_of(T v) { return v < 0 ? -1 : 1; }
+template <typename T, std::enable_if_t<!cuda::std::is_signed_v<T>, int> = 0> __device__ int sign_of(T) { return 2; }
+__global__ void traits(const float* x, const int* n, const __half* h, float* out) {
+    int t = threadIdx.x;
+    acc_t<int> big = (long long)n[t] * 3000000000LL;
+    acc_t<float> f = x[t];
+    out[t] = widen(x[t]) + widen(n[t]) + widen(h[t]);
+    out[32 + t] = (float)(big / 1000000000LL) + f + sizeof(acc_t<int>) + sizeof(acc_t<float>);
+    out[64 + t] = sign_of(n[t] - 16) + 10 * sign_of((unsigned)t);
+}
+"""
+
+
+def test_type_traits_branch_and_pick_types_at_compile_time():
+    x = np.linspace(-2, 2, 32, dtype=np.float32)
+    n = np.arange(32, dtype=np.int32)
+    h = np.full(32, 0.5, np.float16)
+    out = np.zeros(96, np.float32)
+    simt.launch(TRAITS, "traits", 1, 32, (x, n, h, out))
+    np.testing.assert_allclose(out[:32], x.astype(np.float64) + 1000 + n + 0.5, rtol=1e-6)
+    np.testing.assert_allclose(out[32:64], n.astype(np.int64) * 3000000000 // 1000000000 + x.astype(np.float64) + 8 + 4, rtol=1e-6)
+    assert out[64:].tolist() == [(-1 if k < 16 else 1) + 20 for k in range(32)]
+
+
 # 基于范围的 for：定长的局部数组、按引用改写元素、continue、结构体的数组成员、共享内存数组；
 # 范围是指针或初始化列表时拒绝（指出行并给出改法）
 RANGE_FOR = r"""
@@ -1349,7 +1385,7 @@ _PLANTED = {"rvalue": "must be an lvalue", "no_member": 'has no member "min"', "
 @pytest.mark.skipif(_NVCC is None, reason="nvcc 不在 PATH 上，无法核对这些源码能否编译")
 def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
     srcs = [SRC, FILEVARS, VEC, STRUCTS, ENUMS, REFS, CG, ADDR, FNPTR, CONSTEXPR, LOCAL_CONST, TEMPS, LAMBDAS, CTORS,
-            HALF_ATOMICS, SCOPED, FILE_CTORS, RANGE_FOR, RANGE_ROW, BINDINGS, BRACED, LIMITS]
+            HALF_ATOMICS, SCOPED, FILE_CTORS, RANGE_FOR, RANGE_ROW, BINDINGS, BRACED, LIMITS, TRAITS]
     good, bad = [], []
     for k, s in enumerate(srcs):
         lines = s.split("\n")
@@ -1357,7 +1393,8 @@ def test_the_cpp_sources_are_what_nvcc_accepts(tmp_path):
         undef = "".join(f"#undef {d}\n" for d in re.findall(r"^#define (\w+)", s, flags=re.M))
         good.append(f"namespace t{k} {{\n" + "\n".join(keep) + "\n}\n" + undef)
         bad += [ln for ln in lines if any(f"void {n}(" in ln for n in _PLANTED)]
-    heads = ("#include <cooperative_groups.h>", "#include <cooperative_groups/reduce.h>", "#include <cuda/std/limits>")
+    heads = ("#include <cooperative_groups.h>", "#include <cooperative_groups/reduce.h>", "#include <cuda/std/limits>",
+             "#include <type_traits>", "#include <cuda/std/type_traits>")
     src = "\n".join(good)
     for h in heads:                                     # 头文件放在所有命名空间之外
         src = src.replace(h, "")

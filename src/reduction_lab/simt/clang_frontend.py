@@ -1870,9 +1870,16 @@ class Lowering:
             if rk == K.VAR_DECL and pk in (K.TRANSLATION_UNIT, K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL) and \
                     (lp is None or lp.kind in (K.TRANSLATION_UNIT, K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL)):
                 if not self.where.is_user(r.location.file):
+                    v = evaluate(c) if r.type.get_canonical().kind in _SCALARS else None
+                    if v is not None:                  # 头文件里的常量（std::is_same_v<T, float> 等）
+                        return self.number(v, c.type, co)
                     return _id(r.spelling, co)         # threadIdx、warpSize ...
                 return _id(self.file_var(r), co)
             return _id(r.spelling, co)
+        if rk == K.UNEXPOSED_DECL and r.semantic_parent is not None and \
+                r.semantic_parent.kind in (K.NAMESPACE, K.TRANSLATION_UNIT) and \
+                r.type.get_canonical().kind in _SCALARS and (v := evaluate(c)) is not None:
+            return self.number(v, c.type, co)   # 变量模板的常量：std::is_same_v<T, float>、is_integral_v<T> ...
         if rk == K.UNEXPOSED_DECL and r.spelling.isidentifier() and not r.spelling.startswith("["):
             return _id(r.spelling, co)        # 结构化绑定的名字：bindings() 把它声明成引用
         if rk == K.ENUM_CONSTANT_DECL:

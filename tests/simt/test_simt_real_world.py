@@ -218,6 +218,36 @@ def test_ballot_checks_its_mask():
         simt.launch(src, "k", 1, 32, [np.zeros(32, np.uint32)])
 
 
+def test_warp_votes_and_match():
+    """__any_sync、__all_sync、__uni_sync 与 __match_any_sync（按线程束求值；mask 照 __ballot_sync 的规则检查）。"""
+    src = r"""
+__global__ void k(const int* x, const float* f, int* votes, unsigned* match) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    votes[3 * i] = __any_sync(0xffffffffu, x[i] > 100);
+    votes[3 * i + 1] = __all_sync(0xffffffffu, x[i] >= 0);
+    votes[3 * i + 2] = __uni_sync(0xffffffffu, x[i] % 2);
+    match[i] = __match_any_sync(0xffffffffu, x[i] / 8) ^ __match_any_sync(0xffffffffu, f[i]);
+}
+"""
+    x = np.arange(64, dtype=np.int32) * 2
+    x[40] = 101
+    f = np.where(np.arange(64) % 3 == 0, 1.5, -0.5).astype(np.float32)
+    votes = np.zeros(192, np.int32)
+    match = np.zeros(64, np.uint32)
+    simt.launch(src, "k", 2, 32, [x, f, votes, match])
+    v = votes.reshape(64, 3)
+    assert v[:32].tolist() == [[0, 1, 1]] * 32                 # 第一个线程束：都不大于 100，都非负，都是偶数
+    assert v[32:].tolist() == [[1, 1, 0]] * 32                 # 第二个：x[40] = 101（大于 100，奇数）
+    for i in range(64):
+        w = range(32 * (i // 32), 32 * (i // 32) + 32)
+        a = sum(1 << (j % 32) for j in w if x[j] // 8 == x[i] // 8)
+        b = sum(1 << (j % 32) for j in w if f[j] == f[i])
+        assert match[i] == a ^ b, i
+    with pytest.raises(simt.WarpSyncError, match="__all_sync"):
+        simt.launch("__global__ void k(int* o) { if (threadIdx.x < 8) o[0] = __all_sync(0xffffffff, 1); }\n",
+                    "k", 1, 32, [np.zeros(1, np.int32)])
+
+
 def test_more_atomics():
     src = r"""
 __global__ void k(unsigned* c, int* first) {
@@ -500,3 +530,18 @@ def test_a_failed_instance_reports_the_sources_own_error():
     with pytest.raises(simt.CompileError, match="curandState") as ei:
         simt.launch(src, "k<float>", 1, 1, [np.zeros(1, np.float32), np.zeros(1, np.float32)])
     assert ei.value.line == 1
+
+
+def test_votes_evaluate_their_arguments_once():
+    """投票函数的实参只求值一次：读 x 计一次请求，i++ 只加一。"""
+    src = r"""
+__global__ void k(const int* x, int* out) {
+    int i = threadIdx.x;
+    int any = __any_sync(0xffffffffu, x[i++] > 5);
+    out[threadIdx.x] = any * 100 + i;
+}
+"""
+    out = np.zeros(32, np.int32)
+    rep = simt.launch(src, "k", 1, 32, [np.arange(32, dtype=np.int32), out])
+    assert out.tolist() == [100 + t + 1 for t in range(32)]
+    assert rep.global_load_requests == 1

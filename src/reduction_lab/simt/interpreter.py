@@ -163,7 +163,7 @@ BUILTIN_FUNCS.update(
         "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
         "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
-        *_ATOMICS, "__ballot_sync", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
+        *_ATOMICS, "__ballot_sync", "__any_sync", "__all_sync", "__uni_sync", "__match_any_sync", "__frcp_rn", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
         "__ffsll", "__brev", "__saturatef", "__int_as_float", "__float_as_int", "__uint_as_float", "__float_as_uint", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
         "__simt_cluster_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
@@ -2779,6 +2779,10 @@ class Machine:
         """__ballot_sync(mask, pred)：mask 中谓词为真的线程的位图（同一线程束的线程得到同一个值）。"""
         mask, v = self._args(args, 2, node, lanes, fr, "__ballot_sync")
         m, _ = self._warp_mask("__ballot_sync", mask, lanes, node)
+        return Val(T.UINT, self._ballot(m, v, lanes))
+
+    def _ballot(self, m, v, lanes):
+        """每个线程得到它所在线程束里 mask 中谓词 v 为真的线程的位图（uint32）。"""
         ids = self.ids(lanes)
         lw = self.g(self.lw, lanes)
         pred = np.broadcast_to(self.truth(v), ids.shape)
@@ -2788,7 +2792,58 @@ class Machine:
         starts = np.flatnonzero(first)
         acc = np.bitwise_or.reduceat(bits, starts) if ids.size else bits
         out = acc[np.cumsum(first) - 1] & np.broadcast_to(m, ids.shape)
-        return Val(T.UINT, (out & 0xFFFFFFFF).astype(np.uint32))
+        return (out & 0xFFFFFFFF).astype(np.uint32)
+
+    def _vote(self, name, args, node, lanes, fr):
+        """__any_sync / __all_sync / __uni_sync 的共同部分：(mask 中谓词为真的位图, mask)。"""
+        mask, v = self._args(args, 2, node, lanes, fr, name)
+        m, _ = self._warp_mask(name, mask, lanes, node)
+        ballot = self._ballot(m, v, lanes).astype(np.int64)      # 实参只求值一次
+        return ballot, np.broadcast_to(m, ballot.shape) & 0xFFFFFFFF
+
+    def b___any_sync(self, node, args, lanes, fr):
+        """__any_sync(mask, pred)：mask 中有一个线程的谓词为真时为 1。"""
+        ballot, _ = self._vote("__any_sync", args, node, lanes, fr)
+        return Val(T.INT, (ballot != 0).astype(np.int32))
+
+    def b___all_sync(self, node, args, lanes, fr):
+        """__all_sync(mask, pred)：mask 中每个线程的谓词都为真时为 1。"""
+        ballot, m = self._vote("__all_sync", args, node, lanes, fr)
+        return Val(T.INT, (ballot == m).astype(np.int32))
+
+    def b___uni_sync(self, node, args, lanes, fr):
+        """__uni_sync(mask, pred)：mask 中各线程的谓词都相同时为 1。"""
+        ballot, m = self._vote("__uni_sync", args, node, lanes, fr)
+        return Val(T.INT, ((ballot == 0) | (ballot == m)).astype(np.int32))
+
+    def _match(self, name, mask, v, lanes, node):
+        """__match_*_sync：每个线程得到 mask 中与它的值相等的线程的位图。"""
+        m, _ = self._warp_mask(name, mask, lanes, node)
+        if not (v.t.is_scalar and (v.t.is_int or v.t.is_float)):
+            raise self.unsupported(f"{name} 的值必须是 32 或 64 位的整数或浮点数", node)
+        ids = self.ids(lanes)
+        lw = self.g(self.lw, lanes)
+        gw = self.g(self.gw, lanes)
+        bits_of = np.asarray(v.v).view(np.int32 if v.t.size == 4 else np.int64) if np.ndim(v.v) else \
+            np.asarray(v.v).reshape(1).view(np.int32 if v.t.size == 4 else np.int64)
+        val = np.broadcast_to(bits_of, ids.shape)
+        m = np.broadcast_to(m, ids.shape)
+        out = np.zeros(ids.shape, np.int64)
+        for w in np.unique(gw):                 # 一个线程束里两两比较
+            sel = np.flatnonzero(gw == w)
+            eq = val[sel][:, None] == val[sel][None, :]
+            out[sel] = (eq * np.left_shift(np.int64(1), lw[sel])[None, :]).sum(1)
+        return out & m
+
+    def b___match_any_sync(self, node, args, lanes, fr):
+        """__match_any_sync(mask, value)：mask 中与本线程的 value 相等的线程的位图。"""
+        mask, v = self._args(args, 2, node, lanes, fr, "__match_any_sync")
+        return Val(T.UINT, self._match("__match_any_sync", mask, v, lanes, node).astype(np.uint32))
+
+    def b___frcp_rn(self, node, args, lanes, fr):
+        """__frcp_rn(x)：按就近舍入的 1 / x。"""
+        (x,) = self._args(args, 1, node, lanes, fr, "__frcp_rn")
+        return self.arith("/", Val(T.FLOAT, np.float32(1.0)), Val(T.FLOAT, T.cast(x.v, T.FLOAT)), node, lanes)
 
     def _bits(self, name, args, node, lanes, fr):
         (v,) = self._args(args, 1, node, lanes, fr, name)

@@ -115,6 +115,16 @@ extern "C" __device__ void* memcpy(void*, const void*, size_t);
 extern "C" __device__ void* memset(void*, int, size_t);
 // 线程束投票与位运算
 __device__ unsigned int __ballot_sync(unsigned int, int);
+__device__ int __any_sync(unsigned int, int);
+__device__ int __all_sync(unsigned int, int);
+__device__ int __uni_sync(unsigned int, int);
+__device__ unsigned int __match_any_sync(unsigned int, int);
+__device__ unsigned int __match_any_sync(unsigned int, unsigned int);
+__device__ unsigned int __match_any_sync(unsigned int, long long);
+__device__ unsigned int __match_any_sync(unsigned int, unsigned long long);
+__device__ unsigned int __match_any_sync(unsigned int, float);
+__device__ unsigned int __match_any_sync(unsigned int, double);
+__device__ float __frcp_rn(float);
 __device__ int __popc(unsigned int);
 __device__ int __popcll(unsigned long long);
 __device__ int __clz(int);

@@ -673,6 +673,23 @@ __global__ void weighted_squares(const float* x, float* out, float w, int n) {
 }
 """
 
+_LAMBDA_REF = r"""
+// lambda 按引用捕获：[&] 累加进外层的 acc 与 seen；lambda 体直接用外层的 __shared__ 数组 part
+__global__ void ref_lambda_sums(const float* x, float* out, int n) {
+    __shared__ float part[32];
+    int t = threadIdx.x;
+    float acc = 0.0f;
+    int seen = 0;
+    auto take = [&](float v) { acc += v; seen++; };
+    for (int k = 0; k < n; k++) take(x[t * n + k]);
+    auto publish = [&acc, seen]() { part[threadIdx.x] = acc * seen; };
+    publish();
+    __syncthreads();
+    auto fold = [&](int i) { return part[i] + part[31 - i]; };
+    out[t] = fold(t);
+}
+"""
+
 _CONSTRUCTORS = r"""
 // 构造函数与默认成员初始值：MD acc; 从 (m, d) = (-inf, 0) 开始，MD(x) 是一个元素
 // （-inf 写成位模式：NVRTC 没有 math.h 的 INFINITY）
@@ -1165,6 +1182,11 @@ REGISTRY: tuple[Construct, ...] = (
        lambda rng: Case([_ints(rng, 32 * 6, -9, 9).astype(np.float32), _zeros(32), np.float32(0.5), np.int32(6)]),
        # 整数乘 0.5 与它们的和、平方都能用 float32 精确表示：逐位相等
        lambda c: {1: (0.5 * _f64(c.args[0]).reshape(32, 6).sum(1)) ** 2}),
+    _c("lambda_by_reference", "C++", "lambda：按引用捕获[&]与[&acc, seen]，体里直接用外层的__shared__数组", _LAMBDA_REF,
+       "ref_lambda_sums", 1, 32,
+       lambda rng: Case([_ints(rng, 32 * 6, -9, 9).astype(np.float32), _zeros(32), np.int32(6)]),
+       # 小整数的和乘 6 再两两相加：float32 精确，逐位相等
+       lambda c: {1: (lambda p: p + p[::-1])(6 * _f64(c.args[0]).reshape(32, 6).sum(1))}),
     _c("constructors", "C++", "构造函数（成员初始化列表）与默认成员初始值（float m = -inf;）", _CONSTRUCTORS,
        "online_max_den", 1, 32,
        lambda rng: Case([_floats(rng, 32 * 8), _zeros(32), _zeros(32), np.int32(8)]),

@@ -735,6 +735,24 @@ __global__ void references(const float* x, float* out, int n) {
     out[96 + threadIdx.x] = p.m + p.s;
     if (threadIdx.x == 0) out[128] = m;
 }
+__device__ void bump(float& acc, int k) { auto g = [&]() { acc += k; }; g(); g(); }
+template <typename T> __device__ T twice(T v) { T r = 0; auto add = [&](T a) { r += a; }; add(v); add(v); return r; }
+template <typename T> __device__ T scaled(T v, T k) { auto f = [=](T a) { return a * k; }; return f(v); }
+struct Two { float a; float b; };
+__global__ void references_more(const float* x, float* out) {
+    float acc = 0.0f;
+    bump(acc, 3);                                   // 引用形参再按引用捕获
+    const float* q = x;
+    auto advance = [&]() { q += 1; };               // 按引用捕获的指针：改的是指针本身
+    advance();
+    advance();
+    Two s{1.0f, 2.0f};
+    auto swap = [&]() { float t = s.a; s.a = s.b; s.b = t; };
+    swap();
+    for (int i = 0; i < 3; i++) { auto f = [&]() { acc += i; }; f(); }
+    out[threadIdx.x] = acc + q[threadIdx.x] * 100 + s.a * 1000 + twice(0.5f) + twice(2) * 10000
+                       + scaled(1.5f, 2.0f) * 100000 + scaled(7, 3) * 1000000;
+}
 __global__ void racy_lambda(float* out) {
     __shared__ float buf[64];
     auto put = [&](float v) { buf[threadIdx.x] = v; };
@@ -779,6 +797,10 @@ def test_lambdas_capture_by_reference():
     np.testing.assert_allclose(out[64:96], r[:, 0::4].sum(1) + 10 * r[:, 3::4].sum(1), rtol=1e-5, atol=1e-5)
     assert out[96:128].tolist() == (r.max(1) + 2.0).tolist()             # 内层的 lambda 加了两次 1
     np.testing.assert_allclose(out[128], s.sum(), rtol=1e-4)
+    # 引用形参、指针、结构体按引用捕获，循环里的 lambda，函数模板里的 lambda（每个实例有自己的闭包类型）
+    more = np.zeros(32, np.float32)
+    simt.launch(LAMBDAS, "references_more", 1, 32, (np.arange(64, dtype=np.float32), more))
+    assert more.tolist() == [9 + (t + 2) * 100 + 2000 + 1 + 40000 + 300000 + 21000000 for t in range(32)]
     # lambda 里写的共享内存照样检查竞争：写在 lambda 里、读在外面，中间少了 __syncthreads()
     with pytest.raises(simt.SharedMemoryRaceError) as ei:
         simt.launch(LAMBDAS, "racy_lambda", 1, 64, (np.zeros(64, np.float32),))

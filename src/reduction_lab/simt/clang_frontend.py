@@ -18,6 +18,7 @@ import math
 import os
 import re
 import threading
+import weakref
 from pathlib import Path
 
 import clang.cindex as ci
@@ -478,10 +479,26 @@ class _Capture:
         return self.cursor.referenced.type.get_canonical().kind == TK.CONSTANTARRAY
 
 
-def lambda_name(spelling):
-    """闭包类型 ``(lambda at /path/k.cu:8:16)`` -> ``lambda@8:16``（不是 lambda 时 None）。"""
+#: 每个翻译单元里各个闭包类型的名字：函数模板的几个实例里同一处的 lambda 是不同的闭包类型，第二个起加上 #2、#3 …
+_lambda_ids = weakref.WeakKeyDictionary()
+
+
+def lambda_name(spelling, decl=None):
+    """闭包类型 ``(lambda at /path/k.cu:8:16)`` -> ``lambda@8:16``（不是 lambda 时 None）。给出闭包类型的声明
+    ``decl`` 时，同一处的不同闭包类型（模板的不同实例）名字不同：``lambda@8:16#2``。"""
     m = _LAMBDA_SPELLING.match(spelling)
-    return f"lambda@{m.group(1)}:{m.group(2)}" if m else None
+    if not m:
+        return None
+    base = f"lambda@{m.group(1)}:{m.group(2)}"
+    if decl is None:
+        return base
+    with _lock:
+        ids = _lambda_ids.setdefault(decl.translation_unit, {})
+    name = ids.get((base, decl.hash))
+    if name is None:
+        k = sum(1 for b, _ in ids if b == base)
+        name = ids[(base, decl.hash)] = base if k == 0 else f"{base}#{k + 1}"
+    return name
 
 
 def qualified_name(c):
@@ -489,7 +506,7 @@ def qualified_name(c):
     p = c.semantic_parent
     while p is not None and p.kind != K.TRANSLATION_UNIT:
         if p.kind in _SCOPES and p.spelling:
-            parts.append(lambda_name(p.spelling) or p.spelling)
+            parts.append(lambda_name(p.spelling, p) or p.spelling)
         p = p.semantic_parent
     return "::".join(reversed(parts))
 
@@ -560,7 +577,8 @@ class Lowering:
         self.callees = set()
         self.in_spec = None           # 正在降低的 __assert/__assume（注解里的查询报错时说明位置）
         self.lambdas = None           # 闭包类型的位置 -> LAMBDA_EXPR（第一次用到时建立）
-        self.capture_cache = {}       # LAMBDA_EXPR 的位置 -> 按值捕获的变量
+        self.capture_cache = {}       # 闭包类型 -> 捕获的变量（:class:`_Capture`）
+        self.lambda_by_decl = {}      # 闭包类型 -> LAMBDA_EXPR（模板的实例各有一个）
 
     # ------------------------------------------------------------ 位置与报错
     def co(self, c):
@@ -631,6 +649,8 @@ class Lowering:
         decl = t.get_declaration()
         name = re.sub(r"^(?:const |volatile )+", "", t.spelling)
         key = name                      # const V2 与 V2 是同一个结构体类型
+        if lambda_name(name) is not None:
+            key = (name, decl.hash)     # 函数模板的各个实例里同一处的 lambda：拼写相同，闭包类型不同
         hit = self.struct_cache.get(key)
         if hit is not None:
             return hit
@@ -661,7 +681,7 @@ class Lowering:
             return v
         self.check_class(decl)
         fields = list(t.get_fields())
-        lam = lambda_name(name)
+        lam = lambda_name(name, decl)
         if lam is not None:
             captures = self.lambda_captures(self.lambda_of(decl, c))
             if sum(not x.hidden for x in captures) != len(fields):
@@ -732,7 +752,17 @@ class Lowering:
         return v
 
     def lambda_of(self, decl, c):
-        """闭包类型的声明 -> 定义它的 LAMBDA_EXPR（按源码位置找）。"""
+        """闭包类型的声明 -> 定义它的 LAMBDA_EXPR。函数模板的每个实例有自己的闭包类型（与模板里的同一个位置）：
+        先在正在降低的函数（实例）里找类型相同的那个，找不到再按源码位置找。"""
+        hit = self.lambda_by_decl.get(decl.hash)
+        if hit is not None:
+            return hit
+        fn = self.cur_fn
+        if fn is not None:
+            for x in fn.walk_preorder():
+                if x.kind == K.LAMBDA_EXPR and x.type.get_declaration().hash == decl.hash:
+                    self.lambda_by_decl[decl.hash] = x
+                    return x
         if self.lambdas is None:
             self.lambdas = {}
             for x in self.tu.cursor.walk_preorder():
@@ -748,10 +778,11 @@ class Lowering:
     def lambda_captures(self, lam):
         """lambda 捕获的外层变量（:class:`_Capture`，顺序即闭包成员的顺序）：按值的（``[=]``、``[x]``）与按引用的
         （``[&]``、``[&x]``）。捕获 this、带初值的捕获拒绝。每个 lambda 只算一次（闭包的类型、它的每个成员引用都要问）。"""
-        key = (lam.location.file.name if lam.location.file else None, lam.location.offset)
+        key = lam.type.get_declaration().hash       # 模板的各个实例：同一个位置、不同的闭包类型
         hit = self.capture_cache.get(key)
         if hit is None:
             hit = self.capture_cache[key] = self._lambda_captures(lam)
+            self.lambda_by_decl.setdefault(key, lam)
         return hit
 
     def _lambda_captures(self, lam):
@@ -810,9 +841,14 @@ class Lowering:
                     caps.append(_Capture(u, True))
         caps += [_Capture(x, False) for x in inits]
         fields = list(lam.type.get_fields())
+
+        def value_type(t):                   # 引用（形参 float& acc）按它指向的类型比
+            t = t.get_canonical()
+            return (t.get_pointee() if t.kind == TK.LVALUEREFERENCE else t).get_canonical().spelling
+
         if len(fields) != len(caps) or any(
                 (f.type.kind == TK.LVALUEREFERENCE) != cap.by_ref or cap.by_ref and
-                f.type.get_pointee().get_canonical().spelling != cap.referenced.type.get_canonical().spelling
+                f.type.get_pointee().get_canonical().spelling != value_type(cap.referenced.type)
                 for f, cap in zip(fields, caps)):
             raise self.unsupported("lambda 的这种捕获（模拟器认不出按引用捕获了哪些变量；写成显式的 [&x, &y]）", lam)
         seen = set()

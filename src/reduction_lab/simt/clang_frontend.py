@@ -833,9 +833,10 @@ class Lowering:
         caps = []
         for cur, (_, by_ref) in zip(named, explicit):
             caps.append(_Capture(cur, True) if by_ref else _Capture(inits.pop(0), False))
+        auto_uses, static_uses = self.outer_uses(lam)
         if default == "&":                   # 隐式的按引用捕获：体里第一次用到外层局部变量的顺序
             seen = {c.referenced.hash for c in caps}
-            for u in self.outer_uses(lam):
+            for u in auto_uses:
                 if u.referenced.hash not in seen:
                     seen.add(u.referenced.hash)
                     caps.append(_Capture(u, True))
@@ -852,22 +853,22 @@ class Lowering:
                 for f, cap in zip(fields, caps)):
             raise self.unsupported("lambda 的这种捕获（模拟器认不出按引用捕获了哪些变量；写成显式的 [&x, &y]）", lam)
         seen = set()
-        for u in self.outer_uses(lam, static=True):        # lambda 体直接用的外层 __shared__ / static 变量
+        for u in static_uses:                               # lambda 体直接用的外层 __shared__ / static 变量
             if u.referenced.hash not in seen:
                 seen.add(u.referenced.hash)
                 caps.append(_Capture(u, True, hidden=True))
         return caps
 
-    def outer_uses(self, lam, static=False):
-        """lambda 体里（含嵌套的 lambda）按源码顺序对外层函数自动变量的引用：clang 按引用隐式捕获的候选。
-        __shared__、static 变量与不必捕获的常量（值在编译期可知、只读它的值）不算。``static=True``：反过来只要
-        外层函数里的 __shared__ 与 static 变量（它们不必捕获，lambda 体直接用）。"""
+    def outer_uses(self, lam):
+        """lambda 体里（含嵌套的 lambda）按源码顺序对外层函数变量的引用，分两组：自动变量（clang 按引用隐式捕获的
+        候选；不必捕获的常量——值在编译期可知、只读它的值——不算），与 __shared__、static 变量（不必捕获，lambda 体
+        直接用）。"""
         f = lam.location.file.name if lam.location.file else None
         lo, hi = lam.extent.start.offset, lam.extent.end.offset
         body = next((ch for ch in lam.get_children() if ch.kind == K.COMPOUND_STMT), None)
-        out = []
+        autos, statics = [], []
         if body is None:
-            return out
+            return autos, statics
         for x in body.walk_preorder():
             if x.kind != K.DECL_REF_EXPR:
                 continue
@@ -880,17 +881,15 @@ class Lowering:
             rf = r.location.file.name if r.location.file else None
             if rf == f and lo <= r.location.offset <= hi:
                 continue                      # lambda 自己的形参与局部变量
-            if (r.kind == K.VAR_DECL and (r.storage_class == ci.StorageClass.STATIC or
-                                          any(ch.kind == K.CUDASHARED_ATTR for ch in r.get_children()))) != static:
-                continue
-            if static:
-                out.append(x)
+            if r.kind == K.VAR_DECL and (r.storage_class == ci.StorageClass.STATIC or
+                                         any(ch.kind == K.CUDASHARED_ATTR for ch in r.get_children())):
+                statics.append(x)
                 continue
             t = r.type.get_canonical()
             if t.is_const_qualified() and t.kind in _SCALARS and evaluate(x) is not None:
                 continue                      # 常量：不捕获（用到的是它的值）
-            out.append(x)
-        return out
+            autos.append(x)
+        return autos, statics
 
     def lambda_expr(self, c):
         """lambda 表达式 -> 闭包类型的临时对象：按值捕获的变量依次作为成员的初值，按引用捕获的取它的地址
@@ -1906,9 +1905,6 @@ class Lowering:
             if rk == K.VAR_DECL and pk in (K.TRANSLATION_UNIT, K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL) and \
                     (lp is None or lp.kind in (K.TRANSLATION_UNIT, K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL)):
                 if not self.where.is_user(r.location.file):
-                    v = evaluate(c) if r.type.get_canonical().kind in _SCALARS else None
-                    if v is not None:                  # 头文件里的常量（std::is_same_v<T, float> 等）
-                        return self.number(v, c.type, co)
                     return _id(r.spelling, co)         # threadIdx、warpSize ...
                 return _id(self.file_var(r), co)
             return _id(r.spelling, co)

@@ -2824,9 +2824,8 @@ class Machine:
         ids = self.ids(lanes)
         lw = self.g(self.lw, lanes)
         gw = self.g(self.gw, lanes)
-        bits_of = np.asarray(v.v).view(np.int32 if v.t.size == 4 else np.int64) if np.ndim(v.v) else \
-            np.asarray(v.v).reshape(1).view(np.int32 if v.t.size == 4 else np.int64)
-        val = np.broadcast_to(bits_of, ids.shape)
+        # 按位比较（浮点数的 -0.0 与 0.0 不同，与 GPU 相同）
+        val = np.broadcast_to(np.atleast_1d(np.asarray(v.v)).view(np.int32 if v.t.size == 4 else np.int64), ids.shape)
         m = np.broadcast_to(m, ids.shape)
         out = np.zeros(ids.shape, np.int64)
         for w in np.unique(gw):                 # 一个线程束里两两比较

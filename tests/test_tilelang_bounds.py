@@ -87,6 +87,57 @@ def test_provable_overruns_are_reported(variant, buf, access, dim, lo, hi, exten
     assert f"{access} {buf} 时越界" in text and f"可以{'到' if hi >= extent else '小到'}" in text
 
 
+@tilelang.jit
+def dyn_probe(x, variant: int = 0):
+    M = T.dynamic("M")                   # 行数是符号：下标的上界是 M 的表达式
+    N = T.const("N")
+    x: T.Tensor[[M, N], T.float32]
+    y = T.empty([M, N], T.float32)
+    with T.Kernel(M, threads=32) as bx:
+        tile = T.alloc_local([N], T.float32)
+        for j in T.serial(N):
+            tile[j] = x[bx, j]
+        if variant == 1:                 # 写到下一行：bx + 1 可以到 M
+            for j in T.serial(N):
+                y[bx + 1, j] = tile[j]
+        elif variant == 2:               # 有条件保护：不报（区间不知道条件，所以条件里的只按常数界判断）
+            for j in T.serial(N):
+                if bx + 1 < M:
+                    y[bx + 1, j] = tile[j]
+        elif variant == 3:               # 同样有保护，写成 T.if_then_else：读 x 的下一行
+            for j in T.serial(N):
+                tile[j] = T.if_then_else(bx + 1 < M, x[bx + 1, j], 0.0)
+        elif variant == 4:               # 读上一行：bx - 1 可以小到 -1
+            for j in T.serial(N):
+                tile[j] = x[bx - 1, j]
+        elif variant == 5:               # 2 * bx 的上界 2M - 2 >= M 只在 M >= 2 时成立：证不出，不报
+            for j in T.serial(N):
+                y[2 * bx, j] = tile[j]
+        for j in T.serial(N):
+            y[bx, j] = tile[j]
+    return y
+
+
+def _dyn_issues(variant):
+    return tile_bounds_issues(tk.retarget(dyn_probe, "c").get_tir(torch.zeros(3, 64), variant=variant))
+
+
+def test_symbolic_rows_overrun_is_reported():
+    """T.dynamic 的行数：y[bx + 1] 证得出会到 M（bx 取 0 … M - 1），x[bx - 1] 会小到 -1。"""
+    first = _dyn_issues(1)[0]
+    assert (first.buffer, first.access, first.dim, first.hi, first.extent, first.over) == ("y", "写", 0, "M", "M", True)
+    assert "下标 bx + 1 可以到 M，y 这一维只有 M 个元素（0 … M - 1）" in first.message()
+    low = _dyn_issues(4)[0]
+    assert (low.buffer, low.access, low.dim, low.lo, low.over) == ("x", "读", 0, -1, False)
+
+
+def test_symbolic_rows_guarded_or_unprovable_are_not_reported():
+    assert _dyn_issues(0) == []
+    assert _dyn_issues(2) == []
+    assert _dyn_issues(3) == []
+    assert _dyn_issues(5) == []
+
+
 def _course_tirs(kernel, M, N, gpu, dtype):
     es = torch.empty(0, dtype=getattr(torch, dtype)).element_size()
     cfg = tk._resolve(kernel, M, N, gpu, {}, elem_size=es)

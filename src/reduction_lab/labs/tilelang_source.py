@@ -238,7 +238,7 @@ def bounds_hint(issue, text: str, file: str, kernel: str) -> Hint:
         line = hit or line
     fix = (f"让循环的范围与 {issue.buffer} 的形状一致（块内的循环写 tile_loop(1, block_n)，下标从 0 到大小减 1）；"
            f"要跳过行尾之外的列，用条件（j < N），不要改循环的范围。" if by_loop else
-           f"检查下标 {issue.index}：它要落在 0 … {issue.extent - 1} 之内。")
+           f"检查下标 {issue.index}：它要落在 0 … {issue.last()} 之内。")
     return Hint("out-of-bounds", issue.message(), file, line,
                 detail="这次读写不一定让结果出错：sim 模式下越界写进的是 C 栈上相邻的变量或别的行，GPU 上也不一定报错，"
                        "所以评分程序在编译之前按循环的范围检查每一次下标。", fix=fix)

@@ -4,7 +4,10 @@ sim 模式下 TileLang 把内核编译成 C，块内的缓冲区是栈上的数�
 常常只是改掉了相邻的变量，答案照样对；GPU 上 fragment 越界同样不一定报错。这里对每一次 ``BufferStore`` /
 ``BufferLoad``，按外层循环变量的范围（``For`` 的 min、extent、step）、``if`` 与 ``T.if_then_else`` 的条件求下标的
 整数上下界（``tvm.arith.Analyzer.const_int_bound``）；只有下标的界是有限的、并且证明得出会越出缓冲区的那一维时才报告。
-界是无限的（依赖运行时的值、符号形状）时不报告：这个检查只会漏报，不会把对的内核判成错。
+符号形状（``T.dynamic("M")``：``T.Kernel(M)`` 的 ``bx`` 取 0 … M - 1，``y`` 有 M 行）按符号区间
+（``Analyzer.int_set``）求下标的上界，证明得出「上界 >= M」时报告（``y[bx + 1]`` 可以到 M）；写在 ``if`` 或
+``T.if_then_else`` 里的读写只按常数界判断（条件可能正好把越界的那一次排除在外）。界无法确定（依赖运行时的值）时不报告：
+这个检查只会漏报，不会把对的内核判成错。
 
 ``T.copy``、``T.reduce_*`` 等块操作不在这里检查：它们按区域读写，由 TileLang 自己处理行尾之外的部分。
 
@@ -29,9 +32,9 @@ class BoundsIssue:
     buffer: str
     access: str                 # "写" 或 "读"
     dim: int                    # 越界的那一维（从 0 起）
-    lo: int                     # 下标可能取到的最小值与最大值
-    hi: int
-    extent: int                 # 这一维的大小
+    lo: int | str               # 下标可能取到的最小值与最大值（符号形状时是表达式，例如 "M"）
+    hi: int | str
+    extent: int | str           # 这一维的大小（符号形状时是它的名字，例如 "M"）
     index: str                  # 下标表达式（TIR 的写法）
     loops: tuple[str, ...]
     nest: int
@@ -43,9 +46,14 @@ class BoundsIssue:
         reach = self.hi if over else self.lo
         dim = f"第 {self.dim + 1} 维的" if self.dims > 1 else ""
         return (f"{self.access} {self.buffer} 时越界：{dim}下标 {self.index} 可以{'到' if over else '小到'} {reach}，"
-                f"{self.buffer} 这一维只有 {self.extent} 个元素（0 … {self.extent - 1}） "
+                f"{self.buffer} 这一维只有 {self.extent} 个元素（0 … {self.last()}） "
                 f"(out-of-bounds {'write' if self.access == '写' else 'read'} of {self.buffer}: index {self.index} "
                 f"reaches {reach}, dimension {self.dim} has {self.extent} elements)")
+
+
+    def last(self) -> str:
+        """这一维最后一个合法的下标：``extent - 1``。"""
+        return str(self.extent - 1) if isinstance(self.extent, int) else f"{self.extent} - 1"
 
 
 class TileBoundsError(IndexError):
@@ -72,10 +80,12 @@ class _Checker:
         self.nests: dict[tuple[str, ...], int] = {}
         self.nest = 0
         self.inf = arith.ConstIntBound.POS_INF
+        self.dom: dict = {}                 # 循环变量 -> 取值的符号区间（arith.IntervalSet），给符号形状用
+        self.conditioned = 0                # 外面有几层 if / T.if_then_else 的条件
 
     # ---------------------------------------------------------------- 语句
     def stmt(self, s):
-        from tvm import ir, tirx
+        from tvm import arith, ir, tirx
 
         if s is None:
             return
@@ -88,7 +98,14 @@ class _Checker:
             lo, ext, step = _const(s.min), _const(s.extent), _const(s.step) if s.step is not None else 1
             if lo is not None and ext is not None and ext > 0 and step is not None and step > 0:
                 # 循环变量取 lo, lo + step, …, 小于 lo + ext 的最后一个
-                self.az.bind(s.loop_var, ir.Range.from_min_extent(lo, (ext - 1) // step * step + 1), allow_override=True)
+                last = lo + (ext - 1) // step * step
+                self.az.bind(s.loop_var, ir.Range.from_min_extent(lo, last - lo + 1), allow_override=True)
+                self.dom[s.loop_var] = arith.IntervalSet(lo, last)
+            elif lo is not None and ext is None and step == 1 and s.extent.dtype.startswith("int"):
+                # 符号范围（T.Kernel(M) 的 bx）：取 lo … lo + extent - 1；extent 可能是 0（那时没有读写，
+                # 区间为空，证出的越界不会发生——M = 0 的输入在评分之前就被拒绝）
+                self.az.bind(s.loop_var, ir.Range.from_min_extent(lo, s.extent), allow_override=True)
+                self.dom[s.loop_var] = arith.IntervalSet(lo, lo + s.extent - 1)
             outer = not self.loops
             self.loops.append(s.loop_var.name)
             if outer or not isinstance(s.body, tirx.For):
@@ -99,11 +116,13 @@ class _Checker:
             self.loops.pop()
         elif isinstance(s, tirx.IfThenElse):
             self.expr(s.condition)
+            self.conditioned += 1
             with self.az.constraint_scope(s.condition):
                 self.stmt(s.then_case)
             if s.else_case is not None:
                 with self.az.constraint_scope(tirx.Not(s.condition)):
                     self.stmt(s.else_case)
+            self.conditioned -= 1
         elif isinstance(s, tirx.BufferStore):
             self.access(s.buffer, s.indices, "写")
             for i in s.indices:
@@ -139,10 +158,12 @@ class _Checker:
         if isinstance(e, tirx.Call) and getattr(e.op, "name", "") == "tirx.if_then_else":
             cond, a, b = e.args
             self.expr(cond)
+            self.conditioned += 1
             with self.az.constraint_scope(cond):
                 self.expr(a)
             with self.az.constraint_scope(tirx.Not(cond)):
                 self.expr(b)
+            self.conditioned -= 1
             return
         if isinstance(e, tirx.Call) and getattr(e.op, "name", "").startswith("tl."):
             return                              # T.copy、T.reduce 等块操作：按区域读写，由 TileLang 处理
@@ -180,13 +201,16 @@ class _Checker:
 
         for d, (idx, n) in enumerate(zip(indices, buf.shape)):
             ext = _const(n)
-            if ext is None or not idx.dtype.startswith("int"):
+            if not idx.dtype.startswith("int"):
                 continue
             base, lanes, stride = idx, 1, 0
             if isinstance(idx, tirx.Ramp):           # 向量下标：base, base + stride, …（lanes 个）
                 base, lanes, stride = idx.base, _const(idx.lanes), _const(idx.stride)
                 if lanes is None or stride is None:
                     continue
+            if ext is None:
+                self._symbolic(buf, d, idx, base, n, lanes, stride, what)
+                continue
             b = self.az.const_int_bound(base)
             # 界等于下标类型的整个范围（或无限）时什么也证明不了：那一侧不报
             bits = int(re.sub(r"\D", "", base.dtype.split("x")[0]) or 32)
@@ -199,6 +223,36 @@ class _Checker:
             if over or (lo_known and lo < 0):
                 self.issues.append(BoundsIssue(buf.name, what, d, int(lo), int(hi), ext, str(idx),
                                                tuple(self.loops), self.nest if self.loops else 0, len(buf.shape), over))
+
+    def _symbolic(self, buf, d, idx, base, n, lanes, stride, what):
+        """符号大小的一维（``T.dynamic`` 的 M）：按循环变量的符号区间求下标的上下界，证明得出越界时报告。
+        在条件里的读写不判断上界：区间不知道条件（``if bx + 1 < M: y[bx + 1] = …`` 是对的）。"""
+        if not n.dtype.startswith("int"):
+            return
+        s = self.az.int_set(base, self.dom)
+        hi, lo = s.max_value, s.min_value
+        if self.conditioned == 0 and not _infinite(hi):
+            top = hi + stride * (lanes - 1) if stride > 0 else hi
+            if self.az.can_prove(top >= n):
+                self._report(buf, d, idx, what, lo, self.az.simplify(top), n, over=True)
+                return
+        b = self.az.const_int_bound(base)          # 下界照常数判断（条件已经计入）
+        low = b.min_value + min(0, stride * (lanes - 1))
+        if abs(b.min_value) < self.inf and b.min_value > -2 ** 31 and low < 0:
+            self._report(buf, d, idx, what, int(low), hi, n, over=False)
+
+    def _report(self, buf, d, idx, what, lo, hi, n, over):
+        def show(v):
+            c = _const(v) if not isinstance(v, int) else v
+            return c if c is not None else str(v)
+
+        self.issues.append(BoundsIssue(buf.name, what, d, show(lo), show(hi), show(n), str(idx), tuple(self.loops),
+                                       self.nest if self.loops else 0, len(buf.shape), over))
+
+
+def _infinite(e) -> bool:
+    """IntervalSet 的端点是不是 ±∞（``pos_inf`` / ``neg_inf``）。"""
+    return str(e) in ("pos_inf", "neg_inf") or "inf" in type(e).__name__.lower()
 
 
 def tile_bounds_issues(func) -> list[BoundsIssue]:

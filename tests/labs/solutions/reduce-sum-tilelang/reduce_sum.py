@@ -21,7 +21,8 @@ tilelang.set_log_level("WARNING")
 
 @tilelang.jit
 def reduce_sum_kernel(x, block_n: int = 256, threads: int = 128, cpu: bool = False):
-    M, N = T.const("M, N")                       # 形状在编译时代入
+    M = T.dynamic("M")                           # 行数在运行时读出：一次编译服务所有行数
+    N = T.const("N")                             # 列数在编译时代入：每种 N 编译一次
     x: T.Tensor[[M, N], T.float32]
     y = T.empty([M], T.float32)
     # 在 GPU 上缓冲区分布在各线程的寄存器里（fragment），块内循环是 T.Parallel；

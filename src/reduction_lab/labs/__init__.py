@@ -48,12 +48,13 @@ def start(name: str, directory=None, overwrite: bool = False) -> Path:
 
 
 def check(name: str, directory=None, backend: str | None = None, bench: bool | None = None,
-          cases=None) -> GradeResult:
+          cases=None, progress=None) -> GradeResult:
     """评分 ``directory``（默认 ``./labs/NAME``）里的代码，返回 :class:`GradeResult`。
-    ``cases``：只运行这些编号（成绩表的 # 列）的用例，例如 ``cases=[12]`` 反复调试一个没通过的用例。"""
+    ``cases``：只运行这些编号（成绩表的 # 列）的用例，例如 ``cases=[12]`` 反复调试一个没通过的用例。
+    ``progress(i, n, case)``：每个用例开始之前调用（命令行在终端里用它显示进度）。"""
     from . import core
 
-    return core.check(get(name), directory, backend, bench, cases)
+    return core.check(get(name), directory, backend, bench, cases, progress)
 
 
 def op(name: str, directory=None):

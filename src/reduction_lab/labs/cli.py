@@ -60,8 +60,13 @@ def run(args) -> int:
                 raise LabError(f"--case 要写成逗号分隔的编号，例如 --case 3,12，得到 {args.case!r} "
                                f"(--case takes comma-separated case numbers)") from None
         print(f"评分 {args.name}：逐个运行用例……", file=sys.stderr, flush=True)
-        result = check(args.name, args.dir, backend=args.backend, bench=False if args.no_bench else None,
-                       cases=cases)
+        progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
+        try:
+            result = check(args.name, args.dir, backend=args.backend, bench=False if args.no_bench else None,
+                           cases=cases, progress=progress)
+        finally:
+            if progress is not None:
+                progress.clear()
     except LabError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
@@ -73,6 +78,27 @@ def run(args) -> int:
     except BrokenPipeError:                # reduction-lab lab check … | head：读的一方先关了管道
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if result.passed else 1
+
+
+class _Progress:
+    """终端里的一行进度：正在运行第几个用例（第一次遇到的形状要先编译内核，TileLang 在 GPU 上每次要几秒）。
+    同一行用回车改写，评分结束时擦掉；不是终端（管道、notebook）时不显示。"""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.width = 0
+
+    def __call__(self, i: int, n: int, case) -> None:
+        text = f"  用例 {i}/{n}：{case.name}（{case.label}）……"
+        self.stream.write("\r" + text + " " * max(0, self.width - len(text)))
+        self.stream.flush()
+        self.width = len(text)
+
+    def clear(self) -> None:
+        if self.width:
+            self.stream.write("\r" + " " * (2 * self.width) + "\r")
+            self.stream.flush()
+            self.width = 0
 
 
 def main(argv=None) -> int:

@@ -193,9 +193,10 @@ def _todo_hints(lab: Lab, paths: dict[str, Path], cases_passed: bool = False) ->
 
 
 def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | None = None,
-          cases=None) -> GradeResult:
+          cases=None, progress=None) -> GradeResult:
     """评分：运行全部用例，给出成绩表和诊断；gpu 模式下全部通过后计时（``bench=False`` 跳过）。
-    ``cases``：只运行这些编号（从 1 起，成绩表的 # 列）的用例，其余不运行、不计入结论，也不计时。"""
+    ``cases``：只运行这些编号（从 1 起，成绩表的 # 列）的用例，其余不运行、不计入结论，也不计时。
+    ``progress(i, n, case)``：每个用例开始之前调用（:func:`.grading.run_cases`）。"""
     backend = resolve_backend(lab, backend)
     paths = _learner_paths(lab, directory)
     mode = runtime.MODE
@@ -225,7 +226,8 @@ def check(lab: Lab, directory=None, backend: str | None = None, bench: bool | No
     else:
         result.results = run_cases(cases, lambda c: lab.run_case(impl, c, mode),
                                    lambda c, e: timeout_hint(e, paths) or lab.on_error(c, e, paths), only,
-                                   limit_s=grading.CASE_TIME_LIMIT_S if mode == "sim" and lab.case_time_limit else None)
+                                   limit_s=grading.CASE_TIME_LIMIT_S if mode == "sim" and lab.case_time_limit else None,
+                                   progress=progress)
     # 顺序：没完成的 TODO（最可能的原因）、模拟器检查（GPU 不会报出的根源）、各用例的诊断
     # 源码检查里只关乎大输入的（32 位的行偏移）排在用例的诊断之后：先改用例里就错的
     late = [h for h in extra_hints if h.key in LATE_HINTS]

@@ -519,16 +519,20 @@ def timeout_hint(exc: BaseException, files: dict[str, Path]) -> Hint | None:
 
 
 def run_cases(cases: list[Case], runner: Runner, on_error: Callable[[Case, BaseException], Hint],
-              only: set[int] | None = None, limit_s: float | None = None) -> list[CaseResult]:
+              only: set[int] | None = None, limit_s: float | None = None,
+              progress: Callable[[int, int, Case], None] | None = None) -> list[CaseResult]:
     """逐个运行用例；``runner`` 返回 (是否通过, 最大误差, 备注, 诊断)，异常交给 ``on_error`` 诊断。
     ``only``：只运行这些编号（从 1 起）的用例，其余记为没有运行（``skipped``）。
     ``limit_s``：每个用例最多运行的秒数（:func:`time_limit`）；超时之后不再运行后面的用例（多半同样停不下来）。
-    让 CUDA 上下文失效的错误（:func:`gpu_context_lost`）之后不再运行后面的用例：它们只会报同一个错。"""
+    让 CUDA 上下文失效的错误（:func:`gpu_context_lost`）之后不再运行后面的用例：它们只会报同一个错。
+    ``progress(i, n, case)``：每个用例开始之前调用（命令行用它显示进度：第一次遇到的形状要先编译，可能要几秒）。"""
     out = []
     for i, case in enumerate(cases, 1):
         if only is not None and i not in only:
             out.append(CaseResult(i, case, False, None, "未运行（--case）", skipped=True))
             continue
+        if progress is not None:
+            progress(i, len(cases), case)
         printed = captured_output()          # 内核里 printf 的输出（模拟器与 GPU）：记在这个用例上，不让十几个用例的输出挤满终端
         try:
             with printed, time_limit(limit_s):

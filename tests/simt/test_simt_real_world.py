@@ -248,6 +248,33 @@ __global__ void k(const int* x, const float* f, int* votes, unsigned* match) {
                     "k", 1, 32, [np.zeros(1, np.int32)])
 
 
+def test_clock64_counts_work_and_nanosleep_runs():
+    """clock64() 单调不减（模拟器里是执行的车道步数，不是时钟周期）：循环前后的差大于 0；__nanosleep 不改变结果，
+    参数里越界的读照样报告。常见的写法：计时的微基准、等待之前退让一下。"""
+    src = r"""
+__global__ void k(const float* x, float* y, long long* ticks, int n) {
+    long long t0 = clock64();
+    float s = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += x[i];
+    __nanosleep(100);
+    long long t1 = clock64();
+    y[threadIdx.x] = s;
+    ticks[2 * threadIdx.x] = t0;
+    ticks[2 * threadIdx.x + 1] = t1;
+}
+"""
+    x = np.arange(256, dtype=np.float32)
+    y = np.zeros(32, np.float32)
+    ticks = np.zeros(64, np.int64)
+    simt.launch(src, "k", 1, 32, [x, y, ticks, np.int32(256)])
+    assert y.tolist() == [float(x[t::32].sum()) for t in range(32)]
+    t = ticks.reshape(32, 2)
+    assert (t[:, 1] > t[:, 0]).all() and (t[:, 0] >= 0).all()
+    with pytest.raises(simt.OutOfBoundsError):
+        simt.launch("__global__ void k(const unsigned* ns) { __nanosleep(ns[threadIdx.x + 1]); }\n", "k", 1, 32,
+                    [np.zeros(32, np.uint32)])
+
+
 def test_more_atomics():
     src = r"""
 __global__ void k(unsigned* c, int* first) {

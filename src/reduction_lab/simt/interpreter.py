@@ -163,7 +163,7 @@ BUILTIN_FUNCS.update(
         "__shfl_down_sync", "__shfl_xor_sync", "__shfl_up_sync", "__shfl_sync",
         "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
-        *_ATOMICS, "__ballot_sync", "__any_sync", "__all_sync", "__uni_sync", "__match_any_sync", "__frcp_rn", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
+        *_ATOMICS, "__ballot_sync", "__any_sync", "__all_sync", "__uni_sync", "__match_any_sync", "__frcp_rn", "clock64", "__nanosleep", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
         "__ffsll", "__brev", "__saturatef", "__int_as_float", "__float_as_int", "__uint_as_float", "__float_as_uint", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
         "__simt_cluster_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
@@ -2843,6 +2843,18 @@ class Machine:
         """__frcp_rn(x)：按就近舍入的 1 / x。"""
         (x,) = self._args(args, 1, node, lanes, fr, "__frcp_rn")
         return self.arith("/", Val(T.FLOAT, np.float32(1.0)), Val(T.FLOAT, T.cast(x.v, T.FLOAT)), node, lanes)
+
+    def b_clock64(self, node, args, lanes, fr):
+        """clock64()：单调不减的计数。模拟器里是这次启动到此为止执行的车道步数（循环每转一圈加上活跃的线程数），
+        不是 GPU 的时钟周期：两次读数之差说明中间做了多少工作，不能换算成时间。"""
+        if args:
+            raise self.unsupported("clock64 带参数", node)
+        return Val(T.LLONG, np.int64(self.steps))
+
+    def b___nanosleep(self, node, args, lanes, fr):
+        """__nanosleep(ns)：让线程睡一会儿。模拟器里线程按步执行，睡眠不改变结果：只求参数的值（参数里的读写照常检查）。"""
+        self._args(args, 1, node, lanes, fr, "__nanosleep")
+        return Val(T.VOID, np.int32(0))
 
     def _bits(self, name, args, node, lanes, fr):
         (v,) = self._args(args, 1, node, lanes, fr, name)

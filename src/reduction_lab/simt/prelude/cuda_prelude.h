@@ -125,6 +125,8 @@ __device__ unsigned int __match_any_sync(unsigned int, unsigned long long);
 __device__ unsigned int __match_any_sync(unsigned int, float);
 __device__ unsigned int __match_any_sync(unsigned int, double);
 __device__ float __frcp_rn(float);
+__device__ long long clock64(void);
+__device__ void __nanosleep(unsigned int);
 __device__ int __popc(unsigned int);
 __device__ int __popcll(unsigned long long);
 __device__ int __clz(int);

@@ -322,7 +322,8 @@ __global__ void k(const float* x, Acc* out) {
 @pytest.mark.parametrize("code, line, exc, words", [
     ("__global__ void k(char** argv) {\n}\n", 1, simt.UnsupportedError, "pointer to pointer"),
     ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(int* p) {\n"
-     "  cg::grid_group g = cg::this_grid();\n  g.sync();\n}\n", 4, simt.UnsupportedError, "grid_group"),
+     "  cg::grid_group g = cg::this_grid();\n  p[0] = g.group_dim().x;\n}\n", 5, simt.UnsupportedError,
+     "grid_group::group_dim"),
     ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(int* p) {\n"
      "  cg::coalesced_group g = cg::coalesced_threads();\n  p[0] = g.thread_rank();\n}\n", 4,
      simt.UnsupportedError, "coalesced_group"),

@@ -549,7 +549,7 @@ GV_NOOVFL = re.compile(r"__add_noovfl_(unsigned_)?(char|short|int|long)$")
 THIS = "__this"
 
 _GROUP_RE = re.compile(r"cooperative_groups::(?:thread_block_tile<(\d+)U?>|(thread_block)\b|(cluster_group)\b"
-                       r"(::arrival_token)?)")
+                       r"(::arrival_token)?|(grid_group)\b)")
 #: cluster_group 的成员函数 -> 解释器的内置函数（没有参数）
 _CLUSTER_CALLS = {"sync": "__simt_cluster_sync", "barrier_arrive": "__simt_cluster_arrive",
                   "barrier_wait": "__simt_cluster_wait", "block_rank": "__simt_cluster_block_rank",
@@ -610,6 +610,8 @@ class Lowering:
             return None
         if m.group(2):
             return ("block", None)
+        if m.group(5):
+            return ("grid", None)
         if m.group(3):
             return ("token", None) if m.group(4) else ("cluster", None)
         w = int(m.group(1))
@@ -2207,6 +2209,8 @@ class Lowering:
                                    "thread_index、map_shared_rank、query_shared_rank）", c)
         if kind == "token":
             raise self.unsupported(f"cluster_group::arrival_token::{m}", c)
+        if kind == "grid":
+            return self.grid_method(m, c, co)
         if kind == "block":
             if m == "sync":
                 return _call("__syncthreads", [], co)
@@ -2232,6 +2236,36 @@ class Lowering:
                 raise self.unsupported(f"thread_block_tile::{m} 的参数个数", c)
             return _call(f"__{m}_sync", [mask, args[0], args[1], _const("int", str(w), co)], co)
         raise self.unsupported(f"thread_block_tile::{m}", c)
+
+    def grid_method(self, m, c, co):
+        """grid_group（cg::this_grid()）：整个网格。sync() 是整个网格的屏障（协作启动），其余是编号与大小。"""
+        def prod(a, b, z):
+            return c_ast.BinaryOp("*", c_ast.BinaryOp("*", a, b, co), z, co)
+
+        def ull(e):
+            return c_ast.Cast(c_ast.Typename(None, [], None, c_ast.TypeDecl(None, [], None, c_ast.IdentifierType(
+                ["unsigned", "long", "long"], co), co), co), e, co)
+
+        gx, gy = _sref("gridDim", "x", co), _sref("gridDim", "y", co)
+        block = c_ast.BinaryOp("+", c_ast.BinaryOp("+", _sref("blockIdx", "x", co),
+                                                   c_ast.BinaryOp("*", _sref("blockIdx", "y", co), gx, co), co),
+                               c_ast.BinaryOp("*", _sref("blockIdx", "z", co),
+                                              c_ast.BinaryOp("*", _sref("gridDim", "x", co), gy, co), co), co)
+        nblocks = prod(_sref("gridDim", "x", co), _sref("gridDim", "y", co), _sref("gridDim", "z", co))
+        if m == "sync":
+            return _call("__simt_grid_sync", [], co)
+        if m == "thread_rank":
+            return c_ast.BinaryOp("+", c_ast.BinaryOp("*", ull(block), ull(_nthreads(co)), co), ull(_tid(co)), co)
+        if m in ("size", "num_threads"):
+            return c_ast.BinaryOp("*", ull(nblocks), ull(_nthreads(co)), co)
+        if m == "block_rank":
+            return ull(block)
+        if m == "num_blocks":
+            return ull(nblocks)
+        if m == "is_valid":
+            return _const("int", "1", co)         # 模拟器里每次启动都当作协作启动（见 __simt_grid_sync）
+        raise self.unsupported(f"grid_group::{m}（模拟器支持 sync、thread_rank、size、num_threads、block_rank、"
+                               "num_blocks、is_valid）", c)
 
     def group_args(self, g, m, args):
         """组的成员函数的实参：barrier_wait(令牌) 的令牌不降低（它没有值）。"""

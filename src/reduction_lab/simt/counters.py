@@ -52,6 +52,8 @@ class Report:
     cluster: tuple = (1, 1, 1)
     #: 簇屏障：每个线程块每经过一次 cluster.sync() 或 barrier_wait() 计 1（与 barriers 对 __syncthreads() 的计法相同）
     cluster_barriers: int = 0
+    #: 网格屏障（cooperative groups 的 grid.sync()，协作启动）：每个线程块每经过一次计 1
+    grid_barriers: int = 0
     #: 分布式共享内存（经 cluster.map_shared_rank 访问簇里另一个块的共享内存）：请求数（有活跃线程的线程束）、
     #: 元素数（每个线程的一次访问计 1）与字节数；访问本块的不计在这里，计在 shared_* 里
     dsmem_load_requests: int = 0
@@ -95,7 +97,8 @@ class Report:
             f"  全局内存写：{self.global_store_bytes} 字节，{self.global_store_requests} 次请求，{self.global_store_sectors} 个扇区",
             f"  共享内存读：{self.shared_load_requests} 次请求，{self.shared_load_wavefronts} 个波前，存储体冲突 {self.shared_load_bank_conflicts}",
             f"  共享内存写：{self.shared_store_requests} 次请求，{self.shared_store_wavefronts} 个波前，存储体冲突 {self.shared_store_bank_conflicts}",
-            f"  原子操作 {self.atomic_ops}，__syncthreads {self.barriers}，__syncwarp {self.warp_syncs}，发散分支 {self.divergent_branches}",
+            f"  原子操作 {self.atomic_ops}，__syncthreads {self.barriers}，__syncwarp {self.warp_syncs}，发散分支 {self.divergent_branches}"
+            + (f"，网格屏障 {self.grid_barriers}" if self.grid_barriers else ""),
         ]
         if (tuple(self.cluster) != (1, 1, 1) or self.cluster_barriers or self.dsmem_load_requests or self.dsmem_store_requests
                 or self.dsmem_atomic_ops):

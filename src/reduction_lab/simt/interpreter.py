@@ -166,7 +166,7 @@ BUILTIN_FUNCS.update(
         *_ATOMICS, "__ballot_sync", "__any_sync", "__all_sync", "__uni_sync", "__match_any_sync", "__frcp_rn", "clock64", "__nanosleep", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
         "__ffsll", "__brev", "__saturatef", "__int_as_float", "__float_as_int", "__uint_as_float", "__float_as_uint", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
-        "__simt_cluster_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
+        "__simt_cluster_sync", "__simt_grid_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
         "__simt_cluster_num_blocks", "__simt_cluster_dim_blocks", "__simt_cluster_block_index", "__simt_map_shared_rank",
         "__simt_cluster_dim_threads", "__simt_cluster_thread_index", "__simt_cluster_query_shared_rank",
         "__simt_printf",
@@ -293,6 +293,7 @@ class Machine:
         self.bar = np.zeros(self.nblocks, np.int32)        # 每个线程块执行过的 __syncthreads() 次数
         self.fence = np.zeros(L if global_racecheck else 0, np.int32)   # 每个线程最近一次 __threadfence() 的时钟
         self.clock = 0                                     # 全局内存访问的时钟
+        self.grid_syncs = 0                                # grid.sync() 的次数
         # 线程块簇（__cluster_dims__）：每块的簇编号与簇内编号（x 最快），每个簇按编号排列的块
         self.cluster = tuple(cluster)
         cx, cy, cz = self.cluster
@@ -2084,7 +2085,7 @@ class Machine:
             same = buf.data[flat] == vals
         hit = buf.gtracker.access(flat, ids.astype(np.int32), blk, ep, wep, gw, self.gw.__getitem__, self.fence,
                                   self.clock, line, kind, same, vals, self.cid[blk].astype(np.int32), self.carr[blk],
-                                  self.cwait[blk])
+                                  self.cwait[blk], self.grid_syncs)
         if hit is None:
             return
         i, hz, other, other_line, other_atomic = hit
@@ -2416,6 +2417,36 @@ class Machine:
                             "(undefined behaviour)", node)
         self.carr[blocks] += 1
         self._cluster_done(blocks)
+        return Val(T.VOID, np.int32(0))
+
+    def b___simt_grid_sync(self, node, args, lanes, fr):
+        """grid.sync()（cooperative groups，协作启动）：整个网格的屏障。网格里每一个线程都要到达这同一处；之后
+        它是每一块的块内屏障，并且此前所有线程对全局内存的读写都排在此后的读写之前（全局内存的竞争记录清空）。
+        模拟器把每次启动都当作协作启动：真实 GPU 上要用 cudaLaunchCooperativeKernel，网格不能大于同时驻留的块数。"""
+        if lanes.n == 0:
+            return Val(T.VOID, np.int32(0))
+        total = self.nblocks * self.tpb
+        if lanes.idx is not None and lanes.n != total:
+            arrived = lanes.idx
+            missing = np.setdiff1d(np.arange(total), arrived, assume_unique=True)
+            ab, at = self.where(int(arrived[0]))
+            mb, mt = self.where(int(missing[0]))
+            raise self.fail(
+                BarrierDivergenceError,
+                f"网格里只有 {arrived.size} 个线程（例如线程块 {ab} 的线程 {at}）到达这个 grid.sync()，另外 "
+                f"{missing.size} 个线程（例如线程块 {mb} 的线程 {mt}）没有到达（它们走了另一条分支、停在另一个屏障或已经 "
+                f"return）。网格屏障要等网格里每一块的每一个线程；真实 GPU 上这是未定义行为，常见后果是死锁。"
+                f"请把 grid.sync() 移到所有线程都会执行的位置",
+                f"only {arrived.size} threads of the grid (e.g. thread {at} of block {ab}) reach this grid.sync(); "
+                f"{missing.size} others (e.g. thread {mt} of block {mb}) do not (other branch, other barrier or returned): "
+                f"a grid barrier waits for every thread of every block", node)
+        blocks = np.arange(self.nblocks)
+        self.bar[blocks] += 1
+        self.rep.grid_barriers += self.nblocks
+        for buf in self.shared.values():
+            if buf.tracker is not None:
+                buf.tracker.reset_blocks(None, True)
+        self.grid_syncs += 1          # 全局内存的竞争记录在下一次访问时清空（GlobalTracker.access 的 grid_syncs）
         return Val(T.VOID, np.int32(0))
 
     def b___simt_cluster_arrive(self, node, args, lanes, fr):

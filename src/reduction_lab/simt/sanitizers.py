@@ -300,6 +300,7 @@ class GlobalTracker:
 
     def __init__(self, nelem):
         self.s = np.full((nelem, _NCOL), NONE, np.int32)
+        self.grid_syncs = 0       # 记录属于第几次 grid.sync() 之后（之前的访问排在之后的一切访问之前）
 
     @staticmethod
     def _unordered(lane, blk, ep, wep, olane, oblk, oep, owep, ogw, gw, ocl, oca, cl, cw):
@@ -310,13 +311,18 @@ class GlobalTracker:
         same_cluster_synced = (ocl == cl) & (oca < cw)
         return (olane != NONE) & (olane != lane) & ~same_block_later & ~same_warp_synced & ~same_cluster_synced
 
-    def access(self, flat, lane, blk, ep, wep, gw, gw_of, fence, clock, line, kind, same_value, vals, cl, ca, cw):
+    def access(self, flat, lane, blk, ep, wep, gw, gw_of, fence, clock, line, kind, same_value, vals, cl, ca, cw,
+               grid_syncs=0):
         """记录一次访问（kind：'read'、'write'、'atomic'、'atomic_block'：线程块作用域的原子操作），所有参数都是每个活跃线程一项的数组。``cl``、``ca``、``cw``：
         访问者所在块的簇编号、完成的簇屏障到达数与等待数（没有簇时每块自成一簇）。返回 None，或
         (i, hazard, other_lane, other_line, other_atomic)：第 i 个活跃线程与另一个线程冲突（两个原子操作之间的冲突，
         other_atomic 是 "block"：其中有线程块作用域的）。gw_of(lanes) 给出
         线程所在的全局线程束编号，fence 是每个线程最近一次 __threadfence() 的时钟。把同值写入当作良性时，
-        same_value 标出与这个字现有的值相同的写，vals 是写入的值（同一条语句里几个线程写同一个字且值相同不报）。"""
+        same_value 标出与这个字现有的值相同的写，vals 是写入的值（同一条语句里几个线程写同一个字且值相同不报）。
+        ``grid_syncs``：这次启动到此为止的 grid.sync() 次数；比记录里的多时，记录里的访问都排在这次访问之前，先清空。"""
+        if grid_syncs != self.grid_syncs:
+            self.s[:] = NONE
+            self.grid_syncs = grid_syncs
         s = self.s[flat]
         n = flat.shape[0]
         scoped = kind == "atomic_block"
@@ -458,10 +464,11 @@ class GlobalTracker:
 
 
 GLOBAL_BLOCK_NOTE = (
-    "两个线程属于不同的线程块：一次启动之内没有任何东西排定不同线程块的先后（__syncthreads() 只同步同一线程块）；"
-    "请改用原子操作（两边都是），或把依赖别的线程块结果的部分放到下一次启动。",
-    "The two threads are in different blocks: nothing orders two blocks within one launch (__syncthreads() "
-    "synchronises one block only): use atomics on both sides, or move the dependent part to a second launch.",
+    "两个线程属于不同的线程块：一次启动之内，除了协作启动里的 grid.sync()，没有任何东西排定不同线程块的先后"
+    "（__syncthreads() 只同步同一线程块）；请改用原子操作（两边都是），或把依赖别的线程块结果的部分放到下一次启动。",
+    "The two threads are in different blocks: nothing but grid.sync() in a cooperative launch orders two blocks "
+    "within one launch (__syncthreads() synchronises one block only): use atomics on both sides, or move the "
+    "dependent part to a second launch.",
 )
 GLOBAL_CLUSTER_NOTE = (
     "两个线程属于同一个线程块簇的不同线程块，两次访问之间没有簇屏障：__syncthreads() 只同步同一线程块；"

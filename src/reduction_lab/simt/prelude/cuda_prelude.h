@@ -331,6 +331,7 @@ struct thread_group { __device__ void sync() const; __device__ unsigned int thre
     __device__ unsigned int size() const; __device__ unsigned int num_threads() const; };
 struct grid_group { __device__ void sync() const; __device__ unsigned long long thread_rank() const;
     __device__ unsigned long long size() const; __device__ unsigned long long num_threads() const;
+    __device__ unsigned long long block_rank() const; __device__ unsigned long long num_blocks() const;
     __device__ bool is_valid() const; __device__ dim3 group_dim() const; };
 struct multi_grid_group { __device__ void sync() const; __device__ unsigned long long thread_rank() const;
     __device__ unsigned long long size() const; };

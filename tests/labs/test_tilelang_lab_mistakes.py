@@ -203,3 +203,40 @@ def test_compiler_errors_stay_out_of_the_terminal(tmp_path, capfd):
     report = result.report()
     assert result.hint_keys()[0] == "dtype", report
     assert "g++" not in report and "/tmp" not in report and "site-packages" not in report, report
+
+
+@pytest.mark.parametrize("mistake,key", [("no-normalize", "no-normalize"), ("exp2", "exp2"),
+                                         ("divide-by-max", "wrong-denominator"), ("pad-all", "mask-other"),
+                                         ("pad-3", "mask-bound")])
+def test_softmax_tilelang_diagnosis_of_the_large_gpu_case(mistake, key):
+    """gpu 模式的「大形状」用例（1000 x 5000，整行补到 8192 列）上的诊断：由公式解出行尾之外留下了几个补的 0，
+    不逐个 k 重算整块的 softmax（逐个试 3192 个 k 要半个小时，评分看起来像卡住了）；只看前 64 个出错的行。"""
+    import math
+    from pathlib import Path
+
+    import torch
+
+    from reduction_lab.labs.grading import Case, compare, softmax_tolerance
+    from reduction_lab.labs.softmax_tilelang import SoftmaxTileLang
+
+    from planted import SOLUTIONS
+
+    text = (Path(SOLUTIONS) / SM / "softmax.py").read_text(encoding="utf-8")
+    x = torch.randn(1000, 5000, generator=torch.Generator().manual_seed(0))
+    xd = x.double()
+    m = xd.max(dim=1, keepdim=True).values
+    pad = {"pad-all": 8192 - 5000, "pad-3": 3}.get(mistake)
+    out = {"no-normalize": torch.exp(xd - m), "exp2": torch.softmax(xd * math.log(2.0), dim=1),
+           "divide-by-max": torch.exp(xd - m) / m}.get(mistake)
+    if pad is not None:
+        out = torch.softmax(torch.cat([xd, torch.zeros(1000, pad, dtype=torch.float64)], dim=1), dim=1)[:, :5000]
+    out = out.float()
+    ref = torch.softmax(xd, dim=1)
+    atol, rtol = softmax_tolerance(torch.float32)
+    ok, _, bad = compare(out, ref, atol, rtol)
+    assert not ok
+    hint = SoftmaxTileLang().wrong_answer(Case("大形状", (1000, 5000)), x, out, ref, bad,
+                                          {"text": text, "path": Path("softmax.py")})
+    assert hint.key == key, hint.cause
+    if pad == 3:
+        assert "多留了 3 个补的 0" in hint.cause

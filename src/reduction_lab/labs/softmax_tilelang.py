@@ -79,6 +79,7 @@ class SoftmaxTileLang(Lab):
         ref = ref.detach().cpu().double()
         xs = x.detach().cpu().double()
         M, N = xs.shape
+        bad = bad[:64]          # 判断错误的样子看几十行就够了（gpu 模式的 1000 x 5000 用例整个比对要几秒）
         r = bad[0]
         first = first_bad_row(ref, got, bad)
         K = KERNEL
@@ -116,27 +117,24 @@ class SoftmaxTileLang(Lab):
                 return h
         block_n = 1 << max(N - 1, 1).bit_length()
         mask = at(r"T\.if_then_else\(")
-        if block_n > N:
-            # 行尾之外保留 T.copy 补的 0 时内核算出的结果：补 0 到 block_n 列的 softmax 的前 N 列；
-            # 掩码的条件差几列（j <= N）时只多留了几个 0
-            pad = torch.zeros(M, block_n - N, dtype=torch.float64)
-            for k in [block_n - N] + list(range(1, block_n - N)):
-                if not close(torch.softmax(torch.cat([xs, pad[:, :k]], dim=1), dim=1)[:, :N]):
-                    continue
-                total = f"\n第 {r} 行的和是 {g[0].sum().item():.4g}"
-                if k < block_n - N:
-                    return Hint("mask-bound", f"行尾之外多留了 {k} 个补的 0：掩码的条件不对", FILE, mask,
-                                first + total, "只保留 j < N 的车道：T.if_then_else(j < N, tile[i, j], NEG_INF)。")
-                negative = "；整行为负数时，补的 0 比整行都大，成了「最大值」" if case.kind == "negative" else ""
-                if mask is not None:
-                    return Hint("mask-other", f"行尾之外补的 0 没有换成 -inf：每行的和小于 1（只在 N 不是 2 的幂时出现）"
-                                f"{negative}", FILE, mask, first + total,
-                                "TODO(2)：j < N 的车道保留，其余换成 NEG_INF（不是 0）："
-                                "T.if_then_else(j < N, tile[i, j], NEG_INF)。-inf 不改变最大值，exp(-inf) = 0 也不改变分母。")
-                return Hint("mask-other", f"行尾之外补的 0 改变了结果：每行的和小于 1（只在 N 不是 2 的幂时出现）{negative}",
-                            FILE, at(r"T\.copy\(\s*x"), first + total,
-                            "TODO(2)：T.copy 把越过行尾的部分补 0；读进来之后把 j >= N 的车道换成 NEG_INF："
-                            "它不改变最大值，exp(-inf) = 0 也不改变分母。")
+        k = self._padded_zeros(xs[bad], g, block_n - N) if block_n > N else None
+        if k is not None:
+            # 行尾之外保留了 T.copy 补的 0：结果是补 k 个 0 之后的 softmax 的前 N 列（k = block_n - N：整段都没换成
+            # -inf；更少：掩码的条件差几列，例如 j <= N）
+            total = f"\n第 {r} 行的和是 {g[0].sum().item():.4g}"
+            if k < block_n - N:
+                return Hint("mask-bound", f"行尾之外多留了 {k} 个补的 0：掩码的条件不对", FILE, mask,
+                            first + total, "只保留 j < N 的车道：T.if_then_else(j < N, tile[i, j], NEG_INF)。")
+            negative = "；整行为负数时，补的 0 比整行都大，成了「最大值」" if case.kind == "negative" else ""
+            if mask is not None:
+                return Hint("mask-other", f"行尾之外补的 0 没有换成 -inf：每行的和小于 1（只在 N 不是 2 的幂时出现）"
+                            f"{negative}", FILE, mask, first + total,
+                            "TODO(2)：j < N 的车道保留，其余换成 NEG_INF（不是 0）："
+                            "T.if_then_else(j < N, tile[i, j], NEG_INF)。-inf 不改变最大值，exp(-inf) = 0 也不改变分母。")
+            return Hint("mask-other", f"行尾之外补的 0 改变了结果：每行的和小于 1（只在 N 不是 2 的幂时出现）{negative}",
+                        FILE, at(r"T\.copy\(\s*x"), first + total,
+                        "TODO(2)：T.copy 把越过行尾的部分补 0；读进来之后把 j >= N 的车道换成 NEG_INF："
+                        "它不改变最大值，exp(-inf) = 0 也不改变分母。")
         if close(torch.softmax(xs * math.log(2.0), dim=1)):
             return Hint("exp2", "算的是 2 的幂，不是 e 的幂：T.exp2 少乘了 log2(e)", FILE, at(r"T\.exp2\("), first,
                         "T.exp2(t) = 2^t：直接用 T.exp(tile[i, j] - row_max[i])，"
@@ -154,6 +152,28 @@ class SoftmaxTileLang(Lab):
         return Hint("wrong-softmax", "softmax 的值不对", FILE, None,
                     first + f"\n第 {r} 行的和是 {g[0].sum().item():.4g}（softmax 每行的和是 1）",
                     "对照讲义：读进一块、行尾之外换成 -inf、T.reduce_max、T.exp(x - m)、T.reduce_sum、除以和、写回。")
+
+    @staticmethod
+    def _padded_zeros(xb: torch.Tensor, gb: torch.Tensor, most: int) -> int | None:
+        """``gb``（出错的行）是不是 [x, 0 × k] 的 softmax 的前 N 列（行尾之外留下了 k 个补的 0）；是就返回 k
+        （1 … most），否则 None。按公式直接求 k：m = max(max x, 0)，e = exp(x - m)，S = Σe，
+        结果是 e / (S + k·exp(-m))，各行的和是 S / (S + k·exp(-m))，由它解出 k 再整体核对；每行 O(N)，
+        不逐个 k 重算 softmax（1000 x 5000 的行补到 8192 列时逐个试要几分钟）。"""
+        m = torch.clamp(xb.max(dim=1, keepdim=True).values, min=0.0)
+        e = torch.exp(xb - m)
+        total_e = e.sum(dim=1, keepdim=True)
+        z = torch.exp(-m)
+        tot = gb.sum(dim=1, keepdim=True)
+        if not (torch.isfinite(tot).all() and (tot > 0).all() and (z > 0).all()):
+            return None
+        est = (total_e / tot - total_e) / z
+        if not torch.isfinite(est).all():
+            return None
+        k = round(float(est.median()))
+        if not 1 <= k <= most:
+            return None
+        cand = e / (total_e + k * z)
+        return k if cand.shape == gb.shape and torch.allclose(gb, cand, rtol=1e-4, atol=1e-7) else None
 
     @staticmethod
     def _loop_bound(text: str) -> Hint | None:

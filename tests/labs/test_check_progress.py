@@ -30,10 +30,16 @@ def test_terminal_progress_line_is_rewritten_and_cleared():
     p = lab_cli._Progress(out)
     case = type("C", (), {"name": "几个线程块", "label": "1000"})()
     p(1, 18, case)
-    p(2, 18, case)
+    first = p.width
+    assert first == lab_cli._columns("  用例 1/18：几个线程块（1000）……")
+    assert lab_cli._columns("几个（1）") == 2 * 4 + 1     # 汉字与全角括号占两列
+    short = type("C", (), {"name": "一", "label": "1"})()
+    p(2, 18, short)
     p.clear()
     text = out.getvalue()
-    assert text.startswith("\r  用例 1/18：几个线程块（1000）……") and "\r  用例 2/18" in text
+    assert text.startswith("\r  用例 1/18：几个线程块（1000）……") and "\r  用例 2/18：一（1）……" in text
+    second = text.split("\r")[2]                     # 第二次改写：短的一行补空格盖住第一行多出的列
+    assert lab_cli._columns(second) == first
     assert text.endswith("\r") and p.width == 0      # 擦掉之后光标回到行首，成绩表从干净的一行开始
 
 

@@ -90,15 +90,23 @@ class _Progress:
 
     def __call__(self, i: int, n: int, case) -> None:
         text = f"  用例 {i}/{n}：{case.name}（{case.label}）……"
-        self.stream.write("\r" + text + " " * max(0, self.width - len(text)))
+        cols = _columns(text)
+        self.stream.write("\r" + text + " " * max(0, self.width - cols))    # 盖住上一行更长的部分
         self.stream.flush()
-        self.width = len(text)
+        self.width = cols
 
     def clear(self) -> None:
         if self.width:
-            self.stream.write("\r" + " " * (2 * self.width) + "\r")
+            self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
             self.width = 0
+
+
+def _columns(text: str) -> int:
+    """终端里占的列数：汉字与全角标点占两列。"""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def main(argv=None) -> int:

@@ -664,7 +664,7 @@ class Lowering:
                 raise self.unsupported("cooperative groups 的组对象用在这里（只支持调用它的成员函数）", c)
             if _in_namespace(decl, "cooperative_groups"):
                 raise self.unsupported(f"cooperative groups 的 {base}（nvcc 接受；模拟器只支持 thread_block、"
-                                       "thread_block_tile<N>（N 为不超过 32 的 2 的幂）与 cluster_group）", c)
+                                       "thread_block_tile<N>（N 为不超过 32 的 2 的幂）、cluster_group 与 grid_group）", c)
             if base in ("texture", "surface"):
                 raise texture_reference_error(self.where, c, base)
             half = {"__half": "HALF", "__nv_bfloat16": "BF16"}.get(base)

@@ -50,7 +50,6 @@ class BoundsIssue:
                 f"(out-of-bounds {'write' if self.access == '写' else 'read'} of {self.buffer}: index {self.index} "
                 f"reaches {reach}, dimension {self.dim} has {self.extent} elements)")
 
-
     def last(self) -> str:
         """这一维最后一个合法的下标：``extent - 1``。"""
         return str(self.extent - 1) if isinstance(self.extent, int) else f"{self.extent} - 1"

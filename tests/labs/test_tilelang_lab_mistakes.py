@@ -240,3 +240,15 @@ def test_softmax_tilelang_diagnosis_of_the_large_gpu_case(mistake, key):
     assert hint.key == key, hint.cause
     if pad == 3:
         assert "多留了 3 个补的 0" in hint.cause
+
+
+def test_softmax_tilelang_kept_zeros_on_far_negative_rows():
+    """整行是很大的负数、行尾之外留着补的 0：最大值成了 0，exp 全部下溢，输出全是 0——认不出留了几个 0，
+    按整段没换成 -inf 诊断（与逐个 k 试的结果相同：k = block_n - N 时就已经相符）；输出不是 0 时认不出。"""
+    import torch
+
+    from reduction_lab.labs.softmax_tilelang import SoftmaxTileLang
+
+    x = -1000.0 - 10.0 * torch.rand(3, 300, dtype=torch.float64)
+    assert SoftmaxTileLang._padded_zeros(x, torch.zeros(3, 300, dtype=torch.float64), 212) == 212
+    assert SoftmaxTileLang._padded_zeros(x, torch.full((3, 300), 1 / 300, dtype=torch.float64), 212) is None

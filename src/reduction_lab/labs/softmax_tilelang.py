@@ -164,6 +164,9 @@ class SoftmaxTileLang(Lab):
         total_e = e.sum(dim=1, keepdim=True)
         z = torch.exp(-m)
         tot = gb.sum(dim=1, keepdim=True)
+        if (tot == 0).all() and (total_e == 0).all():
+            # 整行是很大的负数：exp(x - 0) 全部下溢，补几个 0 结果都是 0，认不出 k；按整段都没换成 -inf 算
+            return most
         if not (torch.isfinite(tot).all() and (tot > 0).all() and (z > 0).all()):
             return None
         est = (total_e / tot - total_e) / z

@@ -33,6 +33,9 @@ MISTAKES = [
      "T.copy(x[bx, 0], tile)"),
     (RS, "copy-offset-k", [("T.copy(x[bx, k * block_n], tile)", "T.copy(x[bx, k], tile)")], "copy-start",
      "T.copy(x[bx, k], tile)"),
+    # 起点越过一个列块：N <= block_n 的行整块落在行尾之外（sim 模式的 C 目标编译不了），更长的行和不对
+    (RS, "copy-past-block", [("T.copy(x[bx, k * block_n], tile)", "T.copy(x[bx, k + block_n], tile)")], "copy-start",
+     "T.copy(x[bx, k + block_n], tile)"),
     (RS, "copy-swapped", [("T.copy(x[bx, k * block_n], tile)", "T.copy(x[k * block_n, bx], tile)")], "wrong-row",
      "x[k * block_n, bx]"),
     # 写下一行：最后一块写到 y 之外，越界（指向那次写）

@@ -19,7 +19,7 @@ import torch
 from . import cases as C
 from .core import Lab, load_learner_module, time_against
 from .grading import Case, Hint, find_line
-from .tilelang_source import (OTHER_DTYPE, check_bounds_in, code_lines, kernel_line, loop_span, low_precision_hint, out_dtype_hint, quiet_compiler,
+from .tilelang_source import (OTHER_DTYPE, check_bounds_in, code_lines, kernel_line, split_args, loop_span, low_precision_hint, out_dtype_hint, quiet_compiler,
                               row_index_hint, tilelang_error_hint)
 
 FILE = "reduce_sum.py"
@@ -136,8 +136,23 @@ class ReduceSumTileLang(Lab):
         if N > bn and (same(same_start) or same(by_one)):
             return Hint("copy-start", "每一轮读的列块不对：T.copy 的起点没有按 k * block_n 移动", FILE, copy, first,
                         "第 k 个列块从第 k * block_n 列开始：T.copy(x[bx, k * block_n], tile)。")
+        start = self._copy_start(text)
+        if start is not None and start.replace(" ", "") not in ("k*block_n", "block_n*k"):
+            # 结果看不出规律，源码里读 x 的起点又不是第 k 个列块的开头（例如 k + block_n）
+            return Hint("copy-start", f"每一轮读的列块不对：T.copy 的列起点是 {start}，不是第 k 个列块的开头", FILE, copy,
+                        first, "第 k 个列块从第 k * block_n 列开始：T.copy(x[bx, k * block_n], tile)。")
         return Hint("wrong-sum", "和不对", FILE, None, first,
                     "检查列块数、T.copy 的起点 (bx, k * block_n)、每块的 T.reduce_sum 和累加，以及写出 y[bx]。")
+
+    @staticmethod
+    def _copy_start(text: str) -> str | None:
+        """内核里读 x 的 T.copy 的列起点（``T.copy(x[bx, 起点], tile)`` 的第二个下标），没有这样的 T.copy 时 None。"""
+        line = kernel_line(text, KERNEL, r"T\.copy\(\s*x\s*\[")
+        if line is None:
+            return None
+        m = re.search(r"T\.copy\(\s*x\s*\[([^\]]*)\]", code_lines(text)[line - 1])
+        parts = split_args(m.group(1)) if m else []
+        return " ".join(parts[1].split()) if len(parts) == 2 else None
 
     def _last_tile_only(self, text: str, first: str, serial: int | None) -> Hint:
         """结果只剩最后一个列块的和：找出是哪一行把前面各块的和丢掉了。"""

@@ -307,9 +307,9 @@ def tilelang_error_hint(exc: BaseException, path, file: str, kernel: str | None 
         return Hint("buffer-dims", "下标的个数与缓冲区的维数不一致", file, line, detail=_first_line(message),
                     fix="tile 分配成 [1, block_n]（一行、block_n 列），下标写 tile[i, j]；"
                         "形状改过的话，分配与每一处下标要一起改。")
-    vec = re.search(r"Cannot convert type (\w+?)x(\d+) to C type", message)
-    copy = kernel_line(text, k, r"T\.copy\(\s*x\s*\[") if kernel and text else None
-    if vec and copy is not None and runtime.MODE == "sim":
+    vec = re.search(r"Cannot convert type (\w+?)x(\d+) to C type", message) if runtime.MODE == "sim" else None
+    copy = kernel_line(text, k, r"T\.copy\(\s*x\s*\[") if vec and kernel and text else None
+    if copy is not None:
         # TileLang 证出这次读整个落在行尾之外时把它写成一次 N 个元素的向量赋值，C 目标没有这样的类型
         return Hint("copy-start", "T.copy 读的列块整个落在这一行之外：sim 模式的 C 目标连编译都过不了", file, copy,
                     detail=f"TileLang 报错：{_first_line(message)}（{vec.group(2)} 个 {vec.group(1)} 的向量）",

@@ -378,6 +378,26 @@ def _nthreads(co):
                           _sref("blockDim", "z", co), co)
 
 
+def _block_rank(co):
+    """块在网格里的线性编号 blockIdx.x + blockIdx.y * gridDim.x + blockIdx.z * gridDim.x * gridDim.y。"""
+    gx, gy = _sref("gridDim", "x", co), _sref("gridDim", "y", co)
+    return c_ast.BinaryOp("+", c_ast.BinaryOp("+", _sref("blockIdx", "x", co),
+                                              c_ast.BinaryOp("*", _sref("blockIdx", "y", co), gx, co), co),
+                          c_ast.BinaryOp("*", _sref("blockIdx", "z", co),
+                                         c_ast.BinaryOp("*", _sref("gridDim", "x", co), gy, co), co), co)
+
+
+def _nblocks(co):
+    return c_ast.BinaryOp("*", c_ast.BinaryOp("*", _sref("gridDim", "x", co), _sref("gridDim", "y", co), co),
+                          _sref("gridDim", "z", co), co)
+
+
+def _cast(type_names, e, co):
+    """(类型) e，类型按关键字给出，例如 ["bool"]、["unsigned", "long", "long"]。"""
+    return c_ast.Cast(c_ast.Typename(None, [], None, c_ast.TypeDecl(None, [], None, c_ast.IdentifierType(
+        list(type_names), co), co), co), e, co)
+
+
 def _call(name, args, co):
     return c_ast.FuncCall(_id(name, co), c_ast.ExprList(list(args), co) if args else None, co)
 
@@ -1778,8 +1798,7 @@ class Lowering:
             return self.number(v, c.type, co)
         if k == K.CXX_BOOL_LITERAL_EXPR:
             v = evaluate(c)
-            return c_ast.Cast(c_ast.Typename(None, [], None, c_ast.TypeDecl(None, [], None, c_ast.IdentifierType(
-                ["bool"], co), co), co), _const("int", "1" if v else "0", co), co)
+            return _cast(["bool"], _const("int", "1" if v else "0", co), co)
         if k in (K.CXX_NULL_PTR_LITERAL_EXPR, K.GNU_NULL_EXPR):
             return _const("int", "0", co)
         if k == K.STRING_LITERAL:
@@ -2166,8 +2185,7 @@ class Lowering:
         if name == "__implies" and len(args) == 2:      # a ==> b
             return c_ast.BinaryOp("||", c_ast.UnaryOp("!", self.expr(args[0]), co), self.expr(args[1]), co)
         if name == "__enabled" and not args:           # 运行到这里的线程都是活跃的
-            return c_ast.Cast(c_ast.Typename(None, [], None, c_ast.TypeDecl(None, [], None, c_ast.IdentifierType(
-                ["bool"], co), co), co), _const("int", "1", co), co)
+            return _cast(["bool"], _const("int", "1", co), co)
         m = GV_NOOVFL.match(name)
         if m and len(args) == 2:                       # 不溢出的加法：验证器假设不溢出，这里按 C 的加法
             return c_ast.BinaryOp("+", self.expr(args[0]), self.expr(args[1]), co)
@@ -2239,29 +2257,20 @@ class Lowering:
 
     def grid_method(self, m, c, co):
         """grid_group（cg::this_grid()）：整个网格。sync() 是整个网格的屏障（协作启动），其余是编号与大小。"""
-        def prod(a, b, z):
-            return c_ast.BinaryOp("*", c_ast.BinaryOp("*", a, b, co), z, co)
-
         def ull(e):
-            return c_ast.Cast(c_ast.Typename(None, [], None, c_ast.TypeDecl(None, [], None, c_ast.IdentifierType(
-                ["unsigned", "long", "long"], co), co), co), e, co)
+            return _cast(["unsigned", "long", "long"], e, co)
 
-        gx, gy = _sref("gridDim", "x", co), _sref("gridDim", "y", co)
-        block = c_ast.BinaryOp("+", c_ast.BinaryOp("+", _sref("blockIdx", "x", co),
-                                                   c_ast.BinaryOp("*", _sref("blockIdx", "y", co), gx, co), co),
-                               c_ast.BinaryOp("*", _sref("blockIdx", "z", co),
-                                              c_ast.BinaryOp("*", _sref("gridDim", "x", co), gy, co), co), co)
-        nblocks = prod(_sref("gridDim", "x", co), _sref("gridDim", "y", co), _sref("gridDim", "z", co))
         if m == "sync":
             return _call("__simt_grid_sync", [], co)
         if m == "thread_rank":
-            return c_ast.BinaryOp("+", c_ast.BinaryOp("*", ull(block), ull(_nthreads(co)), co), ull(_tid(co)), co)
+            return c_ast.BinaryOp("+", c_ast.BinaryOp("*", ull(_block_rank(co)), ull(_nthreads(co)), co),
+                                  ull(_tid(co)), co)
         if m in ("size", "num_threads"):
-            return c_ast.BinaryOp("*", ull(nblocks), ull(_nthreads(co)), co)
+            return c_ast.BinaryOp("*", ull(_nblocks(co)), ull(_nthreads(co)), co)
         if m == "block_rank":
-            return ull(block)
+            return ull(_block_rank(co))
         if m == "num_blocks":
-            return ull(nblocks)
+            return ull(_nblocks(co))
         if m == "is_valid":
             return _const("int", "1", co)         # 模拟器里每次启动都当作协作启动（见 __simt_grid_sync）
         raise self.unsupported(f"grid_group::{m}（模拟器支持 sync、thread_rank、size、num_threads、block_rank、"

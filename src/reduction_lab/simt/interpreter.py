@@ -2440,8 +2440,7 @@ class Machine:
                 f"only {arrived.size} threads of the grid (e.g. thread {at} of block {ab}) reach this grid.sync(); "
                 f"{missing.size} others (e.g. thread {mt} of block {mb}) do not (other branch, other barrier or returned): "
                 f"a grid barrier waits for every thread of every block", node)
-        blocks = np.arange(self.nblocks)
-        self.bar[blocks] += 1
+        self.bar += 1
         self.rep.grid_barriers += self.nblocks
         for buf in self.shared.values():
             if buf.tracker is not None:

@@ -255,3 +255,43 @@ def test_softmax_tilelang_kept_zeros_on_far_negative_rows():
     x = -1000.0 - 10.0 * torch.rand(3, 300, dtype=torch.float64)
     assert SoftmaxTileLang._padded_zeros(x, torch.zeros(3, 300, dtype=torch.float64), 212) == 212
     assert SoftmaxTileLang._padded_zeros(x, torch.full((3, 300), 1 / 300, dtype=torch.float64), 212) is None
+
+
+def test_gpu_mode_outputs_of_two_mistakes_get_their_hints():
+    """gpu 模式下两个错误的输出与 sim 模式不同（在 H100 上看到的样子），诊断仍指向同一处：
+    * reduce-sum：T.copy(x[bx, k + block_n], tile) 在短行上每一块都在行外（补 0，和是 0），结果像「一块也没加」，
+      源码里的起点要先说；
+    * softmax：删掉 T.reduce_sum 之后 row_sum 没有初值，gpu 模式下寄存器里的旧值让整行成了 NaN，看不出与 softmax
+      成比例，要从源码看出缺了 T.reduce_sum。"""
+    from pathlib import Path
+
+    import torch
+
+    from reduction_lab.labs.grading import Case, Mismatch, compare, row_sum_tolerance, softmax_tolerance
+    from reduction_lab.labs.reduce_sum_tilelang import ReduceSumTileLang
+    from reduction_lab.labs.softmax_tilelang import SoftmaxTileLang
+
+    from planted import SOLUTIONS
+
+    text = (Path(SOLUTIONS) / RS / "reduce_sum.py").read_text(encoding="utf-8")
+    text = text.replace("T.copy(x[bx, k * block_n], tile)", "T.copy(x[bx, k + block_n], tile)")
+    x = torch.randn(16, 128, generator=torch.Generator().manual_seed(0))
+    ref = x.double().sum(1)
+    got = torch.zeros(16)                          # 每一块都在行外：和是 0
+    atol, rtol = row_sum_tolerance(x)
+    hint = ReduceSumTileLang().wrong_answer(Mismatch(x, got, ref, list(range(16)), atol, rtol),
+                                            {"text": text, "block_n": 128})
+    assert hint.key == "copy-start", hint.cause
+    assert "k + block_n" in hint.cause
+
+    text = (Path(SOLUTIONS) / SM / "softmax.py").read_text(encoding="utf-8").replace(SUM, "")
+    x = torch.randn(16, 128, generator=torch.Generator().manual_seed(1))
+    ref = torch.softmax(x.double(), dim=1)
+    out = torch.full((16, 128), float("nan"))
+    atol, rtol = softmax_tolerance(torch.float32)
+    ok, _, bad = compare(out, ref, atol, rtol)
+    assert not ok
+    hint = SoftmaxTileLang().wrong_answer(Case("课程用例", (16, 128)), x, out, ref, bad,
+                                          {"text": text, "path": Path("softmax.py")})
+    assert hint.key == "wrong-denominator", hint.cause
+    assert "没有 T.reduce_sum" in hint.cause

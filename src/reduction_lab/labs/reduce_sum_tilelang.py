@@ -110,6 +110,13 @@ class ReduceSumTileLang(Lab):
             return Hint("reduce-clear", "T.reduce_sum(..., clear=False) 把这一块的和加到 part 原来的值上", FILE, line, first,
                         "part 每一块都要从 0 算起：去掉 clear=False（默认先清零），再 acc[i] += part[i]；"
                         "或者直接 T.reduce_sum(tile, acc, dim=1, clear=False) 累加进 acc。")
+        copy = at(r"T\.copy\(\s*x\b")
+        start = self._copy_start(text)
+        if start is not None and start.replace(" ", "") in ("k+block_n", "block_n+k", "k-block_n", "k"):
+            # 源码里读 x 的起点明显不是第 k 个列块的开头：先说它。读到行尾之外的块是补的 0，结果像是少走了几轮
+            # （gpu 模式下短行的每一块都在行外，和是 0），按结果会误报成循环的范围
+            return Hint("copy-start", f"每一轮读的列块不对：T.copy 的列起点是 {start}，不是第 k 个列块的开头", FILE, copy,
+                        first, "第 k 个列块从第 k * block_n 列开始：T.copy(x[bx, k * block_n], tile)。")
         # 从结果看得出的错误：只加了前几个列块、只剩最后一块、每一轮读的是同一块
         n_line = at(r"\bn_tiles\s*=")
         rounds_up = n_line is not None and re.search(r"ceildiv|\+\s*block_n\s*-\s*1|\+\s*1\b",
@@ -130,13 +137,11 @@ class ReduceSumTileLang(Lab):
                         "for k in T.Serial(n_tiles) 走满全部 n_tiles = T.ceildiv(N, block_n) 个列块，不要减 1。")
         if N > bn and same(xs[:, (nt - 1) * bn:].sum(1)):
             return self._last_tile_only(text, first, serial)
-        copy = at(r"T\.copy\(\s*x\b")
         same_start = xs[:, :bn].sum(1) * nt
         by_one = sum(xs[:, k:k + bn].sum(1) for k in range(nt))
         if N > bn and (same(same_start) or same(by_one)):
             return Hint("copy-start", "每一轮读的列块不对：T.copy 的起点没有按 k * block_n 移动", FILE, copy, first,
                         "第 k 个列块从第 k * block_n 列开始：T.copy(x[bx, k * block_n], tile)。")
-        start = self._copy_start(text)
         if start is not None and start.replace(" ", "") not in ("k*block_n", "block_n*k"):
             # 结果看不出规律，源码里读 x 的起点又不是第 k 个列块的开头（例如 k + block_n）
             return Hint("copy-start", f"每一轮读的列块不对：T.copy 的列起点是 {start}，不是第 k 个列块的开头", FILE, copy,

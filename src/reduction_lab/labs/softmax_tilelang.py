@@ -115,6 +115,10 @@ class SoftmaxTileLang(Lab):
             if h is not None:
                 h.detail = first
                 return h
+            if at(r"T\.reduce_sum\(") is None and at(r"/\s*row_sum\b") is not None:
+                # 没有 T.reduce_sum：row_sum 没有初值。gpu 模式下寄存器里的旧值常常让整行成了 NaN 或 inf，
+                # 看不出与 softmax 成比例，只能从源码看出来
+                return self._denominator(text, first)
         block_n = 1 << max(N - 1, 1).bit_length()
         mask = at(r"T\.if_then_else\(")
         k = self._padded_zeros(xs[bad], g, block_n - N) if block_n > N else None

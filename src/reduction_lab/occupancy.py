@@ -31,6 +31,7 @@ SM90 = {
     "reserved_shared_per_block": 1024,   # 系统为每个线程块保留的共享内存
     "register_unit": 256,         # 寄存器按 warp 分配，每个 warp 分 256 个的整数倍
     "max_registers_per_thread": 255,
+    "multiprocessors": 132,       # H100 SXM 与 H200 的 SM 数（协作启动的网格上限按它算）
 }
 
 

@@ -84,3 +84,42 @@ def test_grid_ranks_and_sizes():
 def test_grid_sync_reached_by_part_of_the_grid_is_barrier_divergence():
     with pytest.raises(simt.BarrierDivergenceError, match=r"grid\.sync\(\)"):
         simt.launch(SRC, "half_grid", 3, 32, [np.zeros(1, np.float32)])
+
+
+BIG = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// 每块 100 KiB 动态共享内存：sm_90 的一个 SM（228 KiB，每块另有 1 KiB 保留）只驻留得下 2 块，132 个 SM 共 264 块
+__global__ void staged(float* out) {
+    extern __shared__ float s[];
+    cg::grid_group grid = cg::this_grid();
+    s[threadIdx.x] = 1.0f;
+    grid.sync();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s[threadIdx.x];
+}
+"""
+
+
+def test_a_cooperative_grid_must_fit_on_the_gpu_at_once():
+    """grid.sync() 要协作启动：网格大于 sm_90 上同时驻留得下的块数（这里 264）时报 LaunchError，指出上限与原因；
+    恰好 264 块照常运行。"""
+    shared = 100 * 1024
+    out = np.zeros(264 * 32, np.float32)
+    rep = simt.launch(BIG, "staged", 264, 32, [out], shared_bytes=shared, max_dynamic_shared_bytes=shared)
+    assert (out == 1).all() and rep.grid_barriers == 264
+    with pytest.raises(simt.LaunchError, match=r"265 个线程块.*至多 264 个（每个 SM 2 个，受共享内存限制") as e:
+        simt.launch(BIG, "staged", 265, 32, [np.zeros(265 * 32, np.float32)], shared_bytes=shared,
+                    max_dynamic_shared_bytes=shared)
+    assert e.value.line == 9                            # grid.sync() 那一行（源码第 1 行是空行）
+
+
+def test_gpu_mode_launches_kernels_that_use_the_grid_group_cooperatively(tmp_path):
+    """gpu 模式的启动器从源码（去掉注释）看内核用没用 this_grid()，用了就协作启动（不走 cuLaunchKernel 的快速路径）。"""
+    from reduction_lab.cuda_kernels.launcher import uses_grid_sync
+
+    a = tmp_path / "a.cu"
+    a.write_text(BIG)
+    b = tmp_path / "b.cu"
+    b.write_text("// cg::this_grid() 只出现在注释里\n/* auto g = cg::this_grid(); */\n"
+                 "__global__ void k(float* o) { o[threadIdx.x] = 0.0f; }\n")
+    assert uses_grid_sync(str(a)) and not uses_grid_sync(str(b))

@@ -19,7 +19,6 @@ P 个块必须同时驻留、一行的段数不超过 P（见 softmax_cluster.cu
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from dataclasses import asdict, dataclass
 
@@ -29,6 +28,7 @@ from .. import runtime
 from ..checks import check_int, check_matrix
 from .cluster import (REGS_DTYPES, SHARED_OPTIN_SM90, _compile_cluster_kernel, _device_info, aligned_out,
                       first_launch, launch_on)
+from .launcher import blocks_per_sm
 
 __all__ = ["softmax_grid_pipe", "grid_plan", "GridPlan", "grid_launch", "grid_launch_values", "GRID_KERNEL", "MAX_RING", "blocks_per_sm"]
 
@@ -125,18 +125,6 @@ def _kernel(plan: GridPlan, dtype, index: int):
     with cupy.cuda.Device(index):
         kern.max_dynamic_shared_size_bytes = plan.shared_bytes
     return kern, func
-
-
-@functools.lru_cache(maxsize=None)
-def blocks_per_sm(func_ptr: int, block_size: int, shared_bytes: int) -> int:
-    """每个 SM 同时驻留几个这样的块（驱动的 cuOccupancyMaxActiveBlocksPerMultiprocessor）；查询失败时返回 1。"""
-    try:
-        fn = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveBlocksPerMultiprocessor
-    except (OSError, AttributeError):
-        return 1
-    n = ctypes.c_int(0)
-    rc = fn(ctypes.byref(n), ctypes.c_void_p(func_ptr), ctypes.c_int(block_size), ctypes.c_size_t(shared_bytes))
-    return n.value if rc == 0 and n.value > 0 else 1
 
 
 #: 形参表（launcher._Plan 的格式）：与 softmax_cluster.cu 里 softmax_grid_pipe 的声明一致

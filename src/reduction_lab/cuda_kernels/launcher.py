@@ -271,9 +271,9 @@ def _cuda_include_dir():
 
 
 @functools.lru_cache(maxsize=128)
-def _raw_module(path: str, dkey: tuple, cxx_name, version=None):
-    """C++ 内核（``cxx_name``，如 ``"block_sum<256>"``）或要写入文件作用域变量的内核：CuPy ``RawModule``。
-    头文件从源文件所在的目录找（``-I``）。"""
+def _raw_module(path: str, dkey: tuple, cxx_name, version=None, cooperative=False):
+    """C++ 内核（``cxx_name``，如 ``"block_sum<256>"``）、要写入文件作用域变量的内核或要协作启动的内核
+    （``cooperative``：CuPy 经 cuLaunchCooperativeKernel 启动）：CuPy ``RawModule``。头文件从源文件所在的目录找（``-I``）。"""
     import cupy
 
     prefix = "".join(f"#define {k} {v}\n" for k, v in dkey)
@@ -282,8 +282,42 @@ def _raw_module(path: str, dkey: tuple, cxx_name, version=None):
     inc = _cuda_include_dir()
     if inc is not None and "cooperative_groups" in code:
         opts.append(f"-I{inc}")
-    return cupy.RawModule(code=code, options=tuple(opts),
+    return cupy.RawModule(code=code, options=tuple(opts), enable_cooperative_groups=cooperative,
                           name_expressions=[cxx_name] if cxx_name is not None else None)
+
+
+@functools.lru_cache(maxsize=128)
+def uses_grid_sync(path, version=None) -> bool:
+    """源文件（去掉注释）里有没有 ``this_grid(``：网格级同步（``grid.sync()``）只在协作启动
+    （cudaLaunchCooperativeKernel）里有定义，gpu 模式据此改用协作启动（同 Numba：看内核用没用网格组）。"""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", "", Path(path).read_text(encoding="utf-8"), flags=re.S)
+    return re.search(r"\bthis_grid\s*\(", text) is not None
+
+
+@functools.lru_cache(maxsize=None)
+def blocks_per_sm(func_ptr: int, block_size: int, shared_bytes: int) -> int:
+    """每个 SM 同时驻留几个这样的块（驱动的 cuOccupancyMaxActiveBlocksPerMultiprocessor）；查询失败时返回 1。"""
+    import ctypes
+
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuOccupancyMaxActiveBlocksPerMultiprocessor
+    except (OSError, AttributeError):
+        return 1
+    n = ctypes.c_int(0)
+    rc = fn(ctypes.byref(n), ctypes.c_void_p(func_ptr), ctypes.c_int(block_size), ctypes.c_size_t(shared_bytes))
+    return n.value if rc == 0 and n.value > 0 else 1
+
+
+def _check_cooperative(kernel, name, grid, block, shared_bytes, index) -> None:
+    """协作启动的网格必须同时驻留：块数不超过每个 SM 驻留得下的块数 x SM 数，否则驱动拒绝启动。先查好，报出上限。"""
+    n = grid[0] * grid[1] * grid[2]
+    fit = blocks_per_sm(int(kernel.kernel.ptr), block[0] * block[1] * block[2], int(shared_bytes))
+    sms = torch.cuda.get_device_properties(index).multi_processor_count
+    if n > fit * sms:
+        raise ValueError(f"{name} 用了 grid.sync()，要协作启动：网格的 {n} 个线程块必须同时驻留，这块 GPU 上至多 "
+                         f"{fit * sms} 个（每个 SM {fit} 个 x {sms} 个 SM）；请减少块数，例如用网格步长循环 "
+                         f"({name} uses grid.sync(): a cooperative launch of {n} blocks exceeds the {fit * sms} "
+                         f"blocks that can be resident at once)")
 
 
 def _symbol_arrays(path: Path, name: str, dkey: tuple, symbols):
@@ -348,12 +382,12 @@ def cupy_stream(index: int | None = None):
 
 
 def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dkey, max_dyn=None, symbols=None,
-                cxx=False, version=None):
+                cxx=False, version=None, cooperative=False):
     import cupy
 
     module = None
-    if cxx or symbols:
-        module = _raw_module(str(path), dkey, name if cxx else None, version)
+    if cxx or symbols or cooperative:
+        module = _raw_module(str(path), dkey, name if cxx else None, version, cooperative)
         kernel = module.get_function(name)
     else:
         kernel = _raw_kernel(str(path), name, dkey, version)
@@ -362,6 +396,9 @@ def _gpu_launch(path: Path, name, grid, block, packed, device, shared_bytes, dke
         # 驱动的 opt-in：超过 48 KiB 的动态共享内存要先调大这个属性，否则启动失败
         with cupy.cuda.Device(index):
             kernel.max_dynamic_shared_size_bytes = int(max_dyn)
+    if cooperative:
+        with cupy.cuda.Device(index):
+            _check_cooperative(kernel, name, grid, block, shared_bytes, index)
     if not symbols and cupy.cuda.runtime.getDevice() == index:
         # 常见情形：没有要写的符号、当前设备就是张量所在的设备——直接在 torch 的当前流上启动
         kernel(grid, block, tuple(packed), shared_mem=int(shared_bytes), stream=cupy_stream(index))
@@ -619,9 +656,12 @@ def launch(source, name: str, grid, block, args, shared_bytes: int = 0, defines=
                 raise ValueError(f"{name} 的张量不在同一块 GPU 上：{device} 与 {a.device} (tensors on different GPUs)")
         packed.append(np.uint64(_pointer_value(a)))     # 指针按 64 位地址传入
     if mode == "gpu":
+        cooperative = uses_grid_sync(str(path), version)
         _gpu_launch(path, name, grid, block, packed, device, shared_bytes, dkey, max_dynamic_shared_bytes,
-                    symbols, cxx, version)
-        if key is not None and key not in _PLANS and (device is None or device.index == torch.cuda.current_device()):
+                    symbols, cxx, version, cooperative)
+        # 快速路径经 cuLaunchKernel：协作启动的内核每次都走完整的路径
+        if key is not None and key not in _PLANS and not cooperative \
+                and (device is None or device.index == torch.cuda.current_device()):
             _make_plan(key, path, name, grid, block, shared_bytes, dkey, sig, cxx, version, args)
         return None
 

@@ -50,7 +50,8 @@ from pycparser import c_ast
 from . import counters as C
 from . import ctype as T
 from .errors import (
-    BarrierDivergenceError, CompileError, DeviceAssertError, DsmemExitedBlockError, GlobalMemoryRaceError, LoopLimitError, OutOfBoundsError, SimtRuntimeError,
+    BarrierDivergenceError, CompileError, DeviceAssertError, DsmemExitedBlockError, GlobalMemoryRaceError, LaunchError, LoopLimitError,
+    OutOfBoundsError, SimtRuntimeError,
     UninitializedReadError, UnsupportedError, WarpSyncError,
 )
 from .frontend import BUILTIN_FUNCS, parse_constant
@@ -490,6 +491,7 @@ class Machine:
                         and n.name.name in self.prog.functions:
                     todo.append(self.prog.functions[n.name.name])
         total = 0
+        self.static_shared_bytes = 0
         for d in decls:
             try:
                 t = self.prog.resolve(d.type, d)
@@ -508,6 +510,7 @@ class Machine:
                                 f"static shared memory of {total} bytes (up to {d.name}, counting declarations not executed) "
                                 f"exceeds the {STATIC_SHARED_LIMIT}-byte (48 KiB) limit of nvcc; use dynamic (extern __shared__) memory",
                                 d)
+        self.static_shared_bytes = total
 
     def run(self, func, args):
         self.static_shared_check(func)
@@ -2425,6 +2428,7 @@ class Machine:
         模拟器把每次启动都当作协作启动：真实 GPU 上要用 cudaLaunchCooperativeKernel，网格不能大于同时驻留的块数。"""
         if lanes.n == 0:
             return Val(T.VOID, np.int32(0))
+        self._coresident(node)
         total = self.nblocks * self.tpb
         if lanes.idx is not None and lanes.n != total:
             arrived = lanes.idx
@@ -2447,6 +2451,24 @@ class Machine:
                 buf.tracker.reset_blocks(None, True)
         self.grid_syncs += 1          # 全局内存的竞争记录在下一次访问时清空（GlobalTracker.access 的 grid_syncs）
         return Val(T.VOID, np.int32(0))
+
+    def _coresident(self, node):
+        """协作启动的网格必须同时驻留：按 sm_90（H100 SXM 与 H200，132 个 SM）每个 SM 的线程数、线程块数与共享内存
+        （静态 + 动态，每块另有 1 KiB 保留）算出上限，网格更大时 GPU 上的 cudaLaunchCooperativeKernel 会拒绝启动。
+        寄存器不在模型里，GPU 上的上限可能更小（gpu 模式下 reduction_lab 的启动器按驱动的占用率查询核对）。"""
+        from ..occupancy import SM90, occupancy
+
+        occ = occupancy(self.tpb, 0, self.static_shared_bytes + self.shared_bytes)
+        fit = occ["blocks"] * SM90["multiprocessors"]
+        if self.nblocks > fit:
+            limit = {"threads": "线程数", "blocks": "线程块数", "shared": "共享内存", "registers": "寄存器"}[occ["limit"]]
+            raise self.fail(LaunchError,
+                            f"grid.sync() 要协作启动，网格的 {self.nblocks} 个线程块必须同时驻留；sm_90（132 个 SM）上至多 "
+                            f"{fit} 个（每个 SM {occ['blocks']} 个，受{limit}限制，寄存器未计入），GPU 上 "
+                            f"cudaLaunchCooperativeKernel 会拒绝启动。请减少块数，例如用网格步长循环",
+                            f"grid.sync() needs a cooperative launch: the {self.nblocks} blocks must be resident at once, "
+                            f"at most {fit} on sm_90 (132 SMs x {occ['blocks']} per SM, limited by {occ['limit']}; "
+                            f"registers not counted)", node)
 
     def b___simt_cluster_arrive(self, node, args, lanes, fr):
         if lanes.n == 0:

@@ -1,9 +1,10 @@
-"""TileLang softmax 的五条路径（row / online / cluster / cluster_smem / split）：每条都在小形状上与 float64 的 torch 对照，
+"""TileLang softmax 的六条路径（row / online / cluster / cluster_smem / split / grid）：每条都在小形状上与 float64 的 torch 对照，
 包括奇数 N、N=1、不是块宽倍数的 N、整行很大的负数、含 -inf 的行、很大的偏移、``out=``、行数变化时复用
 同一个编译结果；坏参数的报错；gpu 默认表的选择；生成的 CUDA C（每条路径）能被 nvcc 编译。
 
 两种模式都能跑（张量建在 rl.DEVICE 上）。sim 模式下 cluster 路径分两次启动（C 目标没有簇），
-gpu 模式下一次启动、簇内同步；split 路径两种模式都分两次启动，段数可以多于簇的上限。cluster / split 的段长是 block_n 与 vec*threads 的公倍数：这里用 threads=32，
+gpu 模式下一次启动、簇内同步；split 路径两种模式都分两次启动，段数可以多于簇的上限；grid 路径 gpu 模式下一次启动
+（常驻网格，各段经全局内存交换），sim 模式下与 split 一样分两次启动（C 目标一次只运行一个线程块）。cluster / split 的段长是 block_n 与 vec*threads 的公倍数：这里用 threads=32，
 让小形状也分成几段（有的段伸到行尾之外，有的段完全是空的）。
 """
 
@@ -46,6 +47,10 @@ PATHS = [
     ("split-40", 4100, dict(path="split", block_n=64, n_seg=40, threads=32)),      # 比簇的上限多的段，末尾几段空
     ("split-1", 1, dict(path="split", block_n=128, n_seg=2, threads=32)),
     ("split-2048", 2048, dict(path="split", block_n=256, n_seg=8, threads=32)),    # 正好分完：不遮行尾
+    # grid：各段一样长、是 16 字节向量 x threads 的倍数（fp32 的 32 个线程 128 个元素，16 位 256 个）
+    ("grid-2048", 2048, dict(path="grid", n_seg=8, threads=32)),
+    ("grid-1024", 1024, dict(path="grid", n_seg=4, threads=32)),
+    ("grid-4096", 4096, dict(path="grid", n_seg=2, threads=64)),
 ]
 
 
@@ -82,7 +87,9 @@ def test_paths_match_torch(name, N, kw, dtype):
             assert (y[2, : N // 2] == 0).all()
         torch.testing.assert_close(y.double().sum(1), torch.ones(M, dtype=torch.float64, device=DEV),
                                    atol=1e-5 if dtype == torch.float32 else 1e-2, rtol=0)
-    keys = [k for k in tk._SOFTMAX_COMPILED if k[0] == N and k[1] == dtype and dict(k[3])["path"] == kw["path"]]
+    # sim 模式的 grid 路径按 split 分两次启动
+    want = "split" if kw["path"] == "grid" and not rl.runtime.is_gpu() else kw["path"]
+    keys = [k for k in tk._SOFTMAX_COMPILED if k[0] == N and k[1] == dtype and dict(k[3])["path"] == want]
     assert keys, "第二次调用应走编译好的内核"
 
 
@@ -185,6 +192,9 @@ def test_backward_still_matches_autograd():
     (dict(path="cluster", n_seg=2, min_blocks=-1), "min_blocks"),
     (dict(path="cluster", n_seg=2, min_blocks=True), "min_blocks"),
     (dict(path="split", n_seg=2, threads=1024, min_blocks=3), "min_blocks.*2048"),
+    (dict(path="grid", n_seg=3, threads=32), "grid.*n_seg=3.*一样长"),          # 1000 分不成 3 段一样长的段
+    (dict(path="grid", n_seg=8, threads=32, min_blocks=0), "min_blocks"),
+    (dict(path="grid", n_seg=1, threads=32), "n_seg"),
 ])
 def test_bad_softmax_tunables(kw, words):
     with pytest.raises((ValueError, TypeError), match=words):
@@ -235,6 +245,49 @@ def test_split_without_n_seg_picks_segments_that_fit():
     torch.testing.assert_close(tk.softmax(x, path="split").double(), _ref(x), atol=1e-6, rtol=1e-5)
 
 
+def test_grid_path_checks():
+    # grid 的段数与线程数、block_n、每个 SM 的共享内存与驻留的块数；gpu 默认表在 2^20 选它，分不成一样长的段时选 split
+    with pytest.raises(ValueError, match="block_n.*1024"):
+        tk._resolve("softmax", 4, 4096, False, dict(path="grid", n_seg=4, threads=256, block_n=512))
+    with pytest.raises(ValueError, match="n_seg=512 多于每块的线程数 256"):
+        tk._resolve("softmax", 64, 1 << 20, True, dict(path="grid", n_seg=512, threads=256))
+    with pytest.raises(ValueError, match="共享内存.*min_blocks=2"):      # 3 段 x 64 KiB 的块，一个 SM 放不下两块
+        tk._resolve("softmax", 64, 1 << 20, True, dict(path="grid", n_seg=64, threads=256, min_blocks=2))
+    with pytest.raises(ValueError, match="共享内存"):                    # 一段 256 KiB：一块也放不下
+        tk._resolve("softmax", 64, 1 << 20, True, dict(path="grid", n_seg=16, threads=256))
+    with pytest.raises(ValueError, match="多于网格的 132 块.*死锁"):
+        tk._resolve("softmax", 64, 1 << 22, True, dict(path="grid", n_seg=256, threads=256))
+    for elem, mb in ((4, 1), (2, 2)):
+        cfg = tk.default_config("softmax", 64, 1 << 20, gpu=True, elem_size=elem)
+        assert cfg == {"path": "grid", "block_m": 1, "block_n": 16 // elem * 256, "threads": 256, "n_seg": 64,
+                       "min_blocks": mb}
+        assert tk._resolve("softmax", 64, 1 << 20, True, {}, elem_size=elem) == cfg
+        assert mb * (tk.grid_shared_bytes((1 << 20) // 64, 256, elem) + 1024) <= 228 * 1024
+        kw = tk.grid_kwargs(64, 1 << 20, cfg, "float32", 132)
+        assert kw["blocks"] == 132 * mb and kw["seg_len"] == 16384 and kw["delay"] == 1
+        assert tk.grid_kwargs(1, 1 << 20, cfg, "float32", 132)["blocks"] == 64     # 只有一行：64 段、64 块
+    assert tk.default_config("softmax", 64, 3 << 18, gpu=True)["n_seg"] == 48       # 3 x 2^18：48 段，每段 16384
+    assert tk.default_config("softmax", 64, 10**6, gpu=True)["path"] == "split"     # 不是 1024 的倍数
+    assert tk.softmax_phases("grid", gpu=True) == (0,) and tk.softmax_phases("grid", gpu=False) == (1, 2)
+    # 给了 n_seg、没给 path：默认是 grid 时仍是 grid
+    assert tk._resolve("softmax", 64, 1 << 20, True, dict(n_seg=128))["path"] == "grid"
+
+
+def test_grid_path_source():
+    # 常驻网格：132 块（每个 SM 一块，__launch_bounds__(256, 1)），段经 cp.async 进共享内存、不等，
+    # 发布 (m, s) 是一次 64 位的 st.relaxed.gpu，写出之前由 warp 0 轮询这一行的槽位；3 段共享内存轮流用
+    full = tk.cuda_source("softmax", M=64, N=1 << 20)
+    src = full[full.index("softmax_grid_kernel_kernel(", full.index("__launch_bounds__")):]
+    assert "__launch_bounds__(256, 1) softmax_grid_kernel_kernel(" in full
+    assert "st.relaxed.gpu.global.b64" in full and "ld.relaxed.gpu.global.b64" in full
+    assert src.count("rl_put_pair(") == 1 and src.count("rl_row_total(") == 1
+    assert "cp_async_gs<16>" in src and "cp_async_wait<1>()" in src and "% 3" in src
+    assert "/ 132)" in src                                           # 本块的项数：ceil((M * 64 - b) / 132)
+    assert "expf(" not in src
+    stores = [ln for ln in src.splitlines() if "*(" in ln and "(y + " in ln]
+    assert stores and all("float4" in ln for ln in stores), stores
+
+
 def test_split_grid_limit():
     # 网格是一维的 M * n_seg 个线程块：超过 gridDim.x 的上限时报错，而不是启动失败或少算几行
     with pytest.raises(ValueError, match="n_seg.*grid"):
@@ -273,9 +326,9 @@ def test_gpu_default_table():
             if cfg["path"] in ("cluster", "cluster_smem"):
                 assert cfg["n_seg"] <= 16                                          # 簇的上限
     assert tk.default_config("softmax", 8, 1000, gpu=True)["block_n"] == 1024       # 不是 2 的幂：向上取
-    # 16 位的 2^20：一段 2^16 个元素（128 KiB）放在共享内存里
-    assert tk.default_config("softmax", 64, 1 << 20, gpu=True, elem_size=2)["path"] == "cluster_smem"
-    for M, N, elems in ((2, 1 << 21, (4, 2)), (64, 1 << 20, (4,)), (3, 3 * 10**6 + 7, (4, 2))):  # split，一段在寄存器里
+    # 2^20：常驻网格（见 test_grid_path_checks）；更长的行与分不成一样长的段的行：split，一段在寄存器里
+    assert tk.default_config("softmax", 64, 1 << 20, gpu=True, elem_size=2)["path"] == "grid"
+    for M, N, elems in ((2, 1 << 21, (4, 2)), (64, 10**6, (4,)), (3, 3 * 10**6 + 7, (4, 2))):
         for elem in elems:
             cfg = tk.default_config("softmax", M, N, gpu=True, elem_size=elem)
             assert cfg["path"] == "split", cfg
@@ -369,14 +422,17 @@ _NO_NVCC = shutil.which("nvcc") is None
     ("float32", 512, 131072, dict(path="cluster", block_n=1024, threads=256, n_seg=16)),
     ("float32", 256, 262144, dict(path="cluster_smem", block_n=1024, threads=256, n_seg=16)),
     ("bfloat16", 7, 100003, dict(path="cluster_smem", block_n=1024, threads=128, n_seg=8)),
-], ids=["row", "row-ragged-bf16", "cluster", "online-fp16", "split", "cluster-16", "cluster-smem", "cluster-smem-ragged"])
+    ("float32", 64, 1 << 20, {}),
+    ("bfloat16", 64, 1 << 20, {}),
+], ids=["row", "row-ragged-bf16", "cluster", "online-fp16", "split", "cluster-16", "cluster-smem", "cluster-smem-ragged",
+        "grid", "grid-bf16"])
 def test_softmax_paths_compile_with_nvcc(dtype, M, N, kw):
     ptx = tk.nvcc_check(tk.cuda_source("softmax", M=M, N=N, dtype=dtype, **kw))
-    assert "softmax_kernel_kernel" in ptx
+    assert "softmax_kernel_kernel" in ptx or "softmax_grid_kernel_kernel" in ptx
 
 
 _TABLE_CLUSTER = sorted((e, n) for (e, n), v in tk.SOFTMAX_TABLE.items()
-                        if v["path"] in ("cluster", "cluster_smem", "split"))
+                        if v["path"] in ("cluster", "cluster_smem", "split", "grid"))
 
 
 def test_min_blocks_is_the_second_launch_bound():

@@ -30,7 +30,8 @@ DATA_FILES = ("h200.json", "h100.json", "ncu_vs_simt.json", "h200_latency.json",
               "h200_l2_two_pass_softmax.json", "h200_cuda_row_sum_packs.json", "h200_cuda_softmax_smem.json",
               "h200_cuda_softmax_exp.json", "h200_ncu_short_rows.json", "h100_cluster_stagger.json",
               "h200_tilelang_softmax_min_blocks.json", "h200_cuda_softmax_hints.json",
-              "h100_tilelang_cluster_smem.json", "h100_cuda_row_sum_short.json", "h200_ticket_grid_softmax.json")
+              "h100_tilelang_cluster_smem.json", "h100_cuda_row_sum_short.json", "h200_ticket_grid_softmax.json",
+              "h100_tilelang_grid.json")
 
 
 def data_path(name: str) -> Path:

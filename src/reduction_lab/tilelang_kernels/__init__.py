@@ -82,11 +82,14 @@ _sources: dict = {}
 #: (m, s) 用 st.async 写进簇里每一块的共享内存）；``cluster_smem`` 与 cluster 相同，只是整段放在共享内存里
 #: （不占寄存器，每个 SM 多驻留几块；求最大值、求和、写回各读一遍共享内存）；
 #: ``split`` 同样一段一个线程块，但不用簇：两次启动，第 1 次写各段的 (m, s)，第 2 次重读本段、合并、写 y
-#: （读两次；段数不受簇大小限制，行太长、一个簇的寄存器装不下时用它）。
-SOFTMAX_PATHS = ("row", "online", "cluster", "cluster_smem", "split")
-#: 每段一个线程块的两条路径（都分配 stats：split 与 sim 模式的 cluster 经它交换各段的 (m, s)，gpu 模式的
-#: cluster 也写出它，但交换经分布式共享内存）
-_SEGMENTED = ("cluster", "cluster_smem", "split")
+#: （读两次；段数不受簇大小限制，行太长、一个簇的寄存器装不下时用它）；
+#: ``grid``：一行放不进一个簇时（fp32 的 N = 2^20）读一次的做法。常驻网格（同时驻留得下的块数）的各块依次处理
+#: 各段，段用 cp.async 预取进共享内存，各段的 (m, s) 经全局内存的槽位交换（:func:`.kernels.softmax_grid_kernel`；
+#: sim 模式的 C 目标一次只运行一个线程块，块之间不能互相等待，与 split 一样分两次启动）。
+SOFTMAX_PATHS = ("row", "online", "cluster", "cluster_smem", "split", "grid")
+#: 一行分成 n_seg 段的路径（都分配 stats：split 与 sim 模式的 cluster、grid 经它交换各段的 (m, s)，gpu 模式的
+#: cluster 也写出它，但交换经分布式共享内存；gpu 模式的 grid 把它当作槽位）
+_SEGMENTED = ("cluster", "cluster_smem", "split", "grid")
 #: 一次启动、用簇的两条路径（sim 模式没有簇，与 split 一样分两次启动）
 _CLUSTERED = ("cluster", "cluster_smem")
 
@@ -94,7 +97,7 @@ _CLUSTERED = ("cluster", "cluster_smem")
 def softmax_phases(path: str, gpu: bool) -> tuple[int, ...]:
     """softmax 内核按顺序启动的 ``phase``：split（以及 sim 模式的 cluster，C 目标没有簇）两次，
     第 1 次写各段的 (m, s)，第 2 次合并、重读 x、写 y；其余一次（phase 0）。"""
-    return (1, 2) if path == "split" or (path in _CLUSTERED and not gpu) else (0,)
+    return (1, 2) if path == "split" or (path in _CLUSTERED + ("grid",) and not gpu) else (0,)
 
 #: gpu 模式下 softmax 的默认参数：键是 (元素字节数, N 向上取到的 2 的幂)，值是
 #: path、threads，以及 row 路径的 ``elems``（每块的元素数，block_m = elems // block_n）、
@@ -120,9 +123,10 @@ SOFTMAX_TABLE = {
     # 依据是 H100 上并排的一次比较（docs/data/h100_tilelang_cluster_smem.json，scripts/tilelang_cluster_smem.py）：
     # float32 262144 从 94% 到 96%，bfloat16 131072 从 85% 到 95%、262144 从 64% 到 93%、2^20 从 57% 到 60%
     (4, 262144): dict(path="cluster_smem", threads=256, block_n=1024, n_seg=16),
-    # N = 2^20：一段（256 KiB）在 16 块的寄存器或共享内存里都放不下，split 路径
-    # （docs/data/h200_tilelang_softmax_long.json）
-    (4, 1048576): dict(path="split", threads=512, block_n=2048, seg=32768),
+    # N = 2^20：一行（4 MiB）在 16 块的寄存器或共享内存里都放不下：常驻网格（grid 路径），每段 seg 个元素，
+    # 每个 SM min_blocks 块。依据是 H100 上并排的一次扫描（docs/data/h100_tilelang_grid.json，
+    # scripts/tilelang_grid_softmax.py）：fp32 从读两次的 split（64%）到 92%，bf16 从 60% 到 86%，fp16 从 63% 到 87%
+    (4, 1048576): dict(path="grid", threads=256, seg=16384, min_blocks=1),
     (2, 512): dict(path="row", threads=128, elems=4096),
     (2, 1024): dict(path="row", threads=128, elems=4096),
     (2, 2048): dict(path="row", threads=128, elems=4096),
@@ -136,7 +140,7 @@ SOFTMAX_TABLE = {
     (2, 65536): dict(path="cluster", threads=128, block_n=1024, n_seg=8),      # bfloat16 的结果，用于 16 位
     (2, 131072): dict(path="cluster_smem", threads=256, block_n=2048, n_seg=8),
     (2, 262144): dict(path="cluster_smem", threads=256, block_n=2048, n_seg=16),
-    (2, 1048576): dict(path="cluster_smem", threads=256, block_n=2048, n_seg=16),
+    (2, 1048576): dict(path="grid", threads=256, seg=16384, min_blocks=2),
 }
 #: 表尾之外（更长的行）：split 路径，每段 seg 个元素（段数 = ceil(N / seg)），每个线程 64 个
 _SOFTMAX_LONG = dict(path="split", threads=256, block_n=1024, seg=16384)
@@ -157,6 +161,30 @@ def _split_segs(N: int, seg: int) -> int:
 
 #: cluster_smem 路径一段在共享内存里的上限（字节）：sm_90 每块至多 227 KiB 动态共享内存，留出归约的工作区
 _SMEM_SEG_BYTES = 192 * 1024
+#: sm_90 每个 SM 的共享内存与每块的上限（字节），每块另有 1 KiB 保留
+_SMEM_PER_SM = 228 * 1024
+_SMEM_PER_BLOCK = 227 * 1024
+#: grid 路径发布一项之后隔几轮再写出它（共享内存里 2 + GRID_DELAY 段轮流用）：H100 上 1 比 0 快 15–20 个点
+GRID_DELAY = 1
+
+
+def grid_shared_bytes(seg: int, threads: int, elem_size: int) -> int:
+    """grid 路径每块的共享内存（字节）：2 + GRID_DELAY 段，加上两次块内归约的工作区与全行的 (M, 1/S)。"""
+    return (2 + GRID_DELAY) * seg * elem_size + 8 * threads + 1024
+
+
+def grid_seg(N: int, seg_max: int, threads: int, elem_size: int) -> int | None:
+    """grid 路径的段长：整除 N、是 16 字节向量 x threads 的倍数、不超过 ``seg_max`` 的最大的数；没有时 None。"""
+    chunk = (16 // elem_size) * threads
+    for k in range(seg_max // chunk, 0, -1):
+        if N % (k * chunk) == 0:
+            return k * chunk
+    return None
+
+
+def grid_blocks(M: int, n_seg: int, min_blocks: int, sms: int) -> int:
+    """grid 路径的块数：每个 SM min_blocks 块（__launch_bounds__ 与共享内存保证驻留得下），不多于总段数。"""
+    return min(min_blocks * sms, M * n_seg)
 
 
 def _cluster_fits(seg: int, threads: int, path: str = "cluster", elem_size: int = 4) -> bool:
@@ -189,6 +217,7 @@ def _kernels():
     from . import backward, kernels
 
     return {"reduce_sum": kernels.reduce_sum_kernel, "softmax": kernels.softmax_kernel,
+            "softmax_grid": kernels.softmax_grid_kernel,
             "softmax_backward": backward.softmax_backward_kernel}
 
 
@@ -289,6 +318,15 @@ def _softmax_default(M: int, N: int, gpu: bool, elem_size: int) -> dict:
         # 块很小时（行少）减少线程数：每个线程至少 4 个元素，至少一个 warp
         threads = max(32, min(threads, block_m * block_n // 4))
         return {"path": "row", "block_m": block_m, "block_n": block_n, "threads": threads, "n_seg": 1}
+    if path == "grid":
+        seg = grid_seg(N, entry["seg"], threads, size)
+        mb = entry["min_blocks"]
+        if seg is not None and N // seg <= mb * _sm_count() and N // seg <= threads:
+            return {"path": "grid", "block_m": 1, "block_n": (16 // size) * threads, "threads": threads,
+                    "n_seg": N // seg, "min_blocks": mb}
+        # N 没有合适的段长（例如不是 16 字节向量 x threads 的倍数）：读两次的 split
+        entry, path = dict(_SOFTMAX_LONG), "split"
+        threads = entry["threads"]
     bn = min(entry["block_n"], block_n)
     if path in _CLUSTERED:
         n_seg = entry["n_seg"]
@@ -367,7 +405,7 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
     path = given.get("path")
     if path is None:
         if given.get("n_seg", 1) != 1:
-            path = "split" if cfg["path"] == "split" else "cluster"
+            path = cfg["path"] if cfg["path"] in ("split", "grid") else "cluster"
         elif "block_n" in given:
             path = "row" if isinstance(given["block_n"], int) and given["block_n"] >= N else "online"
         else:
@@ -385,6 +423,13 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
             n_seg = _split_segs(N, _SOFTMAX_LONG["seg"])
         threads = _SOFTMAX_LONG["threads"] if path == "split" else 256
         cfg = {"path": path, "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
+        if path == "grid":        # 默认每段至多 16384 个元素、每个 SM 一块
+            threads = given.get("threads", 256)
+            vec = 16 // elem_size
+            seg = grid_seg(N, 16384, threads, elem_size) if isinstance(threads, int) and threads > 0 else None
+            cfg = {"path": path, "block_m": 1, "block_n": given.get("block_n", vec * threads if isinstance(threads, int)
+                                                                      else 1024),
+                   "threads": threads, "n_seg": N // seg if seg else 2, "min_blocks": 1}
     cfg.update(given)
     cfg["path"] = path
     _check_common(cfg)
@@ -398,16 +443,19 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
     if not (isinstance(mb, int) and not isinstance(mb, bool) and mb >= 0):
         raise ValueError(f"min_blocks 必须是非负整数，得到 {mb!r} (min_blocks must be a non-negative int)")
     if mb and path not in _SEGMENTED:
-        raise ValueError(f"min_blocks 只用于 path='cluster'、'cluster_smem' 与 'split'，得到 path={path!r} "
-                         f"(min_blocks is only for the cluster, cluster_smem and split paths)")
+        raise ValueError(f"min_blocks 只用于 path='cluster'、'cluster_smem'、'split' 与 'grid'，得到 path={path!r} "
+                         f"(min_blocks is only for the cluster, cluster_smem, split and grid paths)")
     if mb * cfg["threads"] > _MAX_THREADS_PER_SM:
         raise ValueError(f"min_blocks={mb} 个 {cfg['threads']} 线程的块超过每个 SM 的 {_MAX_THREADS_PER_SM} 个线程 "
                          f"(min_blocks * threads exceeds {_MAX_THREADS_PER_SM} threads per SM)")
+    if path == "grid" and not mb:
+        raise ValueError("path='grid' 的 min_blocks 必须至少是 1：网格的块数是每个 SM min_blocks 块 "
+                         "(grid path needs min_blocks >= 1)")
     if not mb:
         cfg.pop("min_blocks", None)   # 0 = 不加 __launch_bounds__ 的第二个参数，与没给相同
     if path not in _SEGMENTED and n_seg != 1:
-        raise ValueError(f"n_seg 只用于 path='cluster'、'cluster_smem' 与 'split'，得到 path={path!r}、n_seg={n_seg} "
-                         f"(n_seg is only for the cluster, cluster_smem and split paths)")
+        raise ValueError(f"n_seg 只用于 path='cluster'、'cluster_smem'、'split' 与 'grid'，得到 path={path!r}、"
+                         f"n_seg={n_seg} (n_seg is only for the cluster, cluster_smem, split and grid paths)")
     if path in _SEGMENTED:
         if cfg["block_m"] != 1:
             raise ValueError(f"path={path!r} 一个线程块处理一行的一段，block_m 必须是 1，得到 {cfg['block_m']} "
@@ -415,8 +463,11 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
         if path in _CLUSTERED and (n_seg < 2 or n_seg > _CLUSTER_MAX):
             raise ValueError(f"path={path!r} 的 n_seg 必须在 2..{_CLUSTER_MAX} 之间（簇大小的上限），得到 {n_seg}；"
                              f"段数更多时用 path='split' (cluster size must be in 2..{_CLUSTER_MAX})")
-        if path == "split" and n_seg < 2:
-            raise ValueError(f"path='split' 的 n_seg 必须至少是 2，得到 {n_seg} (split path needs n_seg >= 2)")
+        if path in ("split", "grid") and n_seg < 2:
+            raise ValueError(f"path={path!r} 的 n_seg 必须至少是 2，得到 {n_seg} ({path} path needs n_seg >= 2)")
+        if path == "grid":
+            _check_grid(M, N, cfg, elem_size, gpu)
+            return cfg
         if M * n_seg > _MAX_GRID:
             raise ValueError(f"path={path!r}：网格有 M * n_seg = {M * n_seg} 个线程块，超过上限 {_MAX_GRID} "
                              f"(grid of M * n_seg blocks exceeds {_MAX_GRID})")
@@ -432,6 +483,34 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
                              f"(segment too long for registers: {seg} values, {seg // cfg['threads']} per thread; "
                              f"limits {_CLUSTER_SEG_MAX} and {_CLUSTER_PER_THREAD})")
     return cfg
+
+
+def _check_grid(M: int, N: int, cfg: dict, elem_size: int, gpu: bool) -> None:
+    """grid 路径的参数：各段一样长、整除 N，段长是 16 字节向量 x threads 的倍数（block_n 也是它，sim 模式的
+    两次启动按 block_n 分段）；gpu 模式下每个 SM 放得下 min_blocks 块，一行的段数不多于网格的块数（否则同一块
+    拿到同一行的两段，互相等待会死锁），段数不多于线程数（一个 warp 的车道各轮询几个槽位）。"""
+    n_seg, threads, mb = cfg["n_seg"], cfg["threads"], cfg["min_blocks"]
+    vec = 16 // elem_size
+    chunk = vec * threads
+    if N % n_seg or (N // n_seg) % chunk:
+        raise ValueError(f"path='grid'：N={N} 要分成 n_seg={n_seg} 段一样长的段，每段是 {chunk} 个元素"
+                         f"（{threads} 个线程各一个 16 字节向量）的倍数；换一个 n_seg 或 threads，或用 path='split' "
+                         f"(grid path needs N divisible into n_seg segments of a multiple of {chunk} elements)")
+    if cfg["block_n"] != chunk:
+        raise ValueError(f"path='grid' 的 block_n 是每个线程一个 16 字节向量：{chunk}（{threads} 个线程），得到 "
+                         f"{cfg['block_n']} (grid path uses block_n = 16-byte vector x threads = {chunk})")
+    seg = N // n_seg
+    smem = grid_shared_bytes(seg, threads, elem_size)
+    if gpu and (smem > _SMEM_PER_BLOCK or mb * (smem + 1024) > _SMEM_PER_SM):
+        raise ValueError(f"path='grid'：每块 {smem} 字节共享内存（{2 + GRID_DELAY} 段、每段 {seg} 个元素），"
+                         f"一个 SM 放不下 min_blocks={mb} 块（每个 SM {_SMEM_PER_SM} 字节）；加大 n_seg 或减小 min_blocks "
+                         f"(grid path: {mb} blocks of {smem} bytes of shared memory do not fit on one SM)")
+    if n_seg > threads:
+        raise ValueError(f"path='grid' 的 n_seg={n_seg} 多于每块的线程数 {threads} (n_seg must not exceed threads)")
+    if gpu and n_seg > mb * _sm_count():
+        raise ValueError(f"path='grid'：一行 {n_seg} 段多于网格的 {mb * _sm_count()} 块（每个 SM {mb} 块），"
+                         f"同一块会拿到同一行的两段而死锁；减小 n_seg 或加大 min_blocks "
+                         f"(grid path: {n_seg} segments per row exceed the {mb * _sm_count()} resident blocks)")
 
 
 #: TileLang 生成的 128 位访存（float4 / uint4）假定每个张量的首地址 16 字节对齐：它从编译期的 N 证明各行
@@ -551,10 +630,15 @@ def softmax(x: torch.Tensor, *, path: str | None = None, block_m: int | None = N
             out.copy_(softmax(x, path=path, block_m=block_m, block_n=block_n, threads=threads, n_seg=n_seg))
             return out
     x = _aligned(x)
-    if cfg["path"] in _SEGMENTED:
+    if cfg["path"] == "grid" and gpu:
+        # 槽位：每段 8 字节，s 填成 -1 作「还没到」的哨兵（一次填充，与这次调用在同一个流里排队）
+        stats = torch.full((M, cfg["n_seg"], 2), -1.0, dtype=torch.float32, device=x.device)
+        _run_grid(x, out, stats, cfg)
+    elif cfg["path"] in _SEGMENTED:
         stats = torch.empty((M, cfg["n_seg"], 2), dtype=torch.float32, device=x.device)
+        run_cfg = dict(cfg, path="split") if cfg["path"] == "grid" else cfg   # sim 模式的 grid：两次启动
         for phase in softmax_phases(cfg["path"], gpu):
-            _run_softmax(x, out, stats, cfg, phase)
+            _run_softmax(x, out, stats, run_cfg, phase)
     else:
         _run_softmax(x, out, _no_stats(x.device), cfg, 0)
     return out
@@ -581,6 +665,29 @@ def _run_softmax(x: torch.Tensor, y: torch.Tensor, stats: torch.Tensor, cfg: dic
     if compiled is None:
         jit = _jit_for("softmax", current_target(x.device))
         kw = dict(cpu=MODE != "gpu", dtype=_dtype_name(x.dtype), phase=phase, **cfg)
+        jit(x, y, stats, **kw)
+        compiled = _compiled_kernel(jit, (x, y, stats), kw)
+        if compiled is not None:
+            _SOFTMAX_COMPILED[key] = compiled
+        return
+    compiled(x, y, stats)
+
+
+def grid_kwargs(M: int, N: int, cfg: dict, dtype: str, sms: int) -> dict:
+    """grid 路径的 :func:`.kernels.softmax_grid_kernel` 参数（块数按 M 与 SM 数定）。"""
+    n_seg = cfg["n_seg"]
+    return dict(blocks=grid_blocks(M, n_seg, cfg["min_blocks"], sms), threads=cfg["threads"], n_seg=n_seg,
+                seg_len=N // n_seg, delay=GRID_DELAY, min_blocks=cfg["min_blocks"], dtype=dtype)
+
+
+def _run_grid(x: torch.Tensor, y: torch.Tensor, stats: torch.Tensor, cfg: dict) -> None:
+    M, N = x.shape
+    kw = grid_kwargs(M, N, cfg, _dtype_name(x.dtype), _sm_count())
+    # 块数随 M（行少时）变：在键里；path 也在（键的第 4 项与别的路径一样能按 path 查）
+    key = (N, x.dtype, x.device, tuple(sorted(dict(kw, path="grid").items())), 0)
+    compiled = _SOFTMAX_COMPILED.get(key)
+    if compiled is None:
+        jit = _jit_for("softmax_grid", current_target(x.device))
         jit(x, y, stats, **kw)
         compiled = _compiled_kernel(jit, (x, y, stats), kw)
         if compiled is not None:
@@ -700,6 +807,13 @@ def cuda_source(kernel: str = "reduce_sum", M: int = 4096, N: int = 4096, target
         jit = _jit_for(kernel, target)
         x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
         extra = {}
+        if kernel == "softmax" and cfg["path"] == "grid":     # 常驻网格：按 sm_90 的 132 个 SM 定块数
+            stats = torch.empty((M, cfg["n_seg"], 2), device="meta")
+            jit = _jit_for("softmax_grid", target)
+            prim_func = jit.get_tir(x, x, stats, **grid_kwargs(M, N, cfg, dtype, _H200_SMS))
+            with Target(target) as tgt:
+                _sources[key] = tilelang.lower(prim_func, target=tgt).kernel_source
+            return _sources[key]
         if kernel == "softmax":       # softmax 的输出 y 与各段的 (m, s) 也是参数
             stats = torch.empty((M if cfg["path"] in _SEGMENTED else 1, cfg["n_seg"], 2), device="meta")
             # split 路径两次启动：给出最后一次（合并各段、写 y）的源码

@@ -346,3 +346,127 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
                         xseg[i, j] = T.cast(e[i, j] * total[2], dtype)
                     T.copy(xseg, y[row, seg * seg_len])    # 越界部分不写
 # --8<-- [end:softmax]
+
+
+# --8<-- [start:grid]
+#: grid 路径经全局内存交换各段的 (m, s)：每段一个 8 字节的槽位（stats[row, seg] 的两个 float，m 在低 32 位、
+#: s 在高 32 位）。启动前 s 填成 -1（真实的 s >= 0）作哨兵：64 位一次写、一次读，字本身就是「到了」的标志。
+#: rl_put_pair 发布本段；rl_row_total 由一个 warp 调用：第 g 个车道轮询第 g、g + 32、……个槽位，在线合并，
+#: 再在 warp 内合并，车道 0 把全行的 M 与 1/S 写进 out[0]、out[1]（TileLang 的 tile 操作里没有跨线程块的等待）
+GRID_SOURCE = r"""
+__device__ __forceinline__ void rl_put_pair(void *slot, float m, float s) {
+  unsigned long long v = ((unsigned long long)__float_as_uint(s) << 32) | __float_as_uint(m);
+  asm volatile("st.relaxed.gpu.global.b64 [%0], %1;" :: "l"(slot), "l"(v) : "memory");
+}
+__device__ __forceinline__ void rl_merge(float &m, float &s, float m2, float s2) {
+  const float mn = fmaxf(m, m2);
+  s = mn == __int_as_float(0xff800000) ? 0.0f : s * exp2f((m - mn) * 1.4426950408889634f) + s2 * exp2f((m2 - mn) * 1.4426950408889634f);
+  m = mn;
+}
+__device__ __forceinline__ void rl_row_total(const void *row_slots, int n_seg, float *out) {
+  const unsigned long long *p = (const unsigned long long *)row_slots;
+  const int lane = threadIdx.x & 31;
+  float m = __int_as_float(0xff800000), s = 0.0f;   // -inf
+  for (int g = lane; g < n_seg; g += 32) {
+    unsigned long long v;
+    do {
+      asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(v) : "l"(p + g) : "memory");
+    } while ((unsigned)(v >> 32) == 0xbf800000u);
+    rl_merge(m, s, __uint_as_float((unsigned)v), __uint_as_float((unsigned)(v >> 32)));
+  }
+  for (int o = 16; o > 0; o >>= 1)
+    rl_merge(m, s, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, s, o));
+  if (lane == 0) {
+    out[0] = m;
+    out[1] = 1.0f / s;
+  }
+}
+"""
+
+
+@tilelang.jit
+def softmax_grid_kernel(x, y, stats, blocks: int = 132, threads: int = 512, n_seg: int = 64, seg_len: int = 16384,
+                        delay: int = 1, min_blocks: int = 1, dtype: str = "float32"):
+    """path="grid"：一行放不进一个簇时（fp32 的 N = 2^20 一行 4 MiB）。网格是同时驻留的 ``blocks`` 个块；
+    第 w 项是第 w // n_seg 行的第 w % n_seg 段，块 b 依次处理第 b、b + blocks、……项（本块的第 0、1、……项）。
+    第 it 轮：用 cp.async 发出本块第 it + 1 项的拷贝（不经寄存器，这一轮里都在路上）；等第 it 项到齐，求段内
+    (m, s)，写进全局内存的槽位（发布，不等别的块）；再写出第 it - delay 项：等它那一行的 n_seg 个槽位都到了
+    （delay = 1 时那一行早在一轮之前就开始发布，多半已经到齐），合并出 (M, S)，从共享内存算出 y 写回。
+    共享内存里 2 + delay 段轮流用。读 MN、写 MN。
+    不会死锁的条件（包装函数保证）：blocks 个块同时驻留、n_seg <= blocks（同一块的两项不在同一行）。
+    一块只在写出时等待，等的是它更早的一项所在的行，那一行的各段所在的块在发布它之前只等过更早的行。
+    要求 N = n_seg * seg_len，seg_len 是 16 字节向量 x threads 的倍数。"""
+    M = T.dynamic("M")
+    N = T.const("N")
+    x: T.Tensor[[M, N], dtype]
+    y: T.Tensor[[M, N], dtype]
+    S = T.dynamic("S")
+    stats: T.Tensor[[S, n_seg, 2], T.float32]
+    f32 = T.float32
+    vec = 4 if dtype == f32 else 8
+    chunk = vec * threads                      # 每个线程一次一个 16 字节向量
+    ring = 2 + delay
+    with T.Kernel(blocks, threads=threads) as bx:
+        T.annotate_min_blocks_per_sm(min_blocks)
+        T.import_source(GRID_SOURCE)
+        tx = T.get_thread_binding()
+        xs = T.alloc_shared([ring, seg_len], dtype)
+        tot = T.alloc_shared([2], f32)             # 要写出的那一项所在行的 M 与 1/S
+        cf = T.alloc_fragment([1, chunk], dtype)
+        lane = T.alloc_fragment([1, chunk], f32)   # 每个车道的最大值，再是指数和：最后才归约一次
+        layout = row_layout(1, chunk, threads, vec)
+        T.annotate_layout({cf: layout, lane: layout})
+        m_loc = T.alloc_fragment([1], f32)
+        s_loc = T.alloc_fragment([1], f32)
+        row_m = T.alloc_local([2], f32)
+        n_mine = T.ceildiv(M * n_seg - bx, blocks)     # 本块的项数
+
+        # 本块的第 j 项装进第 j % ring 段（cp.async，不等它到）：先发出第 0 项，每一轮开头发出下一项
+        if n_mine > 0:
+            c0 = (bx % n_seg) * seg_len
+            T.async_copy(x[bx // n_seg: bx // n_seg + 1, c0: c0 + seg_len], xs[0:1, 0:seg_len])
+        for it in T.serial(n_mine + delay):
+            if it + 1 < n_mine:
+                wn = bx + (it + 1) * blocks
+                cn = (wn % n_seg) * seg_len
+                sn = (it + 1) % ring
+                T.async_copy(x[wn // n_seg: wn // n_seg + 1, cn: cn + seg_len], xs[sn: sn + 1, 0:seg_len])
+                T.ptx_wait_group(1)            # 本线程发出的第 it 项已到
+            else:
+                T.ptx_wait_group(0)
+            T.sync_threads()                   # 全块的第 it 项都已到
+            if it < n_mine:                    # 发布第 it 项的 (m, s)
+                w = bx + it * blocks
+                cur = it % ring
+                T.fill(lane, NEG_INF)
+                for k in T.serial(seg_len // chunk):
+                    T.copy(xs[cur, k * chunk], cf)
+                    for i, j in T.Parallel(1, chunk):
+                        lane[i, j] = online_max(lane[i, j], T.cast(cf[i, j], f32))
+                T.reduce_max(lane, m_loc, dim=1)
+                m_safe = T.if_then_else(m_loc[0] == NEG_INF, 0.0, m_loc[0])   # 整段都是 -inf：以 0 为基准
+                T.clear(lane)
+                for k in T.serial(seg_len // chunk):
+                    T.copy(xs[cur, k * chunk], cf)
+                    for i, j in T.Parallel(1, chunk):
+                        lane[i, j] = lane[i, j] + T.exp2((T.cast(cf[i, j], f32) - m_safe) * LOG2E)
+                T.reduce_sum(lane, s_loc, dim=1)
+                if tx == 0:
+                    T.call_extern("handle", "rl_put_pair", T.address_of(stats[w // n_seg, w % n_seg, 0]),
+                                  m_loc[0], s_loc[0])
+            if it >= delay:                    # 写出第 it - delay 项
+                w = bx + (it - delay) * blocks
+                old = (it - delay) % ring
+                if tx < 32:                    # warp 0 等齐这一行的各段，合并出 (M, 1/S)
+                    T.call_extern("handle", "rl_row_total", T.address_of(stats[w // n_seg, 0, 0]), n_seg,
+                                  T.address_of(tot[0]))
+                T.sync_threads()
+                row_m[0] = tot[0]
+                row_m[1] = tot[1]
+                for k in T.serial(seg_len // chunk):
+                    T.copy(xs[old, k * chunk], cf)
+                    for i, j in T.Parallel(1, chunk):
+                        cf[i, j] = T.cast(T.exp2((T.cast(cf[i, j], f32) - row_m[0]) * LOG2E) * row_m[1], dtype)
+                    T.copy(cf, y[w // n_seg, (w % n_seg) * seg_len + k * chunk])
+            T.sync_threads()                   # 这一轮读完的段，下一轮的预取才能覆盖；tot 也读完了
+# --8<-- [end:grid]

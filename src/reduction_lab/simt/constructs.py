@@ -1038,6 +1038,43 @@ __global__ void via_global_pointer(int* out, const int* x) {
 """
 
 
+_GRID_SYNC = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// 网格屏障：各块先写出部分和，grid.sync() 之后第 0 个线程把它们加起来（一次启动；要协作启动）
+__global__ void grid_total(const int* x, int* partial, int* out, int n) {
+    cg::grid_group grid = cg::this_grid();
+    __shared__ int s[64];
+    int acc = 0;
+    for (unsigned long long i = grid.thread_rank(); i < (unsigned long long)n; i += grid.size()) acc += x[i];
+    s[threadIdx.x] = acc;
+    __syncthreads();
+    for (int k = 32; k > 0; k >>= 1) {
+        if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+    grid.sync();
+    if (grid.thread_rank() == 0) {
+        int t = 0;
+        for (unsigned int b = 0; b < grid.num_blocks(); b++) t += partial[b];
+        out[0] = t;
+    }
+}
+"""
+
+_CLOCK = r"""
+// clock64() 单调不减，__nanosleep 让线程停一会儿：计时本身不进结果，结果只取决于先后
+__global__ void clock_order(const int* x, int* out) {
+    long long t0 = clock64();
+    __nanosleep(100);
+    int v = 2 * x[threadIdx.x];
+    long long t1 = clock64();
+    out[threadIdx.x] = t1 >= t0 ? v : -1;
+}
+"""
+
+
 # ---------------------------------------------------------------- 登记表
 
 def _c(name, category, description, source, kernel, grid, block, inputs, expected=None, bound=None, **kw):
@@ -1226,6 +1263,14 @@ REGISTRY: tuple[Construct, ...] = (
        lambda c: {1: _block_sums(c.args[0], 256),
                   2: ((np.arange(512) % 256) * 16 + (np.arange(512) // 64) % 4).astype(np.uint32)},
        lambda c: {1: _block_bound(c.args[0], 256)}),
+    _c("grid_sync", "cooperative groups", "this_grid()的sync、thread_rank、size与num_blocks（网格屏障，协作启动）",
+       _GRID_SYNC, "grid_total", 4, 64,
+       lambda rng: Case([_ints(rng, 1000), _zeros(4, np.int32), _zeros(1, np.int32), np.int32(1000)]),
+       lambda c: {1: np.array([c.args[0][(np.arange(1000) % 256) // 64 == b].sum() for b in range(4)], np.int32),
+                  2: np.array([c.args[0].sum()], np.int32)}),
+    _c("clock64", "内置函数", "clock64()单调不减与__nanosleep", _CLOCK, "clock_order", 1, 32,
+       lambda rng: Case([_ints(rng, 32), _zeros(32, np.int32)]),
+       lambda c: {1: 2 * c.args[0]}),
     _c("printf", "内置函数", "设备端的printf：格式串与%s的实参是字符串常量，返回实参个数", _PRINTF, "printf_count", 2, 4,
        lambda rng: Case([_floats(rng, 8), _zeros(8, np.int32)]),
        lambda c: {1: np.where(np.arange(8) % 2 == 1, 8, 0).astype(np.int32)}),

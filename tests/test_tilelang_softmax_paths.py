@@ -195,6 +195,8 @@ def test_backward_still_matches_autograd():
     (dict(path="grid", n_seg=3, threads=32), "grid.*n_seg=3.*一样长"),          # 1000 分不成 3 段一样长的段
     (dict(path="grid", n_seg=8, threads=32, min_blocks=0), "min_blocks"),
     (dict(path="grid", n_seg=1, threads=32), "n_seg"),
+    (dict(path="grid", threads=48), "threads"),
+    (dict(path="grid", threads="32"), "threads"),
 ])
 def test_bad_softmax_tunables(kw, words):
     with pytest.raises((ValueError, TypeError), match=words):

@@ -390,12 +390,12 @@ def _resolve(kernel: str, M: int, N: int, gpu: bool, params: dict, elem_size: in
 def _check_common(cfg: dict) -> None:
     """softmax 的块形状与线程数。softmax 的每条路径都跨线程归约，TileLang 0.1.15 的 AllReduce（异或蝶形）
     只接受 2 的幂个线程：threads=96 在 gpu 模式下降级时就失败，所以这里两种模式都只收 32..1024 的 2 的幂。"""
+    if not (_is_pow2(cfg["threads"]) and 32 <= cfg["threads"] <= 1024):   # 先查线程数：grid 的 block_n 由它推出
+        raise ValueError(f"softmax 的 threads 必须是 32..1024 之间的 2 的幂（跨线程归约的要求），得到 "
+                         f"{cfg['threads']!r} (softmax threads must be a power of two in 32..1024)")
     for name in ("block_m", "block_n"):
         if not _is_pow2(cfg[name]):
             raise ValueError(f"{name} 必须是 2 的正整数次幂，得到 {cfg[name]!r} ({name} must be a power of two)")
-    if not (_is_pow2(cfg["threads"]) and 32 <= cfg["threads"] <= 1024):
-        raise ValueError(f"softmax 的 threads 必须是 32..1024 之间的 2 的幂（跨线程归约的要求），得到 "
-                         f"{cfg['threads']!r} (softmax threads must be a power of two in 32..1024)")
 
 
 def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> dict:
@@ -423,12 +423,11 @@ def _resolve_softmax(M: int, N: int, gpu: bool, elem_size: int, given: dict) -> 
             n_seg = _split_segs(N, _SOFTMAX_LONG["seg"])
         threads = _SOFTMAX_LONG["threads"] if path == "split" else 256
         cfg = {"path": path, "block_m": 1, "block_n": bn, "threads": threads, "n_seg": n_seg}
-        if path == "grid":        # 默认每段至多 16384 个元素、每个 SM 一块
+        if path == "grid":        # 默认每段至多 16384 个元素、每个 SM 一块；线程数不合法时由下面的检查报错
             threads = given.get("threads", 256)
-            vec = 16 // elem_size
-            seg = grid_seg(N, 16384, threads, elem_size) if isinstance(threads, int) and threads > 0 else None
-            cfg = {"path": path, "block_m": 1, "block_n": given.get("block_n", vec * threads if isinstance(threads, int)
-                                                                      else 1024),
+            ok = isinstance(threads, int) and not isinstance(threads, bool) and threads > 0
+            seg = grid_seg(N, 16384, threads, elem_size) if ok else None
+            cfg = {"path": path, "block_m": 1, "block_n": (16 // elem_size) * threads if ok else 1024,
                    "threads": threads, "n_seg": N // seg if seg else 2, "min_blocks": 1}
     cfg.update(given)
     cfg["path"] = path

@@ -143,7 +143,13 @@ def _course_tirs(kernel, M, N, gpu, dtype):
     cfg = tk._resolve(kernel, M, N, gpu, {}, elem_size=es)
     jit = tk._jit_for(kernel, tk.SM90_TARGET if gpu else "c")
     x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
-    if kernel == "softmax":
+    if kernel == "softmax" and cfg["path"] == "grid" and gpu:       # 常驻网格是另一个内核
+        stats = torch.empty((M, cfg["n_seg"], 2), device="meta")
+        grid = tk._jit_for("softmax_grid", tk.SM90_TARGET)
+        yield cfg, grid.get_tir(x, x, stats, **tk.grid_kwargs(M, N, cfg, dtype, 132))
+    elif kernel == "softmax":
+        if cfg["path"] == "grid":                                  # sim 模式：按 split 分两次启动
+            cfg = dict(cfg, path="split")
         stats = torch.empty((M if cfg["path"] in tk._SEGMENTED else 1, cfg.get("n_seg", 1), 2), device="meta")
         for phase in tk.softmax_phases(cfg["path"], gpu):
             yield cfg, jit.get_tir(x, x, stats, cpu=not gpu, dtype=dtype, phase=phase, **cfg)
@@ -155,9 +161,9 @@ def _course_tirs(kernel, M, N, gpu, dtype):
 @pytest.mark.parametrize("kernel", ["softmax", "reduce_sum", "softmax_backward"])
 @pytest.mark.parametrize("gpu", [False, True], ids=["sim", "gpu"])
 def test_course_kernels_have_no_false_alarms(kernel, gpu):
-    """课程的 TileLang 内核（gpu 模式的每条默认路径：row、cluster、cluster_smem、split；sim 模式的 row、online），
+    """课程的 TileLang 内核（gpu 模式的每条默认路径：row、cluster、cluster_smem、grid、split；sim 模式的 row、online），
     展开成 TIR（不编译）后没有一处被报告。"""
-    ns = (1, 7, 100, 1000, 4096, 65536, 262144, 1 << 20) if gpu else (1, 7, 100, 1000, 5000)
+    ns = (1, 7, 100, 1000, 4096, 65536, 262144, 1 << 20, 10**6) if gpu else (1, 7, 100, 1000, 5000)
     paths, n = set(), 0
     for N in ns:
         for dtype in ("float32", "bfloat16"):
@@ -168,7 +174,7 @@ def test_course_kernels_have_no_false_alarms(kernel, gpu):
                 n += 1
     assert n >= 2 * len(ns)
     if kernel == "softmax":
-        assert paths >= ({"row", "cluster", "cluster_smem", "split"} if gpu else {"row", "online"})
+        assert paths >= ({"row", "cluster", "cluster_smem", "grid", "split"} if gpu else {"row", "online"})
 
 
 def test_checked_kernel_refuses_before_compiling_and_checks_each_shape_once():

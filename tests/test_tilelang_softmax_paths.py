@@ -538,3 +538,12 @@ def test_tune_script_grid_flags(load_script, monkeypatch):
     d = t._GRID_DEFAULTS
     assert default[:4] == (d["cluster_segs"], d["cluster_threads"], d["smem_segs"], d["split_grid"])
     assert len(default[4]) > 2 and default[5]
+
+
+def test_softmax_kernel_refuses_a_path_it_does_not_have():
+    # grid 是另一个内核：直接把 path="grid" 交给 softmax_kernel 时在降级之前报错，而不是悄悄生成一个不交换的内核
+    jit = tk._jit_for("softmax", tk.SM90_TARGET)
+    x = torch.empty(4, 4096, device="meta")
+    with pytest.raises(ValueError, match="softmax_grid_kernel"):
+        jit.get_tir(x, x, torch.empty(4, 4, 2, device="meta"), path="grid", block_m=1, block_n=1024, threads=256,
+                    n_seg=4, phase=0, cpu=False, dtype="float32")

@@ -211,6 +211,9 @@ def softmax_kernel(x, y, stats, path: str = "row", block_m: int = 1, block_n: in
         # y = e * exp(m - M) / S 直接写回显存：读 MN、写 MN。
         # path="split"（以及 sim 模式的 cluster，C 目标没有簇）：两次启动，phase=1 只写 stats，phase=2 重新读 x、
         # 用 stats 里本段的 m 算同样的 e，合并、写 y：读 2MN、写 MN，但不需要簇，段数不受簇大小限制。
+        if path not in ("cluster", "cluster_smem", "split"):
+            raise ValueError(f"softmax_kernel 没有 path={path!r}：可选 row、online、cluster、cluster_smem、split"
+                             f"（grid 是另一个内核 softmax_grid_kernel）(unknown path {path!r})")
         unit = cluster_unit(block_n, threads, dtype)
         seg_len = T.ceildiv(T.ceildiv(N, n_seg), unit) * unit
         vec = 4 if dtype == f32 else 8                # 16 字节一次访存

@@ -237,6 +237,8 @@ def softmax_table_entry(cfg, N):
     """把一个配置写成 SOFTMAX_TABLE 的一项。"""
     if cfg["path"] == "row":
         return dict(path="row", threads=cfg["threads"], elems=cfg["block_m"] * cfg["block_n"])
+    if cfg["path"] == "grid":
+        return dict(path="grid", threads=cfg["threads"], seg=N // cfg["n_seg"], min_blocks=cfg["min_blocks"])
     entry = dict(path=cfg["path"], threads=cfg["threads"], block_n=cfg["block_n"])
     if cfg["path"] in ("cluster", "cluster_smem"):
         entry["n_seg"] = cfg["n_seg"]
@@ -250,6 +252,14 @@ def softmax_table_entry(cfg, N):
 def kernel_call(x, y, cfg):
     """只启动编译好的内核：参数事先按 tk._resolve 选好，cluster 的 stats 事先分配。"""
     full = tk._resolve("softmax", x.shape[0], x.shape[1], True, dict(cfg), elem_size=x.element_size())
+    if full["path"] == "grid":                   # 常驻网格：每次调用前把槽位填成哨兵（与 tk.softmax 相同）
+        slots = torch.empty((x.shape[0], full["n_seg"], 2), dtype=torch.float32, device=x.device)
+
+        def grid_call():
+            slots.fill_(-1.0)
+            tk._run_grid(x, y, slots, full)
+        grid_call()
+        return grid_call
     if full["path"] in tk._SEGMENTED:
         stats = torch.empty((x.shape[0], full["n_seg"], 2), dtype=torch.float32, device=x.device)
     else:
@@ -273,6 +283,10 @@ def prewarm_softmax(jobs_list, jobs):
         dtype, M, N, cfg = item
         x = torch.empty(M, N, dtype=getattr(torch, dtype), device="meta")
         stats = torch.empty((M if cfg["path"] in tk._SEGMENTED else 1, cfg["n_seg"], 2), device="meta")
+        if cfg["path"] == "grid":                # 常驻网格是另一个内核
+            sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+            tk._jit_for("softmax_grid", target).compile(x, x, stats, **tk.grid_kwargs(M, N, cfg, dtype, sms))
+            return
         for phase in tk.softmax_phases(cfg["path"], gpu=True):
             jit.compile(x, x, stats, cpu=False, dtype=dtype, phase=phase, **cfg)
 

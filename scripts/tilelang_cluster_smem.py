@@ -27,7 +27,8 @@ import torch
 
 import reduction_lab as rl
 from reduction_lab import tilelang_kernels as tk
-from reduction_lab.bench.timing import L2Flusher, l2_bytes, time_gpu
+from reduction_lab.bench.sidebyside import interleaved_gbs, new_doc, parse_shapes, print_gbs, softmax_case, validated
+from reduction_lab.bench.timing import L2Flusher, l2_bytes
 from reduction_lab.tilelang_kernels import kernels as K
 
 #: cluster_smem 之前 SOFTMAX_TABLE 的长行项（元素字节数, N）：段在寄存器里的 cluster，或读两次的 split
@@ -43,15 +44,6 @@ REGISTER_DEFAULTS = {
 ROUNDS = 3
 
 
-def parse_shapes(text: str) -> list[tuple[int, int, str]]:
-    out = []
-    for item in text.split(","):
-        shape, dtype = item.split(":")
-        m, n = shape.split("x")
-        out.append((int(m), int(n), dtype))
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", required=True, help="MxN:dtype，逗号分隔")
@@ -63,17 +55,11 @@ def main(argv=None) -> int:
         print("需要 GPU：REDUCTION_LAB_MODE=gpu", file=sys.stderr)
         return 2
     flusher = L2Flusher(l2_bytes())
-    out = {"device": torch.cuda.get_device_name(), "argv": sys.argv[1:], "rounds": ROUNDS,
-           "method": "same process, candidates interleaved for 3 rounds, median of the rounds; each round "
-                     "bench.timing.time_gpu: CUDA events, read-only sweep of 4x L2 before each call, median of 20",
-           "rows": []}
+    out = new_doc(sys.argv[1:], ROUNDS)
     for M, N, dt in parse_shapes(args.shapes):
-        x = torch.randn(M, N, device="cuda").to(getattr(torch, dt))
-        y = torch.empty_like(x)
-        ref = torch.softmax(x.double(), 1)
+        x, y, ref, tol = softmax_case(M, N, dt)
         es = x.element_size()
         vec = 16 // es
-        tol = dict(atol=1e-9, rtol=1e-5) if dt == "float32" else dict(atol=1e-6, rtol=8e-3)
         cands = {"copy": lambda: y.copy_(x), "cuda": lambda: rl.softmax(x, backend="cuda")}
         base = REGISTER_DEFAULTS.get((es, N))
         if base:
@@ -88,28 +74,9 @@ def main(argv=None) -> int:
             stats = torch.empty(M, n_seg, 2, device="cuda")
             cands[f"smem/s{n_seg}/t{threads}"] = (
                 lambda cfg=cfg, stats=stats: K.softmax_kernel(x, y, stats, dtype=dt, **cfg))
-        checked = {}
-        for name, call in cands.items():
-            if name == "copy":
-                checked[name] = call
-                continue
-            y.fill_(float("nan"))
-            got = call()
-            got = y if got is None else got
-            torch.cuda.synchronize()
-            if torch.allclose(got.double(), ref, **tol):
-                checked[name] = call
-            else:
-                print(f"{M}x{N} {dt} {name}：与 float64 的参考不符，不计时")
-        gbs = {name: [] for name in checked}
-        nbytes = 2 * x.numel() * es
-        for _ in range(ROUNDS):
-            for name, call in checked.items():
-                gbs[name].append(nbytes / time_gpu([call], warmup=3, iters=20, flusher=flusher).median_ms / 1e6)
-        med = {k: sorted(v)[len(v) // 2] for k, v in gbs.items()}
-        print(f"== {out['device']} {M}x{N} {dt}：拷贝 {med['copy']:.0f} GB/s")
-        for k, v in sorted(med.items(), key=lambda kv: -kv[1]):
-            print(f"   {k:16s} {v:7.0f} GB/s {v / med['copy']:6.1%}")
+        checked = validated(cands, y, ref, tol, f"{M}x{N} {dt}")
+        med = interleaved_gbs(checked, 2 * x.numel() * x.element_size(), flusher, ROUNDS)
+        print_gbs(f"{out['device']} {M}x{N} {dt}", med, 16)
         out["rows"].append({"M": M, "N": N, "dtype": dt, "gbs": med})
         del x, y, ref
         torch.cuda.empty_cache()

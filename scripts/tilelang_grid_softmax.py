@@ -36,15 +36,6 @@ DEFAULT_CANDS = {
 SMEM_PER_SM = 228 * 1024
 
 
-def parse_shapes(text: str) -> list[tuple[int, int, str]]:
-    out = []
-    for item in text.split(","):
-        shape, dtype = item.split(":")
-        m, n = shape.split("x")
-        out.append((int(m), int(n), dtype))
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="MxN:dtype，逗号分隔")
@@ -54,7 +45,8 @@ def main(argv=None) -> int:
 
     import reduction_lab as rl
     from reduction_lab import tilelang_kernels as tk
-    from reduction_lab.bench.timing import L2Flusher, l2_bytes, time_gpu
+    from reduction_lab.bench.sidebyside import interleaved_gbs, new_doc, parse_shapes, print_gbs, softmax_case, validated
+    from reduction_lab.bench.timing import L2Flusher, l2_bytes
     from reduction_lab.tilelang_kernels import kernels as K
 
     if rl.runtime.MODE != "gpu":
@@ -62,16 +54,10 @@ def main(argv=None) -> int:
         return 2
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flusher = L2Flusher(l2_bytes())
-    out = {"device": torch.cuda.get_device_name(), "sms": sms, "argv": sys.argv[1:], "rounds": ROUNDS,
-           "method": "same process, candidates interleaved for 3 rounds, median of the rounds; each round "
-                     "bench.timing.time_gpu: CUDA events, read-only sweep of 4x L2 before each call, median of 20",
-           "rows": []}
+    out = new_doc(sys.argv[1:], ROUNDS, sms=sms)
     for M, N, dt in parse_shapes(args.shapes):
-        x = torch.randn(M, N, device="cuda").to(getattr(torch, dt))
-        y = torch.empty_like(x)
-        ref = torch.softmax(x.double(), 1)
+        x, y, ref, tol = softmax_case(M, N, dt)
         es = x.element_size()
-        tol = dict(atol=1e-9, rtol=1e-5) if dt == "float32" else dict(atol=1e-6, rtol=8e-3)
         cands = {"copy": lambda: y.copy_(x), "cuda": lambda: rl.softmax(x, backend="cuda"),
                  "tilelang": lambda: tk.softmax(x, out=y)}
         configs, names, slots = [], [], []
@@ -102,29 +88,9 @@ def main(argv=None) -> int:
                 st.fill_(-1.0)
                 kern(x, y, st)
             cands[name] = call
-        checked = {}
-        for name, call in cands.items():
-            if name == "copy":
-                checked[name] = call
-                continue
-            y.fill_(float("nan"))
-            got = call()
-            got = y if got is None else got
-            torch.cuda.synchronize()
-            if torch.allclose(got.double(), ref, **tol):
-                checked[name] = call
-            else:
-                err = (got.double() - ref).abs().max().item()
-                print(f"{M}x{N} {dt} {name}：与 float64 的参考不符（最大误差 {err:.3g}），不计时")
-        gbs = {name: [] for name in checked}
-        nbytes = 2 * x.numel() * es
-        for _ in range(ROUNDS):
-            for name, call in checked.items():
-                gbs[name].append(nbytes / time_gpu([call], warmup=3, iters=20, flusher=flusher).median_ms / 1e6)
-        med = {k: sorted(v)[len(v) // 2] for k, v in gbs.items()}
-        print(f"== {out['device']} {M}x{N} {dt}：拷贝 {med['copy']:.0f} GB/s", flush=True)
-        for k, v in sorted(med.items(), key=lambda kv: -kv[1]):
-            print(f"   {k:28s} {v:7.0f} GB/s {v / med['copy']:6.1%}", flush=True)
+        checked = validated(cands, y, ref, tol, f"{M}x{N} {dt}")
+        med = interleaved_gbs(checked, 2 * x.numel() * x.element_size(), flusher, ROUNDS)
+        print_gbs(f"{out['device']} {M}x{N} {dt}", med, 28)
         out["rows"].append({"M": M, "N": N, "dtype": dt, "gbs": med})
         if args.json:
             with open(args.json, "w") as f:

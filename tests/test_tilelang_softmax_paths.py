@@ -402,13 +402,19 @@ def test_cluster_smem_path_source(dtype, vec):
     assert stores and all(vec in ln for ln in stores), stores
 
 
-def test_cluster_kernel_needs_a_sender_per_segment():
-    # gpu 的簇内核里第 g 个线程把 (m, s) 发给第 g 块：直接调用内核的构造、段数多于线程数时在降级之前报错
+@pytest.mark.parametrize("path,block_n,threads,n_seg,words", [
+    # gpu 的簇内核里第 g 个线程把 (m, s) 发给第 g 块：段数多于线程数
+    ("cluster", 64, 8, 16, "n_seg=16 多于每块的线程数 8"),
+    # grid 是另一个内核：交给 softmax_kernel 的 path="grid" 不能悄悄生成一个不交换的分段内核
+    ("grid", 1024, 256, 4, "softmax_grid_kernel"),
+])
+def test_softmax_kernel_refuses_before_lowering(path, block_n, threads, n_seg, words):
+    # 直接调用内核的构造（不经 tk.softmax 的检查）：降级之前报错
     jit = tk._jit_for("softmax", tk.SM90_TARGET)
     x = torch.empty(4, 4096, device="meta")
-    with pytest.raises(ValueError, match="n_seg=16 多于每块的线程数 8"):
-        jit.get_tir(x, x, torch.empty(4, 16, 2, device="meta"), path="cluster", block_m=1, block_n=64, threads=8,
-                    n_seg=16, phase=0, cpu=False, dtype="float32")
+    with pytest.raises(ValueError, match=words):
+        jit.get_tir(x, x, torch.empty(4, n_seg, 2, device="meta"), path=path, block_m=1, block_n=block_n,
+                    threads=threads, n_seg=n_seg, phase=0, cpu=False, dtype="float32")
 
 
 _NO_NVCC = shutil.which("nvcc") is None
@@ -539,11 +545,3 @@ def test_tune_script_grid_flags(load_script, monkeypatch):
     assert default[:4] == (d["cluster_segs"], d["cluster_threads"], d["smem_segs"], d["split_grid"])
     assert len(default[4]) > 2 and default[5]
 
-
-def test_softmax_kernel_refuses_a_path_it_does_not_have():
-    # grid 是另一个内核：直接把 path="grid" 交给 softmax_kernel 时在降级之前报错，而不是悄悄生成一个不交换的内核
-    jit = tk._jit_for("softmax", tk.SM90_TARGET)
-    x = torch.empty(4, 4096, device="meta")
-    with pytest.raises(ValueError, match="softmax_grid_kernel"):
-        jit.get_tir(x, x, torch.empty(4, 4, 2, device="meta"), path="grid", block_m=1, block_n=1024, threads=256,
-                    n_seg=4, phase=0, cpu=False, dtype="float32")

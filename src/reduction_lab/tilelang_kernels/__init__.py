@@ -660,16 +660,22 @@ _SOFTMAX_COMPILED: dict = {}
 
 def _run_softmax(x: torch.Tensor, y: torch.Tensor, stats: torch.Tensor, cfg: dict, phase: int) -> None:
     key = (x.shape[1], x.dtype, x.device, tuple(cfg.items()), phase)
+    _run_cached(key, "softmax", x, y, stats, lambda: dict(cpu=MODE != "gpu", dtype=_dtype_name(x.dtype), phase=phase,
+                                                          **cfg))
+
+
+def _run_cached(key, kernel: str, x: torch.Tensor, y: torch.Tensor, stats: torch.Tensor, kwargs) -> None:
+    """按 ``key`` 取编译好的 softmax 内核并调用；第一次经 @tilelang.jit（参数由 ``kwargs()`` 给出）编译、运行、记下。"""
     compiled = _SOFTMAX_COMPILED.get(key)
-    if compiled is None:
-        jit = _jit_for("softmax", current_target(x.device))
-        kw = dict(cpu=MODE != "gpu", dtype=_dtype_name(x.dtype), phase=phase, **cfg)
-        jit(x, y, stats, **kw)
-        compiled = _compiled_kernel(jit, (x, y, stats), kw)
-        if compiled is not None:
-            _SOFTMAX_COMPILED[key] = compiled
+    if compiled is not None:
+        compiled(x, y, stats)
         return
-    compiled(x, y, stats)
+    jit = _jit_for(kernel, current_target(x.device))
+    kw = kwargs()
+    jit(x, y, stats, **kw)
+    compiled = _compiled_kernel(jit, (x, y, stats), kw)
+    if compiled is not None:
+        _SOFTMAX_COMPILED[key] = compiled
 
 
 def grid_kwargs(M: int, N: int, cfg: dict, dtype: str, sms: int) -> dict:
@@ -684,15 +690,7 @@ def _run_grid(x: torch.Tensor, y: torch.Tensor, stats: torch.Tensor, cfg: dict) 
     kw = grid_kwargs(M, N, cfg, _dtype_name(x.dtype), _sm_count())
     # 块数随 M（行少时）变：在键里；path 也在（键的第 4 项与别的路径一样能按 path 查）
     key = (N, x.dtype, x.device, tuple(sorted(dict(kw, path="grid").items())), 0)
-    compiled = _SOFTMAX_COMPILED.get(key)
-    if compiled is None:
-        jit = _jit_for("softmax_grid", current_target(x.device))
-        jit(x, y, stats, **kw)
-        compiled = _compiled_kernel(jit, (x, y, stats), kw)
-        if compiled is not None:
-            _SOFTMAX_COMPILED[key] = compiled
-        return
-    compiled(x, y, stats)
+    _run_cached(key, "softmax_grid", x, y, stats, lambda: kw)
 
 
 #: reduction_lab.api 检查过输入之后的默认配置：(操作, M, N, dtype, 设备) -> softmax：(可调用对象, 占位的 stats)；

@@ -1075,6 +1075,45 @@ __global__ void clock_order(const int* x, int* out) {
 """
 
 
+_VOTES = r"""
+// warp 投票：__any_sync、__all_sync、__uni_sync，与 __match_any_sync（值与本车道相同的车道的位图）
+__global__ void votes(const int* x, int* out, unsigned* match) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int v = x[i];
+    int any = __any_sync(0xffffffff, v > 5);
+    int all = __all_sync(0xffffffff, v >= 0);
+    int uni = __uni_sync(0xffffffff, v >= 0);
+    match[i] = __match_any_sync(0xffffffff, v);
+    out[i] = any + 2 * all + 4 * uni;
+}
+"""
+
+_HALF_SHARED = r"""
+#include <cuda_fp16.h>
+// __half 放在共享内存里（每个 2 字节）；__hadd 的和按 float 算、舍入回 __half
+__global__ void half_pairs(const __half* x, __half* out) {
+    __shared__ __half s[64];
+    int t = threadIdx.x;
+    s[t] = x[t];
+    __syncthreads();
+    out[t] = __hadd(s[t], s[63 - t]);
+}
+"""
+
+
+def _votes_inputs(rng):
+    x = rng.integers(0, 8, 64).astype(np.int32)
+    x[32 + 5] = -1                       # 第 2 个 warp 有一个负数：__all_sync 为假，谓词也不一致
+    return Case([x, _zeros(64, np.int32), _zeros(64, np.uint32)])
+
+
+def _votes_expected(c):
+    x = c.args[0].reshape(2, 32)
+    flags = (x > 5).any(1) * 1 + (x >= 0).all(1) * 2 + ((x >= 0).all(1) | (x < 0).all(1)) * 4
+    match = [sum(1 << j for j in range(32) if w[j] == w[k]) for w in x for k in range(32)]
+    return {1: np.repeat(flags, 32).astype(np.int32), 2: np.array(match, np.uint32)}
+
+
 # ---------------------------------------------------------------- 登记表
 
 def _c(name, category, description, source, kernel, grid, block, inputs, expected=None, bound=None, **kw):
@@ -1268,6 +1307,11 @@ REGISTRY: tuple[Construct, ...] = (
        lambda rng: Case([_ints(rng, 1000), _zeros(4, np.int32), _zeros(1, np.int32), np.int32(1000)]),
        lambda c: {1: np.array([c.args[0][(np.arange(1000) % 256) // 64 == b].sum() for b in range(4)], np.int32),
                   2: np.array([c.args[0].sum()], np.int32)}),
+    _c("warp_votes", "内置函数", "__any_sync、__all_sync、__uni_sync与__match_any_sync", _VOTES, "votes", 2, 32,
+       _votes_inputs, _votes_expected),
+    _c("half_shared", "内置函数", "__half放在共享内存里，__hadd的和舍入回__half", _HALF_SHARED, "half_pairs", 1, 64,
+       lambda rng: Case([(rng.standard_normal(64) * 8).astype(np.float16), _zeros(64, np.float16)]),
+       lambda c: {1: c.args[0] + c.args[0][::-1]}),
     _c("clock64", "内置函数", "clock64()单调不减与__nanosleep", _CLOCK, "clock_order", 1, 32,
        lambda rng: Case([_ints(rng, 32), _zeros(32, np.int32)]),
        lambda c: {1: 2 * c.args[0]}),

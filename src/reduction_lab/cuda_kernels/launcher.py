@@ -12,6 +12,9 @@
 * ``mode``：``None`` 跟随 :data:`reduction_lab.MODE`；``"sim"`` 在任何机器上都用模拟器运行
   （张量必须在 CPU 上），页面用它在 GPU 机器上也打印出同样的计数器。
 
+源码里用了 ``cg::this_grid()``（网格屏障 ``grid.sync()``）的内核，gpu 模式下协作启动（cudaLaunchCooperativeKernel），
+启动前按驱动的占用率查询核对网格的块数同时驻留得下；模拟器在 ``grid.sync()`` 处按 sm_90 核对同一条件。
+
 gpu 模式返回 ``None``（内核在 torch 的当前流上异步执行）；sim 模式返回模拟器的报告。
 课程页面：docs/cuda/tree-reduction.md、docs/cuda/seven-versions.md。
 """

@@ -36,7 +36,7 @@ def _param(name):
 
 def test_registry_matches_files():
     assert NAMES == ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton", "col-sum-triton", "reduce-sum-cuda", "warp-reduce-cuda",
-                     "vector-loads-cuda", "full-sum-cuda", "softmax-cuda",
+                     "vector-loads-cuda", "full-sum-cuda", "grid-sum-cuda", "softmax-cuda",
                      "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang", "softmax-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
@@ -254,6 +254,26 @@ MISTAKES = [
     ("full-sum-cuda", "endless-loop", "j += stride", "j += 0", "endless-loop", "j += 0"),
     ("full-sum-cuda", "block-not-multiple-of-32", "#define BLOCK_SIZE 256", "#define BLOCK_SIZE 100", "block-size",
      "#define BLOCK_SIZE 100"),
+    # grid-sum-cuda：网格屏障 grid.sync()（少了它是跨线程块的全局内存竞争；写在分支里是屏障发散）
+    ("grid-sum-cuda", "no-grid-sync", "    grid.sync();\n", "", "global-race", "partial[b]"),
+    ("grid-sum-cuda", "sync-in-branch", "    grid.sync();\n\n    // 4. 0 号块按固定的顺序合并\n    if (blockIdx.x == 0) {\n",
+     "    // 4. 0 号块按固定的顺序合并\n    if (blockIdx.x == 0) {\n        grid.sync();\n", "barrier-divergence", "grid.sync();"),
+    ("grid-sum-cuda", "every-block-merges", "    if (blockIdx.x == 0) {", "    {", "global-race", "*out = t;"),
+    ("grid-sum-cuda", "own-partial-only", "b < gridDim.x; b += blockDim.x",
+     "b < 1; b += blockDim.x", "own-partial-only", "partial[b]"),
+    ("grid-sum-cuda", "partial-bound", "b < gridDim.x; b += blockDim.x",
+     "b < gridDim.x - 1; b += blockDim.x", "partial-bound", "gridDim.x - 1"),
+    ("grid-sum-cuda", "partial-beyond-grid", "b < gridDim.x; b += blockDim.x",
+     "b < blockDim.x; b += blockDim.x", "out-of-bounds", "partial[b]"),
+    ("grid-sum-cuda", "atomic-out", "        if (tid == 0)\n            *out = t;",
+     "        if (tid == 0)\n            atomicAdd(out, t);", "atomics", "atomicAdd(out, t);"),
+    ("grid-sum-cuda", "two-grid-syncs", "    grid.sync();\n",
+     "    grid.sync();\n    grid.sync();\n", "grid-barriers", "grid.sync();"),
+    ("grid-sum-cuda", "partial-by-thread", "        partial[blockIdx.x] = s;",
+     "        partial[tid] = s;", "global-race", "partial[tid] = s;"),
+    ("grid-sum-cuda", "block-stride", "int64_t stride = (int64_t)gridDim.x * blockDim.x;",
+     "int64_t stride = blockDim.x;", "block-stride", "int64_t stride = blockDim.x;"),
+    ("grid-sum-cuda", "no-write", "            *out = t;", "            ;", "not-written", None),
     # cluster-reduce-cuda：簇屏障与分布式共享内存
     ("cluster-reduce-cuda", "no-first-cluster-sync", "    cluster.sync();\n    if (rank == 0 && tid == 0) {",
      "    if (rank == 0 && tid == 0) {", "cluster-race", "map_shared_rank(&partial, r)"),

@@ -68,13 +68,18 @@ def test_links_resolve(py):
     links = re.findall(r"\]\(([^)]+)\)", md)
     assert links
     for link in links:
-        m = re.fullmatch(r"\.\./\.\./([\w-]+)/(?:([\w-]+)/)?", link) or re.fullmatch(r"\.\./([\w-]+)/()", link)
-        assert m, f"{py.name} 的链接 {link} 不是站内页面的地址（../../目录/页面/ 或 ../实验/）"
+        m = re.fullmatch(r"\.\./\.\./([\w-]+)/(?:([\w-]+)/)?(?:#([\w-]+))?", link) \
+            or re.fullmatch(r"\.\./([\w-]+)/()()", link)
+        assert m, f"{py.name} 的链接 {link} 不是站内页面的地址（../../目录/页面/[#小节] 或 ../实验/）"
         if link.startswith("../../"):
             folder, page = m.group(1), m.group(2) or "index"
             # ../../numerics/ 是 docs/ 下的一页（numerics.md），不是目录
-            assert (ROOT / "docs" / folder / f"{page}.md").is_file() or (
-                m.group(2) is None and (ROOT / "docs" / f"{folder}.md").is_file()), link
+            md_page = ROOT / "docs" / folder / f"{page}.md"
+            if not md_page.is_file() and m.group(2) is None:
+                md_page = ROOT / "docs" / f"{folder}.md"
+            assert md_page.is_file(), link
+            if m.group(3):                       # 小节的锚点：页面里要有 {#锚点}
+                assert "{#" + m.group(3) + "}" in md_page.read_text(encoding="utf-8"), link
         else:
             assert (DOCS_LABS / f"{m.group(1)}.py").is_file(), link
 

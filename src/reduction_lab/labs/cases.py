@@ -118,6 +118,15 @@ def full_sum_cases(mode: str) -> list[Case]:
     ]
 
 
+def grid_sum_cases(mode: str) -> list[Case]:
+    """grid-sum-cuda：与 full-sum-cuda 同样的数组与报错约定；另有块比线程多的网格（0 号块的每个线程要读好几个
+    部分和），「计数」在模拟器里数 ``atomic_ops``（应为 0）、``grid_barriers``（每块一次）与读的字节数。"""
+    cases = [c for c in full_sum_cases(mode) if c.kind != "atomics"]
+    i = next(k for k, c in enumerate(cases) if c.kind == "error")
+    return cases[:i] + [Case("块比线程多（grid = 40, block = 32）", (5000,), grid=40, block=32),
+                        Case("原子操作与网格屏障的计数", (5000,), kind="atomics")] + cases[i:]
+
+
 def softmax_cases(mode: str) -> list[Case]:
     cases = [Case("课程用例", s) for s in SEED_SHAPES]
     cases += [

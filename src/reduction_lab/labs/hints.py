@@ -46,6 +46,8 @@ _SIMT_HINTS = {
         "换成讲义里用到的写法；模拟器支持的子集见「CUDA C模拟器」一页。"),
     "WarpSyncError": (
         "warp-sync", "warp 级原语的参与线程不对", "检查 __shfl_*_sync 的掩码与调用它的线程。"),
+    "LaunchError": (
+        "launch", "启动配置不合法", "按报错里的上限调整线程块数、每块的线程数或共享内存。"),
     "SimtRuntimeError": ("runtime-error", "运行时错误", ""),
 }
 
@@ -112,6 +114,9 @@ def simt_hint(exc: BaseException, file: str, text: str | None = None, fixes: dic
     for cls in type(exc).__mro__:
         if cls.__name__ in _SIMT_HINTS:
             key, cause, fix = _SIMT_HINTS[cls.__name__]
+            if key == "barrier-divergence" and "grid.sync()" in msg:     # 网格屏障，不是块内的 __syncthreads()
+                cause = "grid.sync() 没有被网格里的所有线程执行到（网格屏障写在了分支里，或有的线程已经 return）"
+                fix = "把 grid.sync() 移到所有分支之外：网格里每一块的每一个线程都要到达同一个网格屏障。"
             detail = zh_part(msg)
             if key == "endless-loop":             # 评分程序里学习者传不了这两个参数
                 detail = re.sub(r"[；，]?确实需要更多[^）)]*", "", detail)

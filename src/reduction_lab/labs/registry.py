@@ -7,6 +7,7 @@ from .cluster_reduce_cuda import ClusterReduceCuda
 from .col_sum_triton import ColSumTriton
 from .core import Lab
 from .full_sum_cuda import FullSumCuda
+from .grid_sum_cuda import GridSumCuda
 from .online_softmax import OnlineSoftmax
 from .reduce_sum_cuda import ReduceSumCuda
 from .reduce_sum_tilelang import ReduceSumTileLang
@@ -29,6 +30,7 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in (
     WarpReduceCuda(),
     VectorLoadsCuda(),
     FullSumCuda(),
+    GridSumCuda(),
     SoftmaxCuda(),
     ClusterReduceCuda(),
     BankConflicts(),

@@ -65,6 +65,12 @@ def make_op(path: Path, mode: str, block: int, grid: int | None = None):
     """课程的算子接口：``full_sum(x, out=None)`` -> 0 维张量。检查输入（一维、非空、float32、连续、设备），
     把 ``out`` 清零，再以 ``grid``（None：:func:`grid_for`）x ``block`` 启动学习者的内核。
     ``op.with_report(x, out)`` 返回 ``(out, 模拟器的计数器或 None, 线程块数)``。"""
+    return sum_op(path, KERNEL, mode, block, grid, grid_for, lambda out, x, g: (out, x, x.numel()))
+
+
+def sum_op(path: Path, kernel: str, mode: str, block: int, grid: int | None, grid_of, args_of):
+    """两个全数组求和实验共用的算子：检查输入、把 ``out`` 清零，以 ``grid``（None：``grid_of(n, block, mode)``）x
+    ``block`` 启动，内核的参数是 ``args_of(out, x, grid)``。"""
     from ..cuda_kernels import launch
 
     device = "cuda" if mode == "gpu" else "cpu"
@@ -75,9 +81,9 @@ def make_op(path: Path, mode: str, block: int, grid: int | None = None):
             out = torch.empty((), dtype=torch.float32, device=x.device)
         else:
             check_out(out, (), torch.float32, x.device)
-        g = grid if grid is not None else grid_for(x.numel(), block, mode)
+        g = grid if grid is not None else grid_of(x.numel(), block, mode)
         out.zero_()
-        rep = launch(path, KERNEL, grid=g, block=block, args=(out, x, x.numel()), defines={"BLOCK_SIZE": block},
+        rep = launch(path, kernel, grid=g, block=block, args=args_of(out, x, g), defines={"BLOCK_SIZE": block},
                      mode=mode)
         return out, rep, g
 
@@ -127,24 +133,34 @@ class FullSumCuda(Lab):
 
         return full_sum_cases(mode)
 
+    #: 学习者的文件、内核名、形参的类型与骨架里的参数表（子类换成自己的）
+    file, signature, params = FILE, SIGNATURE, PARAMS
+
+    def make_op(self, path: Path, mode: str, block: int, grid: int | None = None):
+        return make_op(path, mode, block, grid)
+
+    def tolerance(self, x: torch.Tensor, grid: int, block: int) -> float:
+        return sum_tolerance(x, grid, block)
+
     def load(self, paths, mode):
-        path = paths[FILE]
+        path = paths[self.file]
         text = path.read_text(encoding="utf-8")
         block = block_size_from(text)
-        check_signature(path, KERNEL, {"BLOCK_SIZE": block}, SIGNATURE, PARAMS)   # 解析一遍：语法错误在这里报出
-        return {"op": make_op(path, mode, block), "path": path, "mode": mode, "block": block, "text": text,
-                "static": block_size_hint(FILE, text)}
+        # 解析一遍：语法错误在这里报出
+        check_signature(path, self.kernel, {"BLOCK_SIZE": block}, self.signature, self.params)
+        return {"op": self.make_op(path, mode, block), "path": path, "mode": mode, "block": block, "text": text,
+                "static": block_size_hint(self.file, text)}
 
     def run_case(self, impl, case: Case, mode):
         from . import cases as C
 
         block = case.block or impl["block"]
-        # 原子操作计数：两种模式都在模拟器里运行（计数器是精确的）
+        # 计数用例：两种模式都在模拟器里运行（计数器是精确的）
         run_mode = "sim" if case.kind == "atomics" else mode
         if case.block is None and case.grid is None and run_mode == mode:
             op = impl["op"]
         else:
-            op = make_op(impl["path"], run_mode, block, case.grid)
+            op = self.make_op(impl["path"], run_mode, block, case.grid)
         if case.kind == "error":
             return C.run_vector_error_case(op, case, mode)
         x = C.make_input(case, run_mode)
@@ -154,20 +170,24 @@ class FullSumCuda(Lab):
         ref = x.double().sum()
         got = float(out)
         err = abs(got - float(ref)) if math.isfinite(got) else float("nan")
-        tol = sum_tolerance(x, grid, block)
+        tol = self.tolerance(x, grid, block)
         if not err <= tol:
             return False, err, f"应为 {float(ref):.6g}，得到 {got:.6g}（grid = {grid}, block = {block}）", \
                 self.wrong_answer(x, got, float(ref), tol, grid, block, impl)
         if case.kind == "atomics":
-            n = x.numel()
-            if rep.atomic_ops != grid:
-                return False, err, f"原子加 {rep.atomic_ops} 次", self.atomics_hint(rep.atomic_ops, grid, block, impl)
-            if rep.global_load_bytes != 4 * n:
-                return False, err, "访存量不对", Hint(
-                    "memory-loads", f"从显存读了 {rep.global_load_bytes // 4} 个 float，应为 n = {n}（每个元素读一次）",
-                    FILE, find_line(impl["text"], r"in\s*\["), "", "网格步长循环里每个元素只读一次：j 从 i 开始、每次加 stride。")
-            return True, err, f"{grid} 块、原子加 {rep.atomic_ops} 次、读 {n} 个 float", None
+            return self.counters(rep, x, grid, block, impl, err)
         return True, err, f"grid = {grid}" if case.grid or case.block else "", None
+
+    def counters(self, rep, x, grid: int, block: int, impl, err: float):
+        """计数用例（模拟器的计数器）：每块一次原子加、每个元素读一次。"""
+        n = x.numel()
+        if rep.atomic_ops != grid:
+            return False, err, f"原子加 {rep.atomic_ops} 次", self.atomics_hint(rep.atomic_ops, grid, block, impl)
+        if rep.global_load_bytes != 4 * n:
+            return False, err, "访存量不对", Hint(
+                "memory-loads", f"从显存读了 {rep.global_load_bytes // 4} 个 float，应为 n = {n}（每个元素读一次）",
+                FILE, find_line(impl["text"], r"in\s*\["), "", "网格步长循环里每个元素只读一次：j 从 i 开始、每次加 stride。")
+        return True, err, f"{grid} 块、原子加 {rep.atomic_ops} 次、读 {n} 个 float", None
 
     def atomics_hint(self, ops: int, grid: int, block: int, impl) -> Hint:
         per = ops / grid
@@ -256,10 +276,14 @@ class FullSumCuda(Lab):
 
         def run(steps):
             for b in blocks:
-                simt.launch(str(impl["path"]), KERNEL, grid, b, (torch.zeros(()), x, n), defines={"BLOCK_SIZE": b},
+                simt.launch(str(impl["path"]), self.kernel, grid, b, self.sim_args(x, grid), defines={"BLOCK_SIZE": b},
                             max_lane_steps=steps)
 
         return cuda_precheck(self, mode, paths, run, f"n = {n}，grid = {grid}，block = {'、'.join(map(str, blocks))}")
+
+    def sim_args(self, x: torch.Tensor, grid: int) -> tuple:
+        """模拟器检查里内核的参数（输出清零）。"""
+        return torch.zeros(()), x, x.numel()
 
     def bench(self, impl):
         n = 1 << 26

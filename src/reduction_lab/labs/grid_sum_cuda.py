@@ -20,13 +20,10 @@ from pathlib import Path
 
 import torch
 
-from ..checks import check_out, check_vector
-from .core import Lab, time_against
-from .full_sum_cuda import REPEATS, U32, sm_count, weights
-from .grading import Case, Hint, find_line
+from .core import time_against
+from .full_sum_cuda import REPEATS, U32, FullSumCuda, sm_count, sum_op, weights
+from .grading import Hint, find_line
 from .hints import cuda_error_hint
-from .reduce_sum_cuda import check_signature
-from .warp_reduce_cuda import block_size_from, block_size_hint
 
 FILE = "grid_sum.cu"
 KERNEL = "grid_sum_kernel"
@@ -58,31 +55,12 @@ def grid_for(n: int, block: int, mode: str) -> int:
 
 
 def make_op(path: Path, mode: str, block: int, grid: int | None = None):
-    """课程的算子接口：``grid_sum(x, out=None)`` -> 0 维张量。检查输入（一维、非空、float32、连续、设备），
-    把 ``out`` 清零，分配填成 NaN 的 ``partial``（gridDim.x 个），以 ``grid``（None：:func:`grid_for`）x ``block`` 启动学习者的内核。
+    """课程的算子接口：``grid_sum(x, out=None)`` -> 0 维张量。检查输入（一维、非空、float32、连续、设备），把 ``out``
+    清零，分配填成 NaN 的 ``partial``（gridDim.x 个），以 ``grid``（None：:func:`grid_for`）x ``block`` 启动学习者的内核。
     ``op.with_report(x, out)`` 返回 ``(out, 模拟器的计数器或 None, 线程块数)``。"""
-    from ..cuda_kernels import launch
-
-    device = "cuda" if mode == "gpu" else "cpu"
-
-    def run(x, out=None):
-        check_vector(x, "x", dtypes=(torch.float32,), device=device)
-        if out is None:
-            out = torch.empty((), dtype=torch.float32, device=x.device)
-        else:
-            check_out(out, (), torch.float32, x.device)
-        g = grid if grid is not None else grid_for(x.numel(), block, mode)
-        out.zero_()                  # 没写出结果时是 0（诊断 not-written），不是上一次留下的任意值
-        partial = torch.full((g,), float("nan"), dtype=torch.float32, device=x.device)
-        rep = launch(path, KERNEL, grid=g, block=block, args=(out, partial, x, x.numel()),
-                     defines={"BLOCK_SIZE": block}, mode=mode)
-        return out, rep, g
-
-    def op(x, out=None):
-        return run(x, out)[0]
-
-    op.with_report = run
-    return op
+    return sum_op(path, KERNEL, mode, block, grid, grid_for,
+                  lambda out, x, g: (out, torch.full((g,), float("nan"), dtype=torch.float32, device=x.device), x,
+                                     x.numel()))
 
 
 def sum_tolerance(x: torch.Tensor, grid: int, block: int) -> float:
@@ -92,70 +70,52 @@ def sum_tolerance(x: torch.Tensor, grid: int, block: int) -> float:
     return 2 * U32 * math.sqrt(k) * float(x.double().abs().sum()) + 1e-30
 
 
-class GridSumCuda(Lab):
+class GridSumCuda(FullSumCuda):
+    """网格步长、评分的流程与报错约定同 :class:`.full_sum_cuda.FullSumCuda`；不同的是算子（多一个 ``partial``）、
+    容差、计数用例与诊断。"""
+
     name = "grid-sum-cuda"
     title = "CUDA C：确定的全数组求和（grid.sync()）"
     lecture = "numerics.md"
     notebook = "labs/grid-sum.ipynb"
     files = (FILE,)
-    backend = "cuda"
     kernel = KERNEL
+    file, signature, params = FILE, SIGNATURE, PARAMS
 
     def cases(self, mode):
         from .cases import grid_sum_cases
 
         return grid_sum_cases(mode)
 
-    def load(self, paths, mode):
-        path = paths[FILE]
-        text = path.read_text(encoding="utf-8")
-        block = block_size_from(text)
-        check_signature(path, KERNEL, {"BLOCK_SIZE": block}, SIGNATURE, PARAMS)   # 解析一遍：语法错误在这里报出
-        return {"op": make_op(path, mode, block), "path": path, "mode": mode, "block": block, "text": text,
-                "static": block_size_hint(FILE, text)}
+    def make_op(self, path: Path, mode: str, block: int, grid: int | None = None):
+        return make_op(path, mode, block, grid)
 
-    def run_case(self, impl, case: Case, mode):
-        from . import cases as C
+    def tolerance(self, x: torch.Tensor, grid: int, block: int) -> float:
+        return sum_tolerance(x, grid, block)
 
-        block = case.block or impl["block"]
-        run_mode = "sim" if case.kind == "atomics" else mode      # 计数器在模拟器里数（两种模式都是）
-        if case.block is None and case.grid is None and run_mode == mode:
-            op = impl["op"]
-        else:
-            op = make_op(impl["path"], run_mode, block, case.grid)
-        if case.kind == "error":
-            return C.run_vector_error_case(op, case, mode)
-        x = C.make_input(case, run_mode)
-        out, rep, grid = op.with_report(x)
-        if run_mode == "gpu":
-            torch.cuda.synchronize()
-        ref = float(x.double().sum())
-        got = float(out)
-        err = abs(got - ref) if math.isfinite(got) else float("nan")
-        tol = sum_tolerance(x, grid, block)
-        if not err <= tol:
-            return False, err, f"应为 {ref:.6g}，得到 {got:.6g}（grid = {grid}, block = {block}）", \
-                self.wrong_answer(x, got, ref, tol, grid, block, impl)
-        if case.kind == "atomics":
-            if rep.atomic_ops:
-                return False, err, f"原子操作 {rep.atomic_ops} 次", Hint(
-                    "atomics", f"用了原子操作（{rep.atomic_ops} 次）：这个实验按固定的顺序合并，不用原子操作", FILE,
-                    find_line(impl["text"], r"\batomic\w*\s*\("),
-                    "原子加的先后每次运行都可能不同，float 的加法又不满足结合律，结果可能差最后几位（「全数组求和」实验"
-                    "数过几种）。", "每块写 partial[blockIdx.x]，grid.sync() 之后由 0 号块按下标顺序读回、归约、写 *out。")
-            if rep.grid_barriers != grid:
-                return False, err, f"网格屏障 {rep.grid_barriers} 次", Hint(
-                    "grid-barriers", f"每块经过了 {rep.grid_barriers / grid:g} 次 grid.sync()，应为 1 次", FILE,
-                    find_line(impl["text"], r"grid\.sync\s*\("), f"模拟器的计数器 grid_barriers = {rep.grid_barriers}"
-                    f"（{grid} 块）", "部分和都写好之后、0 号块读它们之前，只要一次 grid.sync()；每多一次，整个 GPU 就多等一次。")
-            n = x.numel()
-            if rep.global_load_bytes != 4 * (n + grid):
-                return False, err, "访存量不对", Hint(
-                    "memory-loads", f"从显存读了 {rep.global_load_bytes // 4} 个 float，应为 n + gridDim.x = {n + grid}"
-                    "（每个元素读一次，0 号块再读一遍各块的部分和）", FILE, find_line(impl["text"], r"in\s*\["), "",
-                    "网格步长循环里每个元素只读一次；0 号块的每个线程读 partial[tid]、partial[tid + blockDim.x]……各一次。")
-            return True, err, f"{grid} 块、原子操作 0 次、网格屏障每块 1 次、读 {n + grid} 个 float", None
-        return True, err, f"grid = {grid}" if case.grid or case.block else "", None
+    def sim_args(self, x: torch.Tensor, grid: int) -> tuple:
+        return torch.zeros(()), torch.full((grid,), float("nan")), x, x.numel()
+
+    def counters(self, rep, x, grid: int, block: int, impl, err: float):
+        """计数用例：原子操作 0 次、网格屏障每块 1 次、读 n 个元素加 gridDim.x 个部分和。"""
+        n = x.numel()
+        if rep.atomic_ops:
+            return False, err, f"原子操作 {rep.atomic_ops} 次", Hint(
+                "atomics", f"用了原子操作（{rep.atomic_ops} 次）：这个实验按固定的顺序合并，不用原子操作", FILE,
+                find_line(impl["text"], r"\batomic\w*\s*\("),
+                "原子加的先后每次运行都可能不同，float 的加法又不满足结合律，结果可能差最后几位（「全数组求和」实验"
+                "数过几种）。", "每块写 partial[blockIdx.x]，grid.sync() 之后由 0 号块按下标顺序读回、归约、写 *out。")
+        if rep.grid_barriers != grid:
+            return False, err, f"网格屏障 {rep.grid_barriers} 次", Hint(
+                "grid-barriers", f"每块经过了 {rep.grid_barriers / grid:g} 次 grid.sync()，应为 1 次", FILE,
+                find_line(impl["text"], r"grid\.sync\s*\("), f"模拟器的计数器 grid_barriers = {rep.grid_barriers}"
+                f"（{grid} 块）", "部分和都写好之后、0 号块读它们之前，只要一次 grid.sync()；每多一次，整个 GPU 就多等一次。")
+        if rep.global_load_bytes != 4 * (n + grid):
+            return False, err, "访存量不对", Hint(
+                "memory-loads", f"从显存读了 {rep.global_load_bytes // 4} 个 float，应为 n + gridDim.x = {n + grid}"
+                "（每个元素读一次，0 号块再读一遍各块的部分和）", FILE, find_line(impl["text"], r"in\s*\["), "",
+                "网格步长循环里每个元素只读一次；0 号块的每个线程读 partial[tid]、partial[tid + blockDim.x]……各一次。")
+        return True, err, f"{grid} 块、原子操作 0 次、网格屏障每块 1 次、读 {n + grid} 个 float", None
 
     def wrong_answer(self, x, got: float, ref: float, tol: float, grid: int, block: int, impl) -> Hint:
         text = impl["text"]
@@ -211,26 +171,6 @@ class GridSumCuda(Lab):
 
     def on_error(self, case, exc, paths):
         return cuda_error_hint(exc, FILE, KERNEL, paths[FILE].read_text(encoding="utf-8"), PARAMS, FIXES)
-
-    def extra_checks(self, impl, mode, paths):
-        """模拟器检查（:func:`.core.cuda_precheck`）：n = 1000、3 个线程块，学习者的 BLOCK_SIZE 之外另用 32 与 96 个
-        线程：少了 grid.sync() 的全局内存数据竞争、写在分支里的 grid.sync() 在这里报出（GPU 上前者常常碰巧对，
-        后者死锁）。"""
-        if impl["static"] is not None:
-            return [], [impl["static"]]
-        from .. import simt
-        from .core import cuda_precheck
-
-        n, grid = 1000, 3
-        x = torch.randn(n, generator=torch.Generator().manual_seed(1))
-        blocks = list(dict.fromkeys((impl["block"], 32, 96)))
-
-        def run(steps):
-            for b in blocks:
-                simt.launch(str(impl["path"]), KERNEL, grid, b, (torch.zeros(()), torch.full((grid,), float("nan")), x, n),
-                            defines={"BLOCK_SIZE": b}, max_lane_steps=steps)
-
-        return cuda_precheck(self, mode, paths, run, f"n = {n}，grid = {grid}，block = {'、'.join(map(str, blocks))}")
 
     def bench(self, impl):
         n = 1 << 26

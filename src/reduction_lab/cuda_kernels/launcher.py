@@ -315,7 +315,7 @@ def _check_cooperative(kernel, name, grid, block, shared_bytes, index) -> None:
     """协作启动的网格必须同时驻留：块数不超过每个 SM 驻留得下的块数 x SM 数，否则驱动拒绝启动。先查好，报出上限。"""
     n = grid[0] * grid[1] * grid[2]
     fit = blocks_per_sm(int(kernel.kernel.ptr), block[0] * block[1] * block[2], int(shared_bytes))
-    sms = torch.cuda.get_device_properties(index).multi_processor_count
+    sms = _sm_count_of(index)
     if n > fit * sms:
         raise ValueError(f"{name} 用了 grid.sync()，要协作启动：网格的 {n} 个线程块必须同时驻留，这块 GPU 上至多 "
                          f"{fit * sms} 个（每个 SM {fit} 个 x {sms} 个 SM）；请减少块数，例如用网格步长循环 "
@@ -348,6 +348,11 @@ def _pointer_value(value):
 def _shared_optin_of(index: int) -> int:
     props = torch.cuda.get_device_properties(index)
     return int(getattr(props, "shared_memory_per_block_optin", 0) or 232448)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count_of(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def _gpu_shared_optin() -> int:

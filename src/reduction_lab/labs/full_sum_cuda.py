@@ -119,6 +119,28 @@ def weights(n: int, grid: int, block: int, mistake: str) -> torch.Tensor:
     raise ValueError(mistake)
 
 
+def stride_hint(xs: torch.Tensor, got: float, tol: float, grid: int, block: int, text: str, first: str, file: str,
+                loop_todo: str) -> Hint | None:
+    """网格步长的三种错误（两个全数组求和实验共用）：没有循环（只加了前 grid x block 个）、步长只用了 blockDim.x、
+    起点少了 blockIdx.x * blockDim.x。``loop_todo`` 是骨架里写循环的那一步。"""
+    n = xs.numel()
+    if n > grid * block and abs(got - float(xs[:grid * block].sum())) <= tol:
+        return Hint("no-grid-stride", f"只加了前 grid x block = {grid * block} 个元素：每个线程只读了一个元素", file,
+                    find_line(text, r"acc\s*\+="), first,
+                    f"{loop_todo}：for (int64_t j = i; j < n; j += stride) acc += in[j];"
+                    "线程块数是固定的，不随 n 增长，剩下的元素靠网格步长循环读完。")
+    checks = [
+        ("block-stride", "步长只用了 blockDim.x：第 b 块从第 b x blockDim.x 个元素一直读到末尾，前面的元素被好几块重复加了",
+         r"stride\s*=", "TODO(1)：stride = (int64_t)gridDim.x * blockDim.x，整个网格的线程数。"),
+        ("no-block-offset", "每个线程块都从同样的位置开始读：起点里少了 blockIdx.x * blockDim.x",
+         r"\bi\s*=", "TODO(1)：i = (int64_t)blockIdx.x * blockDim.x + tid。"),
+    ]
+    for key, cause, where, fix in checks:
+        if grid > 1 and abs(got - float((xs * weights(n, grid, block, key)).sum())) <= tol:
+            return Hint(key, cause, file, find_line(text, where), first, fix)
+    return None
+
+
 class FullSumCuda(Lab):
     name = "full-sum-cuda"
     title = "CUDA C：全数组求和（网格步长与原子加）"
@@ -221,16 +243,10 @@ class FullSumCuda(Lab):
             return Hint("int-acc", "结果是整数：累加用了整数类型，每次加法都把小数部分截掉了", FILE,
                         find_line(text, r"\b(int|long|unsigned|int32_t|int64_t)\s+acc\b") or find_line(text, r"\bacc\s*="),
                         first, "部分和用 float：float acc = 0.0f;")
-        if n > grid * block and same(float(xs[:grid * block].sum())):
-            return Hint("no-grid-stride", f"只加了前 grid x block = {grid * block} 个元素：每个线程只读了一个元素", FILE,
-                        find_line(text, r"acc\s*\+="), first,
-                        "TODO(2)：for (int64_t j = i; j < n; j += stride) acc += in[j];"
-                        "线程块数是固定的，不随 n 增长，剩下的元素靠网格步长循环读完。")
+        h = stride_hint(xs, got, tol, grid, block, text, first, FILE, "TODO(2)")
+        if h is not None:
+            return h
         checks = [
-            ("block-stride", grid > 1, "步长只用了 blockDim.x：第 b 块从第 b x blockDim.x 个元素一直读到末尾，前面的元素被好几块重复加了",
-             r"stride\s*=", "TODO(1)：stride = (int64_t)gridDim.x * blockDim.x，整个网格的线程数。"),
-            ("no-block-offset", grid > 1, "每个线程块都从同样的位置开始读：起点里少了 blockIdx.x * blockDim.x",
-             r"\bi\s*=", "TODO(1)：i = (int64_t)blockIdx.x * blockDim.x + tid。"),
             ("first-block-only", grid > 1, "结果只是第 0 个线程块的和：别的线程块没有加到 out 上",
              r"atomicAdd", "TODO(5)：每个线程块的线程 0 都要 atomicAdd(out, s)，不只是第 0 块（条件是 tid == 0，不是 i == 0）。"),
             ("first-warp-only", block > 32, "结果只是每块第 0 个 warp 的和：其他 warp 写进 warp_sums 的数没有加进来",

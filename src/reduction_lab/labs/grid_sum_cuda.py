@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from .core import time_against
-from .full_sum_cuda import REPEATS, U32, FullSumCuda, sm_count, sum_op, weights
+from .full_sum_cuda import REPEATS, U32, FullSumCuda, sm_count, stride_hint, sum_op
 from .grading import Hint, find_line
 from .hints import cuda_error_hint
 
@@ -153,18 +153,9 @@ class GridSumCuda(FullSumCuda):
             return Hint("partial-bound", f"少加了最后一块的部分和：0 号块只读了 {grid - 1} 个槽位，共有 gridDim.x = {grid} 个",
                         FILE, find_line(text, r"gridDim\.x\s*-\s*1") or find_line(text, r"partial\s*\["), first,
                         "循环条件是 b < gridDim.x（不是 b < gridDim.x - 1）。")
-        if n > grid * block and same(float(xs[:grid * block].sum())):
-            return Hint("no-grid-stride", f"只加了前 grid x block = {grid * block} 个元素：每个线程只读了一个元素", FILE,
-                        find_line(text, r"acc\s*\+="), first, "TODO(1)：for (int64_t j = i; j < n; j += stride) acc += in[j];")
-        checks = [
-            ("block-stride", "步长只用了 blockDim.x：第 b 块从第 b x blockDim.x 个元素一直读到末尾，前面的元素被好几块重复加了",
-             r"stride\s*=", "TODO(1)：stride = (int64_t)gridDim.x * blockDim.x，整个网格的线程数。"),
-            ("no-block-offset", "每个线程块都从同样的位置开始读：起点里少了 blockIdx.x * blockDim.x",
-             r"\bi\s*=", "TODO(1)：i = (int64_t)blockIdx.x * blockDim.x + tid。"),
-        ]
-        for key, cause, where, fix in checks:
-            if grid > 1 and same(float((xs * weights(n, grid, block, key)).sum())):
-                return Hint(key, cause, FILE, find_line(text, where), first, fix)
+        h = stride_hint(xs, got, tol, grid, block, text, first, FILE, "TODO(1)")
+        if h is not None:
+            return h
         return Hint("wrong-sum", "和不对", FILE, None, first,
                     "先在小的用例上对照 torch.sum：检查起点 i、网格步长 stride、partial 的下标 blockIdx.x，"
                     "以及 0 号块读回 partial 的循环。")

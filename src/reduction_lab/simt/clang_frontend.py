@@ -364,32 +364,37 @@ def _sref(base, field, co):
     return c_ast.StructRef(_id(base, co), ".", _id(field, co), co)
 
 
+def _linear(idx, dim, co):
+    """三维编号的线性化 idx.x + idx.y * dim.x + idx.z * dim.x * dim.y（threadIdx / blockDim，或 blockIdx / gridDim）。"""
+    dx, dy = _sref(dim, "x", co), _sref(dim, "y", co)
+    return c_ast.BinaryOp("+", c_ast.BinaryOp("+", _sref(idx, "x", co),
+                                              c_ast.BinaryOp("*", _sref(idx, "y", co), dx, co), co),
+                          c_ast.BinaryOp("*", _sref(idx, "z", co),
+                                         c_ast.BinaryOp("*", _sref(dim, "x", co), dy, co), co), co)
+
+
+def _volume(dim, co):
+    """dim.x * dim.y * dim.z。"""
+    return c_ast.BinaryOp("*", c_ast.BinaryOp("*", _sref(dim, "x", co), _sref(dim, "y", co), co),
+                          _sref(dim, "z", co), co)
+
+
 def _tid(co):
-    """块内线程的线性编号 threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y。"""
-    bx, by = _sref("blockDim", "x", co), _sref("blockDim", "y", co)
-    return c_ast.BinaryOp("+", c_ast.BinaryOp("+", _sref("threadIdx", "x", co),
-                                              c_ast.BinaryOp("*", _sref("threadIdx", "y", co), bx, co), co),
-                          c_ast.BinaryOp("*", _sref("threadIdx", "z", co),
-                                         c_ast.BinaryOp("*", _sref("blockDim", "x", co), by, co), co), co)
+    """块内线程的线性编号。"""
+    return _linear("threadIdx", "blockDim", co)
 
 
 def _nthreads(co):
-    return c_ast.BinaryOp("*", c_ast.BinaryOp("*", _sref("blockDim", "x", co), _sref("blockDim", "y", co), co),
-                          _sref("blockDim", "z", co), co)
+    return _volume("blockDim", co)
 
 
 def _block_rank(co):
-    """块在网格里的线性编号 blockIdx.x + blockIdx.y * gridDim.x + blockIdx.z * gridDim.x * gridDim.y。"""
-    gx, gy = _sref("gridDim", "x", co), _sref("gridDim", "y", co)
-    return c_ast.BinaryOp("+", c_ast.BinaryOp("+", _sref("blockIdx", "x", co),
-                                              c_ast.BinaryOp("*", _sref("blockIdx", "y", co), gx, co), co),
-                          c_ast.BinaryOp("*", _sref("blockIdx", "z", co),
-                                         c_ast.BinaryOp("*", _sref("gridDim", "x", co), gy, co), co), co)
+    """块在网格里的线性编号。"""
+    return _linear("blockIdx", "gridDim", co)
 
 
 def _nblocks(co):
-    return c_ast.BinaryOp("*", c_ast.BinaryOp("*", _sref("gridDim", "x", co), _sref("gridDim", "y", co), co),
-                          _sref("gridDim", "z", co), co)
+    return _volume("gridDim", co)
 
 
 def _cast(type_names, e, co):

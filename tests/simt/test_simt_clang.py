@@ -224,3 +224,21 @@ def test_odd_inputs_of_the_newer_constructs_never_leak_a_python_exception():
         except (simt.SimtError, ValueError) as e:
             assert isinstance(e, simt.SimtError) or " / " in str(e), (src, e)
             assert not _INTERNAL.search(str(e)), (src, e)      # 被包成 UnsupportedError 的内部异常也是缺陷
+
+
+def test_libclang_objects_freed_after_cindex_teardown_print_nothing(monkeypatch):
+    """解释器退出时 clang.cindex 的全局 conf 可能先被清成 None：之后才被回收的 Index / TranslationUnit 不再
+    打印「Exception ignored in __del__」（gpu 模式的 pytest 工作进程退出时见过）。未加保护的 __del__ 这时会抛错。"""
+    import clang.cindex as ci
+
+    from reduction_lab.simt import clang_frontend as cf
+
+    tu = cf.parse_tu("__global__ void k(float *y) { y[0] = 1.0f; }", "k.cu", {})
+    conf = ci.conf
+    monkeypatch.setattr(ci, "conf", None)
+    with pytest.raises(AttributeError):
+        ci.TranslationUnit.__del__.__wrapped__(tu)      # 原来的 __del__：conf 没有了就抛错
+    tu.__del__()                                        # 包过的：跳过，不抛
+    ci.Index.__del__(cf._index_())
+    monkeypatch.setattr(ci, "conf", conf)
+    assert [c.spelling for c in tu.cursor.get_children()][-1] == "k"     # 没有被释放：回收时照常释放一次

@@ -96,6 +96,25 @@ def _index_():
     return _index
 
 
+def _guard_del(cls):
+    """libclang 的 ``Index`` 与 ``TranslationUnit`` 在 ``__del__`` 里经模块全局 ``conf`` 释放；解释器退出时
+    ``clang.cindex`` 的全局可能先被清成 None，还活着的对象（缓存的程序、异常的回溯里留着的）就各打印一段
+    「Exception ignored in __del__」。这时进程正在退出，不释放也无妨：``conf`` 已经没有了就跳过。"""
+    orig, mod = cls.__del__, ci
+
+    def __del__(self):
+        if getattr(mod, "conf", None) is not None:
+            orig(self)
+
+    __del__.__wrapped__ = orig
+    cls.__del__ = __del__
+
+
+for _cls in (ci.Index, ci.TranslationUnit):
+    if not hasattr(_cls.__del__, "__wrapped__"):
+        _guard_del(_cls)
+
+
 def evaluate(c):
     """clang 对常量表达式的求值：int、float 或 None。"""
     r = _lib.clang_Cursor_Evaluate(c)

@@ -111,8 +111,9 @@ def _guard_del(cls):
 
 
 for _cls in (ci.Index, ci.TranslationUnit):
-    if not hasattr(_cls.__del__, "__wrapped__"):
+    if not hasattr(_cls.__del__, "__wrapped__"):      # 模块重新加载时不再包一层
         _guard_del(_cls)
+del _cls
 
 
 def evaluate(c):

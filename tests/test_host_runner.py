@@ -15,6 +15,9 @@ import torch
 
 from reduction_lab import host
 
+#: 同一个工作进程跑完本文件：扩展只编译一次，另一个 pytest-xdist 进程不必等编译的文件锁（约半分钟）
+pytestmark = pytest.mark.xdist_group("host_extension")
+
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, *([ctypes.c_uint] * 7), ctypes.c_void_p,
                           ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
 

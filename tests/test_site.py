@@ -99,6 +99,16 @@ def _page_url_path(page: str) -> str:
     return stem + "/"
 
 
+def test_site_tests_are_one_xdist_group(request):
+    """scripts/test.sh 用 ``--dist loadgroup``：本文件的测试是一组，站点只构建一次、浏览器只启动一次。pytest 9.2.0
+    与 pytest-xdist 3.8.0 一起时分组静默失效（pytest-xdist issue #1386），CI 因此多花半分钟以上；constraints.txt 固定
+    了分组正常的版本。"""
+    if not getattr(request.config.option, "loadgroup", False):      # pytest-xdist 在工作进程里设的选项
+        pytest.skip("不是 pytest-xdist 的 --dist loadgroup 运行：没有分组可查")
+    assert request.node.nodeid.endswith("@site"), (
+        f"{request.node.nodeid} 没有带上 xdist_group 的后缀 @site：pytest {pytest.__version__} 下分组失效")
+
+
 def test_nav_matches_docs(nav_pages):
     """导航列出的每个页面都存在；docs/ 下没有导航之外的页面。
 

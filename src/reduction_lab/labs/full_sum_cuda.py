@@ -221,8 +221,9 @@ class FullSumCuda(Lab):
                     "先在块内归约（TODO(3)、TODO(4)：warp 内洗牌，再经 warp_sums 合并各 warp），"
                     "再只让线程 0 atomicAdd：if (tid == 0) atomicAdd(out, s);")
 
-    def wrong_answer(self, x, got: float, ref: float, tol: float, grid: int, block: int, impl) -> Hint:
-        text = impl["text"]
+    @staticmethod
+    def answer_context(x, got: float, ref: float, tol: float, grid: int, block: int):
+        """wrong_answer 的共同开头：float64 的输入、n、提示的第一行，以及「得数等于 v」的判断。"""
         xs = x.detach().cpu().double()
         n = xs.numel()
         first = f"应为 {ref:.8g}，得到 {got:.8g}（n = {n}，grid = {grid}，block = {block}）"
@@ -230,6 +231,11 @@ class FullSumCuda(Lab):
         def same(v: float) -> bool:
             return abs(got - v) <= tol
 
+        return xs, n, first, same
+
+    def wrong_answer(self, x, got: float, ref: float, tol: float, grid: int, block: int, impl) -> Hint:
+        text = impl["text"]
+        xs, n, first, same = self.answer_context(x, got, ref, tol, grid, block)
         probe = functools.cache(lambda: self.probe_atomics(impl, block))   # 模拟器里数原子操作：至多一次
         if got == 0.0 and ref != 0.0:
             if probe() == 0:

@@ -119,13 +119,7 @@ class GridSumCuda(FullSumCuda):
 
     def wrong_answer(self, x, got: float, ref: float, tol: float, grid: int, block: int, impl) -> Hint:
         text = impl["text"]
-        xs = x.detach().cpu().double()
-        n = xs.numel()
-        first = f"应为 {ref:.8g}，得到 {got:.8g}（n = {n}，grid = {grid}，block = {block}）"
-
-        def same(v: float) -> bool:
-            return abs(got - v) <= tol
-
+        xs, n, first, same = self.answer_context(x, got, ref, tol, grid, block)
         if math.isnan(got):
             return Hint("unwritten-partial", "结果是 NaN：0 号块读到了没写过的 partial 槽位（评分程序在启动前把它填成 NaN）",
                         FILE, find_line(text, r"\+=\s*partial\s*\[") or find_line(text, r"partial\s*\["), first,

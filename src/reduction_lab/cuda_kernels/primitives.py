@@ -229,6 +229,18 @@ def full_sum(x: torch.Tensor, primitive: str = "shfl", block_size: int = 256, bl
 _OPS = ("shfl.sync", "redux.sync", "bar.sync", "ld.shared", "st.shared", "ld.global", "atom")
 
 
+@functools.lru_cache(maxsize=16)
+def _compile_ptx(nvcc: str, path: str, text: str, block_size: int, arch: str) -> str:
+    """nvcc -ptx 编译整个文件；同一份源码（按内容）、同样的参数只编译一次（一个文件里的几个内核共用）。"""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "k.ptx"
+        proc = subprocess.run([nvcc, "-ptx", f"-arch={arch}", f"-DBLOCK_SIZE={block_size}", path, "-o", str(out)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc 编译失败 (nvcc failed):\n{proc.stderr[-3000:]}")
+        return out.read_text()
+
+
 def ptx_counts(source: str, kernel: str, block_size: int = 256, arch: str = "sm_90") -> dict[str, int]:
     """用 nvcc 把 ``source``（本目录下的文件名）编译成 PTX，数 ``kernel`` 里几类指令各有几条：
     shfl.sync、redux.sync、bar.sync（__syncthreads）、ld/st.shared、ld.global、atom。需要 PATH 上的 nvcc。"""
@@ -241,13 +253,7 @@ def ptx_counts(source: str, kernel: str, block_size: int = 256, arch: str = "sm_
     path = KERNEL_DIR / source
     if not path.is_file():
         raise FileNotFoundError(f"找不到 {path} (no such CUDA source)")
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "k.ptx"
-        proc = subprocess.run([nvcc, "-ptx", f"-arch={arch}", f"-DBLOCK_SIZE={B}", str(path), "-o", str(out)],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"nvcc 编译失败 (nvcc failed):\n{proc.stderr[-3000:]}")
-        ptx = out.read_text()
+    ptx = _compile_ptx(nvcc, str(path), path.read_text(encoding="utf-8"), B, arch)
     m = re.search(rf"\.entry\s+{re.escape(kernel)}\s*\(.*?\n}}", ptx, re.S)
     if m is None:
         raise ValueError(f"{source} 的 PTX 里没有内核 {kernel!r} (no kernel {kernel!r} in the PTX)")

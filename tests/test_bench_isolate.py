@@ -83,22 +83,31 @@ def test_failing_children_become_cells(sim_children, monkeypatch):
     monkeypatch.syspath_prepend(str(HERE))
     env = dict(sim_children, **{EXTRA_ENV: "bench_fake_peers"})
     logs: list[str] = []
-    doc = isolate.run_isolated(["softmax"], impls=["torch", "fake_ok", "fake_bad", "fake_crash", "fake_slow"],
-                               env=env, log=logs.append, child_timeout_s=20, **SMALL)
+    # 超时的子进程单独跑一次，时限很短（它在准备时睡 600 s；时限落在导入期间也一样被终止）；
+    # 其余的时限放宽，负载高的机器上导入 torch 也不会误判成超时
+    slow = isolate.run_isolated(["softmax"], impls=["fake_slow"], env=env, log=logs.append, child_timeout_s=3,
+                                **SMALL)
+    assert slow["meta"]["processes"]["fake_slow"]["timed_out"]
+    rec = slow["suites"]["softmax"]
+    # 唯一的子进程出错：没有谁报告过形状，原因记在 process_errors，表格写明，整次运行不算成功
+    assert rec["shapes"] == [] and "超过3 s" in rec["process_errors"]["fake_slow"]
+    assert "超过3 s" in report.render_table(slow, "softmax")
+    assert problems(slow["suites"]) == [("softmax", "float32", None, "fake_slow")]
+    doc = isolate.run_isolated(["softmax"], impls=["torch", "fake_ok", "fake_bad", "fake_crash"],
+                               env=env, log=logs.append, child_timeout_s=120, **SMALL)
     procs = doc["meta"]["processes"]
     assert procs["fake_crash"]["returncode"] == 17
-    assert procs["fake_slow"]["timed_out"] and procs["fake_bad"]["returncode"] == 0
+    assert procs["fake_bad"]["returncode"] == 0 and not any(p["timed_out"] for p in procs.values())
     rec = doc["suites"]["softmax"]
-    assert [i["name"] for i in rec["impls"]] == ["torch", "fake_ok", "fake_bad", "fake_crash", "fake_slow"]
+    assert [i["name"] for i in rec["impls"]] == ["torch", "fake_ok", "fake_bad", "fake_crash"]
     for e in rec["shapes"]:
         r = e["results"]
         assert r["torch"]["status"] == "ok" and r["fake_ok"]["status"] == "ok"
         assert r["fake_bad"]["status"] == "mismatch" and "结果不符" in r["fake_bad"]["error"]
         assert "gbps" not in r["fake_bad"]                      # 不符的不计时
         assert r["fake_crash"]["status"] == "error" and "退出码17" in r["fake_crash"]["error"]
-        assert r["fake_slow"]["status"] == "error" and "超过20 s" in r["fake_slow"]["error"]
     bad = problems(doc["suites"])
-    assert {n for *_, n in bad} == {"fake_bad", "fake_crash", "fake_slow"}
+    assert {n for *_, n in bad} == {"fake_bad", "fake_crash"}
     text = report.render_table(doc, "softmax")
     assert "结果不符" in text and "退出码17" in text and "| 出错 |" in text
     assert any(line.startswith("[fake_bad] 结果不符") for line in logs)

@@ -267,16 +267,21 @@ BAD_STATUSES = ("error", "mismatch")
 
 
 def problems(suites: dict) -> list[tuple]:
-    """运行出错或结果不符的(套件, dtype, 形状, 实现)；被实现拒绝的形状、因时间预算未测的不算。"""
+    """运行出错或结果不符的(套件, dtype, 形状, 实现)；被实现拒绝的形状、因时间预算未测的不算。
+    出错的子进程没有留下任何格子时（例如所有子进程都出错，没有一个报告过形状），记为形状 None 的一项，
+    免得整次运行算作成功。"""
     from .harness import dtype_records
 
     out = []
     for s, rec in suites.items():
         for dt, sub in dtype_records(rec).items():
+            seen = set()
             for e in sub["shapes"]:
                 for n, r in e["results"].items():
                     if r.get("status") in BAD_STATUSES:
                         out.append((s, e.get("dtype", dt), tuple(e["shape"]), n))
+                    seen.add(r.get("process", n))
+            out += [(s, dt, None, g) for g in sub.get("process_errors", {}) if g not in seen]
     return out
 
 

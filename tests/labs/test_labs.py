@@ -832,6 +832,8 @@ def test_cli_list_start_check(tmp_path, capsys):
     assert lab_cli.main(["lab", "check", "reduce-sum-cuda", str(d), "--backend", "triton"]) == 2
     assert "softmax-triton" in capsys.readouterr().err
     assert lab_cli.main(["lab", "check", "no-such-lab"]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-lab" in err and "逐个运行用例" not in err          # 先查名字，再开始评分
     assert lab_cli.main(["lab", "check", "bank-conflicts", str(tmp_path / "empty")]) == 2
     assert "lab start bank-conflicts" in capsys.readouterr().err
 

@@ -59,6 +59,7 @@ def run(args) -> int:
             except ValueError:
                 raise LabError(f"--case 要写成逗号分隔的编号，例如 --case 3,12，得到 {args.case!r} "
                                f"(--case takes comma-separated case numbers)") from None
+        get(args.name)                       # 名字不对时先报错，不打印「评分……」
         print(f"评分 {args.name}：逐个运行用例……", file=sys.stderr, flush=True)
         progress = _Progress(sys.stderr) if sys.stderr.isatty() else None
         try:

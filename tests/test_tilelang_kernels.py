@@ -203,17 +203,37 @@ def test_generated_cuda_compiles(kernel, M, N):
     assert f"{kernel}_kernel_kernel" in ptx
 
 
-@pytest.mark.slow  # 20 多次降级 + nvcc，2 核 CPU 上约 1 分半
 @pytest.mark.skipif(_NO_NVCC, reason="PATH 上没有 nvcc，无法检查生成的 CUDA C 能否编译")
-@pytest.mark.parametrize("kernel", ["reduce_sum", "softmax"])
-@pytest.mark.parametrize("N", [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144])
-def test_generated_cuda_compiles_all_defaults(kernel, N):
-    M = (1 << 26) // N
-    ptx = tk.nvcc_check(tk.cuda_source(kernel, M=M, N=N))
-    assert f"{kernel}_kernel_kernel" in ptx
-    n_split = tk.default_config(kernel, M, N, gpu=True).get("n_split", 1)
-    if n_split > 1:   # 第二阶段：同一内核对 (M, n_split) 的部分和按行求和
-        assert f"{kernel}_kernel_kernel" in tk.nvcc_check(tk.cuda_source(kernel, M=M, N=n_split))
+def test_batched_nvcc_matches_one_by_one():
+    # 几份源码在同一次 nvcc 里编译：第 1 份（改过名、放进命名空间的）内核与单独编译的一样，只有跳转标号的编号
+    # 不同；其中一份编译不过时，报错写明是第几份
+    import re
+
+    srcs = [tk.cuda_source("reduce_sum", M=3, N=96), tk.cuda_source("softmax", M=3, N=96)]
+    labels = lambda p: re.sub(r"\$L__BB\d+_", "$L__BB_", p[p.index(".entry"):]).rstrip()
+    many = tk.nvcc_check_many(srcs)
+    assert "__rl" not in many[0] + many[1] and ".entry reduce_sum_kernel_kernel(" in many[0]
+    assert labels(many[1]) == labels(tk.nvcc_check(srcs[1]))
+    with pytest.raises(RuntimeError, match="第 1 份源码"):
+        tk.nvcc_check_many([srcs[0], srcs[1] + "\nthis_is_not_cuda;\n"])
+    assert tk.nvcc_check_many([]) == []
+
+
+@pytest.mark.slow  # 20 多次降级 + 一次 nvcc（所有源码在同一个翻译单元里，头文件只解析一次）
+@pytest.mark.skipif(_NO_NVCC, reason="PATH 上没有 nvcc，无法检查生成的 CUDA C 能否编译")
+def test_generated_cuda_compiles_all_defaults():
+    # gpu 模式下默认参数可能选到的全部配置：N = 512 ... 262144，M*N = 2^26，含行切分的第二阶段
+    cases = []
+    for kernel in ("reduce_sum", "softmax"):
+        for N in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144):
+            M = (1 << 26) // N
+            cases.append((f"{kernel} {M}x{N}", kernel, M, N))
+            n_split = tk.default_config(kernel, M, N, gpu=True).get("n_split", 1)
+            if n_split > 1:   # 第二阶段：同一内核对 (M, n_split) 的部分和按行求和
+                cases.append((f"{kernel} {M}x{N} 第二阶段", kernel, M, n_split))
+    ptxs = tk.nvcc_check_many([tk.cuda_source(k, M=M, N=N) for _, k, M, N in cases])
+    missing = [name for (name, k, _, _), ptx in zip(cases, ptxs) if f".entry {k}_kernel_kernel(" not in ptx]
+    assert not missing, f"PTX 里没有内核：{missing}"
 
 
 @pytest.mark.skipif(not rl.runtime.is_gpu(), reason="默认参数里的行切分只在 gpu 模式下启用")
@@ -223,13 +243,14 @@ def test_gpu_default_split_path():
     torch.testing.assert_close(tk.reduce_sum(x), _ref_sum(x), atol=1e-2, rtol=1e-5)
 
 
-@pytest.mark.slow  # 14 次降级 + nvcc，2 核 CPU 上约 1 分钟
+@pytest.mark.slow  # 14 次降级 + 一次 nvcc
 @pytest.mark.skipif(_NO_NVCC, reason="PATH 上没有 nvcc，无法检查生成的 CUDA C 能否编译")
-@pytest.mark.parametrize("kernel", ["reduce_sum", "softmax"])
-@pytest.mark.parametrize("M,N", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
-def test_generated_cuda_compiles_small_shapes(kernel, M, N):
+def test_generated_cuda_compiles_small_shapes():
     # 小块时默认参数会减少线程数（最少 32）：这些配置也要能编译
-    assert f"{kernel}_kernel_kernel" in tk.nvcc_check(tk.cuda_source(kernel, M=M, N=N))
+    cases = [(kernel, M, N) for kernel in ("reduce_sum", "softmax") for M, N in SHAPES]
+    ptxs = tk.nvcc_check_many([tk.cuda_source(k, M=M, N=N) for k, M, N in cases])
+    missing = [c for c, ptx in zip(cases, ptxs) if f".entry {c[0]}_kernel_kernel(" not in ptx]
+    assert not missing, f"PTX 里没有内核：{missing}"
 
 
 def test_repeated_calls_use_the_compiled_kernel_and_stay_right():

@@ -887,6 +887,19 @@ def _entries(ptx: str) -> tuple[str, dict[str, str]]:
     return head, out
 
 
+def _nvcc_units(units: list[str], sources: list[str], arch: str, kind: str) -> list[tuple[str, str]]:
+    """逐个单元调用 nvcc；有一个单元编译失败时逐份编译原来的源码，报错写明是第几份（行号也是那份自己的）。"""
+    try:
+        return [_nvcc(unit, arch, kind) for unit in units]
+    except RuntimeError:
+        for k, src in enumerate(sources):
+            try:
+                _nvcc(src, arch, kind)
+            except RuntimeError as e:
+                raise RuntimeError(f"第 {k} 份源码 (source {k}): {e}") from None
+        raise
+
+
 def nvcc_check_many(sources: list[str], arch: str = "sm_90") -> list[str]:
     """与逐份调用 :func:`nvcc_check` 等价，但几份源码在同一次 nvcc 里编译（TileLang 的头文件解析一次，
     每份省下约 2.5 s）。返回每份源码的 PTX：模块开头加上它自己的内核（名字已改回）。一起编译失败时逐份编译，
@@ -894,20 +907,11 @@ def nvcc_check_many(sources: list[str], arch: str = "sm_90") -> list[str]:
     if not sources:
         return []
     units, renames, where = _batch(list(sources))
-    try:
-        found: dict[str, str] = {}
-        heads = []
-        for unit in units:
-            head, entries = _entries(_nvcc(unit, arch, "ptx")[0])
-            heads.append(head)
-            found.update(entries)
-    except RuntimeError:
-        for k, src in enumerate(sources):
-            try:
-                _nvcc(src, arch, "ptx")
-            except RuntimeError as e:
-                raise RuntimeError(f"第 {k} 份源码 (source {k}): {e}") from None
-        raise
+    found: dict[str, str] = {}
+    heads = []
+    for head, entries in (_entries(ptx) for ptx, _ in _nvcc_units(units, sources, arch, "ptx")):
+        heads.append(head)
+        found.update(entries)
     out = []
     for ren, u in zip(renames, where):
         text = heads[u]
@@ -926,16 +930,8 @@ def nvcc_resources_many(sources: list[str], arch: str = "sm_90") -> list:
         return []
     units, renames, _ = _batch(list(sources))
     found = {}
-    try:
-        for unit in units:
-            found.update(parse_ptxas(_nvcc(unit, arch, "cubin")[1]))
-    except RuntimeError:
-        for k, src in enumerate(sources):
-            try:
-                _nvcc(src, arch, "cubin")
-            except RuntimeError as e:
-                raise RuntimeError(f"第 {k} 份源码 (source {k}): {e}") from None
-        raise
+    for _, log in _nvcc_units(units, sources, arch, "cubin"):
+        found.update(parse_ptxas(log))
     out = []
     for k, ren in enumerate(renames):
         got = [dataclasses.replace(found[new], kernel=old) for new, old in ren.items() if new in found]

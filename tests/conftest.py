@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -46,51 +43,36 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("backend", params)
 
 
-def _tilelang_cpu_pch(root: Path) -> str | None:
-    """sim 模式下 TileLang 的 C 目标每个内核调用一次 ``g++ -std=c++17 -fPIC -shared``，生成的源码开头包含
-    ``tl_templates/cpp/common.h``（预处理后约 7 万行），一次编译约 0.9 s，几乎都花在这个头文件上；测试要编译
-    几百个内核。这里把它用同样的选项预编译一次（g++ 的预编译头），再让 TileLang 经一个 ``g++`` 包装编译：
-    包装在最前面加上 ``-I<预编译头的目录>``，g++ 在每个目录里先找 ``common.h.gch``，选项不符时自动忽略它、
-    照常读头文件。编出的代码与不用预编译头相同，一次编译约 0.2 s。返回包装所在的目录（没有用上时 None）。"""
-    from reduction_lab import MODE
-
-    spec = importlib.util.find_spec("tilelang")
-    gxx = shutil.which("g++")
-    if MODE != "sim" or spec is None or gxx is None or os.environ.get("CXX") or os.environ.get("CC"):
-        return None
-    header = Path(spec.submodule_search_locations[0]) / "src" / "tl_templates" / "cpp" / "common.h"
-    if not header.is_file():
-        return None
-    pch = root / "include" / "tl_templates" / "cpp"
-    pch.mkdir(parents=True)
-    r = subprocess.run([gxx, "-std=c++17", "-fPIC", "-x", "c++-header", str(header), "-o", str(pch / "common.h.gch")],
-                       capture_output=True)
-    if r.returncode != 0:
-        return None
-    (root / "bin").mkdir()
-    wrapper = root / "bin" / "g++"
-    wrapper.write_text(f'#!/bin/sh\nexec "{gxx}" -I"{root / "include"}" "$@"\n')
-    wrapper.chmod(0o755)
-    return str(wrapper)
-
-
 def pytest_configure(config):
-    # 只在主进程里做一次：xdist 的各个 worker 与 notebook 的内核继承环境变量 CXX
-    if hasattr(config, "workerinput"):
+    # sim 模式下 TileLang 的 C 目标经预编译头编译（reduction_lab.tilelang_kernels.cpu_pch）：实验的评分只在
+    # 自己的 with 块里这样做，测试还直接编译几百个内核，所以整个测试会话都用它。只在主进程里设置一次：
+    # xdist 的各个 worker 与 notebook 的内核继承环境变量 CXX
+    if hasattr(config, "workerinput") or os.environ.get("CXX") or os.environ.get("CC"):
         return
-    root = Path(tempfile.mkdtemp(prefix="rl-tilelang-pch-"))
-    config._tilelang_pch_dir = root
-    wrapper = _tilelang_cpu_pch(root)
-    if wrapper:
-        os.environ["CXX"] = wrapper
+    from reduction_lab import MODE
+    from reduction_lab.tilelang_kernels.cpu_pch import wrapper
+
+    path = wrapper() if MODE == "sim" else None
+    if path:
+        os.environ["CXX"] = path
+        config._tilelang_cxx = path
 
 
 def pytest_unconfigure(config):
-    root = getattr(config, "_tilelang_pch_dir", None)
-    if root is not None:
-        if os.environ.get("CXX", "").startswith(str(root)):
-            del os.environ["CXX"]
-        shutil.rmtree(root, ignore_errors=True)
+    path = getattr(config, "_tilelang_cxx", None)
+    if path and os.environ.get("CXX") == path:
+        del os.environ["CXX"]
+
+
+def pytest_collection_modifyitems(config, items):
+    # xdist 的 loadgroup 按收集的顺序分配：一个 xdist_group 整组在同一个 worker 上运行。站点测试（严格构建与浏览器，
+    # 2 核机器上 3-4 分钟）与主机扩展的构建排在最前，别的测试由另一个 worker 先跑、之后两边分担；排在最后时
+    # 它们成了一个 worker 独自跑完的尾巴。组内与其余测试的先后不变（sort 是稳定的）
+    def first(item):
+        marker = item.get_closest_marker("xdist_group")
+        return 0 if marker is not None else 1
+
+    items.sort(key=first)
 
 
 _SCRIPTS: dict = {}

@@ -58,7 +58,7 @@ class ReduceSumTileLang(Lab):
             seen.append(out)
             return out
 
-        with quiet_compiler():
+        with quiet_compiler(mode):
             ok, err, note, hint = C.run_row_sum_case(self, impl, case, mode, call)
         if ok and seen and seen[-1].dtype != torch.float32:
             return False, err, "dtype 不对", out_dtype_hint(seen[-1], impl["text"], KERNEL, FILE)

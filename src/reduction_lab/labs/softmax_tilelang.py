@@ -48,7 +48,7 @@ class SoftmaxTileLang(Lab):
         return {"op": module.softmax, "path": paths[FILE], "text": paths[FILE].read_text(encoding="utf-8")}
 
     def run_case(self, impl, case: Case, mode):
-        with quiet_compiler():
+        with quiet_compiler(mode):
             return self._run_case(impl, case, mode)
 
     def _run_case(self, impl, case: Case, mode):

@@ -76,3 +76,38 @@ def test_code_compiled_through_the_wrapper_gives_the_same_answer(tmp_path):
     expected = sum(x[i] for i in range(64))
     assert got[0] == got[1]
     assert abs(got[0] - expected) < 1e-2
+
+
+def test_package_kernels_compile_through_it_in_sim_mode(monkeypatch):
+    """rl.softmax / reduce_sum 的 tilelang backend 第一次遇到一组参数时编译：sim 模式下这次编译在 cpu_compiler 里，
+    CXX 指向包装；之后的调用不再进入它（编译好的内核直接调用）。"""
+    import contextlib
+
+    import torch
+
+    from reduction_lab import MODE
+    from reduction_lab import tilelang_kernels as tk
+
+    seen = []
+
+    @contextlib.contextmanager
+    def spy(enabled=True):
+        with cpu_pch.cpu_compiler(enabled) as path:
+            seen.append((enabled, os.environ.get("CXX")))
+            yield path
+
+    monkeypatch.setattr(tk, "cpu_compiler", spy)
+    x = torch.randn(3, 333, generator=torch.Generator().manual_seed(1)).to(tk.DEVICE)
+    y = tk.reduce_sum(x)
+    torch.testing.assert_close(y.double().cpu(), x.double().sum(1).cpu(), atol=1e-4, rtol=1e-5)
+    p = tk.softmax(x)
+    torch.testing.assert_close(p.double().cpu(), torch.softmax(x.double(), 1).cpu(), atol=1e-6, rtol=1e-5)
+    # gpu 模式下编译经 nvcc（TileLang 把 CXX 交给它作主机编译器）：cpu_compiler 进入了，但什么也不改
+    assert seen and all(enabled == (MODE == "sim") for enabled, _ in seen), seen
+    if MODE == "sim":
+        assert len(seen) == 2, seen
+        # 测试会话已把 CXX 设成包装（tests/conftest.py），或者 cpu_compiler 在块里设置它
+        assert all(cxx and cxx.endswith("/bin/g++") for _, cxx in seen), seen
+        tk.reduce_sum(x)
+        tk.softmax(x)
+        assert len(seen) == 2

@@ -31,6 +31,7 @@ import torch
 
 from ..checks import check_matrix
 from ..runtime import DEVICE, MODE
+from .cpu_pch import cpu_compiler
 
 __all__ = ["reduce_sum", "softmax", "reduce_sum_checked", "softmax_checked", "softmax_backward", "cuda_source", "default_config", "nvcc_check",
            "nvcc_resources", "cluster_seg_len",
@@ -548,7 +549,8 @@ def _run(kernel: str, x: torch.Tensor, cfg: dict, *more: torch.Tensor) -> torch.
         return compiled(x, *more)
     jit = _jit_for(kernel, current_target(x.device))
     kw = dict(cpu=not gpu, dtype=_dtype_name(x.dtype), **cfg)
-    out = jit(x, *more, **kw)
+    with cpu_compiler(not gpu):         # 第一次调用要编译：sim 模式的 C 目标经预编译头（cpu_pch）
+        out = jit(x, *more, **kw)
     compiled = _compiled_kernel(jit, (x, *more), kw)
     if compiled is not None:
         _COMPILED[key] = compiled
@@ -673,7 +675,8 @@ def _run_cached(key, kernel: str, x: torch.Tensor, y: torch.Tensor, stats: torch
         return
     jit = _jit_for(kernel, current_target(x.device))
     kw = kwargs()
-    jit(x, y, stats, **kw)
+    with cpu_compiler(MODE == "sim"):
+        jit(x, y, stats, **kw)
     compiled = _compiled_kernel(jit, (x, y, stats), kw)
     if compiled is not None:
         _SOFTMAX_COMPILED[key] = compiled

@@ -549,7 +549,7 @@ def _run(kernel: str, x: torch.Tensor, cfg: dict, *more: torch.Tensor) -> torch.
         return compiled(x, *more)
     jit = _jit_for(kernel, current_target(x.device))
     kw = dict(cpu=not gpu, dtype=_dtype_name(x.dtype), **cfg)
-    with cpu_compiler(not gpu):         # 第一次调用要编译：sim 模式的 C 目标经预编译头（cpu_pch）
+    with cpu_compiler(MODE == "sim"):   # 第一次调用要编译：sim 模式的 C 目标经预编译头（cpu_pch）
         out = jit(x, *more, **kw)
     compiled = _compiled_kernel(jit, (x, *more), kw)
     if compiled is not None:

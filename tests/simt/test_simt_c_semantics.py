@@ -23,7 +23,8 @@ def _z(n=4, dt=np.float32):
 # ---------------------------------------------------------------- 工作预算
 
 def test_spin_wait_stops_within_seconds_and_names_the_loop():
-    src = ("__global__ void k(volatile int* flag, int* o) {\n"
+    """普通的读（不是 volatile、不是原子操作）上的自旋：自旋检测不看它，工作预算兜底（volatile 的见 test_simt_spin_wait.py）。"""
+    src = ("__global__ void k(int* flag, int* o) {\n"
            "  if (threadIdx.x == 0)\n"
            "    while (flag[0] == 0) { }\n"
            "  o[0] = 1;\n}")

@@ -11,6 +11,7 @@ from .api import MAX_LANE_STEPS, MAX_LOOP_ITERATIONS, MAX_THREADS, kernel_signat
 from .counters import Report
 from .errors import (
     BarrierDivergenceError, CompileError, DeviceAssertError, DsmemExitedBlockError, FrontendMissingError, GlobalMemoryRaceError, LaunchError, LoopLimitError, OutOfBoundsError,
+    SpinWaitError,
     SharedMemoryRaceError, SimtError, SimtRuntimeError, UninitializedReadError, UnsupportedError,
     WarpSyncError,
 )
@@ -19,7 +20,7 @@ from .frontend import parse
 __all__ = [
     "launch", "kernel_signature", "parse", "Report",
     "SimtError", "UnsupportedError", "OutOfBoundsError", "BarrierDivergenceError",
-    "SharedMemoryRaceError", "GlobalMemoryRaceError", "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "LaunchError",
+    "SharedMemoryRaceError", "GlobalMemoryRaceError", "WarpSyncError", "LoopLimitError", "SpinWaitError", "SimtRuntimeError", "LaunchError",
     "UninitializedReadError", "CompileError", "DeviceAssertError", "DsmemExitedBlockError", "FrontendMissingError",
     "MAX_THREADS", "MAX_LOOP_ITERATIONS", "MAX_LANE_STEPS",
 ]

@@ -20,7 +20,7 @@ from . import ctype as T
 from .counters import Report
 from .errors import LaunchError, SimtError, UnsupportedError
 from .frontend import parse
-from .interpreter import Machine, Val
+from .interpreter import Machine, Starved, Val
 from .memory import Buffer, array_arg, scalar_arg, vec_arg
 from .sanitizers import GlobalTracker
 
@@ -129,7 +129,7 @@ def kernel_signature(source, name, defines=None):
 def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
            racecheck=True, initcheck=True, global_racecheck=True, benign_same_value=False, symbols=None,
            max_loop_iterations=MAX_LOOP_ITERATIONS,
-           max_lane_steps=MAX_LANE_STEPS, max_dynamic_shared_bytes=None, arch="sm_90"):
+           max_lane_steps=MAX_LANE_STEPS, max_dynamic_shared_bytes=None, arch="sm_90", schedule="auto"):
     """在 CPU 上模拟一次内核启动，把结果写回传入的数组，返回 Report。
 
     source：C 源码文本或 .cu 文件路径；name：__global__ 函数名；grid/block：整数或
@@ -144,7 +144,13 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
 
     工作预算：``max_lane_steps``（默认 :data:`MAX_LANE_STEPS`）限制整次启动的「活跃线程 x 循环迭代」，
     死循环与自旋等待在几秒内报 :class:`LoopLimitError`，信息里有循环所在的行；``max_loop_iterations``
-    另外限制每个循环的迭代次数（默认不限）。共享内存：``shared_bytes`` 超过 48 KiB 时必须传
+    另外限制每个循环的迭代次数（默认不限）。
+
+    调度（``schedule``）：``"grid"`` 整个网格一起执行（每条语句对全部活跃线程执行一次）；``"blocks"`` 一次一个簇
+    （没有簇时一个线程块），按编号的顺序执行完一个再开始下一个；``"auto"``（默认）先按 ``"grid"`` 执行，一个等内存的
+    循环（volatile 读或原子操作）转了一圈什么都没变、照这样永远等不到时，把传入的数组恢复成启动前的样子，改按
+    ``"blocks"`` 重来（``Report.schedule`` 写明用的是哪一种）。两种都等不到时报 :class:`SpinWaitError`。
+    共享内存：``shared_bytes`` 超过 48 KiB 时必须传
     ``max_dynamic_shared_bytes``（驱动的 opt-in 属性），上限按 ``arch`` 取（默认 sm_90：227 KiB）。
     """
     for flag, fname in ((racecheck, "racecheck"), (initcheck, "initcheck"),
@@ -180,10 +186,72 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             f"内核 {name} 需要 {len(f.params)} 个参数 {[p[0] for p in f.params]}，得到 {len(args)} 个 / "
             f"kernel {name} takes {len(f.params)} arguments, got {len(args)}"
         )
-    rep = Report(kernel=name, grid=grid, block=block, shared_bytes=shared_bytes, cluster=cluster)
-    rep.blocks_launched = grid[0] * grid[1] * grid[2]
-    rep.threads_launched = nthreads
-    rep.warps_launched = rep.blocks_launched * ((tpb + 31) // 32)
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule 应为 {' 或 '.join(map(repr, SCHEDULES))}，得到 {schedule!r} / "
+                         f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    syms = _symbols(prog, symbols)
+
+    def attempt(sched, auto, after_grid=None):
+        rep = Report(kernel=name, grid=grid, block=block, shared_bytes=shared_bytes, cluster=cluster)
+        rep.blocks_launched = grid[0] * grid[1] * grid[2]
+        rep.threads_launched = nthreads
+        rep.warps_launched = rep.blocks_launched * ((tpb + 31) // 32)
+        rep.schedule = sched
+        vals = _arg_values(prog, f, name, args, global_racecheck)
+        m = Machine(prog, name, grid, block, shared_bytes, rep, racecheck, max_loop_iterations,
+                    max_lane_steps=max_lane_steps, initcheck=initcheck, shared_limit=shared_limit,
+                    global_racecheck=global_racecheck, benign_same_value=benign_same_value,
+                    symbols=syms, cluster=cluster, schedule=sched, auto=auto, after_grid=after_grid)
+        saved = _snapshot(vals) if auto else None
+        t0 = time.perf_counter()
+        with np.errstate(all="ignore"):
+            try:
+                m.run(f, vals)
+            except Starved as s:
+                _restore(saved)
+                s.where = (m.line(s.node), *m.where(s.lane))
+                s.printed = bool(rep.printf)
+                raise
+            except (SimtError, MemoryError, RecursionError):
+                raise
+            except Exception as e:      # 子集之外、没有被逐一识别的写法：报告所在的行，不让 Python 异常漏出去
+                ln = m.line(m.cur)
+                err = UnsupportedError(
+                    f"内核 {name} 第 {ln} 行：模拟器无法执行这一行（不在支持的子集内：{type(e).__name__}: {e}）/ "
+                    f"kernel {name}, line {ln}: unsupported construct ({type(e).__name__}: {e})")
+                err.kernel, err.line = name, ln if isinstance(ln, int) else None
+                raise err from e
+        rep.elapsed_s = time.perf_counter() - t0
+        if rep.printf_dropped:
+            print(f"（模拟器：这次启动的 printf 输出超过 {Machine.PRINTF_LIMIT} 字节，后面的 {rep.printf_dropped} 行丢掉了；"
+                  f"GPU 上 printf 的缓冲区默认也是 1 MiB，见 cudaLimitPrintfFifoSize）", flush=True)
+        return rep, m
+
+    if schedule == "auto":
+        try:
+            rep, m = attempt("grid", True)
+        except Starved as first:
+            gline, gb, gt = first.where
+            if first.printed:
+                print(f"（模拟器：整个网格一起执行时第 {gline} 行的循环等不到，改为逐块执行、从头重来；上面的 printf 输出来自"
+                      f"第一次执行）", flush=True)
+            rep, m = attempt("blocks", False, after_grid=first.where)
+            rep.schedule_note = f"整个网格一起执行时，第 {gline} 行的循环等不到（线程块 {gb} 的线程 {gt}）"
+    else:
+        rep, m = attempt(schedule, False)
+    for sname, a in (symbols or {}).items():
+        buf = m.file_bufs.get(sname)
+        if isinstance(a, np.ndarray) and buf is not None and not buf.constant and a.flags.writeable:
+            a.reshape(-1)[:] = buf.data       # __device__ 变量：写回
+    return rep
+
+
+#: launch 的 schedule 可取的值
+SCHEDULES = ("auto", "grid", "blocks")
+
+
+def _arg_values(prog, f, name, args, global_racecheck):
+    """launch 的实参 -> 内核参数的值（指针参数是共享传入数组内存的 Buffer）。"""
     vals = []
     for (pname, t, _), a in zip(f.params, args):
         if t.is_ptr:
@@ -208,33 +276,29 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             vals.append(Val(t, _struct_value(prog, a, pname, t, global_racecheck)))
         else:
             vals.append(Val(t, scalar_arg(a, pname, t)))
-    syms = _symbols(prog, symbols)
-    m = Machine(prog, name, grid, block, shared_bytes, rep, racecheck, max_loop_iterations,
-                max_lane_steps=max_lane_steps, initcheck=initcheck, shared_limit=shared_limit,
-                global_racecheck=global_racecheck, benign_same_value=benign_same_value,
-                symbols=syms, cluster=cluster)
-    t0 = time.perf_counter()
-    with np.errstate(all="ignore"):
-        try:
-            m.run(f, vals)
-        except (SimtError, MemoryError, RecursionError):
-            raise
-        except Exception as e:      # 子集之外、没有被逐一识别的写法：报告所在的行，不让 Python 异常漏出去
-            ln = m.line(m.cur)
-            err = UnsupportedError(
-                f"内核 {name} 第 {ln} 行：模拟器无法执行这一行（不在支持的子集内：{type(e).__name__}: {e}）/ "
-                f"kernel {name}, line {ln}: unsupported construct ({type(e).__name__}: {e})")
-            err.kernel, err.line = name, ln if isinstance(ln, int) else None
-            raise err from e
-    rep.elapsed_s = time.perf_counter() - t0
-    if rep.printf_dropped:
-        print(f"（模拟器：这次启动的 printf 输出超过 {Machine.PRINTF_LIMIT} 字节，后面的 {rep.printf_dropped} 行丢掉了；"
-              f"GPU 上 printf 的缓冲区默认也是 1 MiB，见 cudaLimitPrintfFifoSize）", flush=True)
-    for sname, a in (symbols or {}).items():
-        buf = m.file_bufs.get(sname)
-        if isinstance(a, np.ndarray) and buf is not None and not buf.constant and a.flags.writeable:
-            a.reshape(-1)[:] = buf.data       # __device__ 变量：写回
-    return rep
+    return vals
+
+
+def _snapshot(vals):
+    """schedule="auto"：启动前每个可写的传入数组的副本（换一种调度重来时恢复）。"""
+    out, seen = [], set()
+
+    def visit(v):
+        if isinstance(v, Val):
+            if v.buf is not None and v.buf.kind == "global" and v.buf.data.flags.writeable and id(v.buf.data) not in seen:
+                seen.add(id(v.buf.data))
+                out.append((v.buf.data, v.buf.data.copy()))
+            if isinstance(v.v, tuple):
+                for x in v.v:
+                    visit(x)
+    for v in vals:
+        visit(v)
+    return out
+
+
+def _restore(saved):
+    for arr, copy in saved or ():
+        arr[...] = copy
 
 
 def _struct_value(prog, a, pname, t, global_racecheck):

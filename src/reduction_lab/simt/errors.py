@@ -77,6 +77,14 @@ class LoopLimitError(SimtError):
     循环所在的行 / a loop used up the launch's work budget (lane-steps): endless loop or spin-wait."""
 
 
+class SpinWaitError(LoopLimitError):
+    """一个等内存的循环（volatile 读或原子操作）转了一圈，内存与等待的线程的变量都没有变：在这种调度下永远
+    等不到。``schedule`` 属性是报错时的调度（"grid" 或 "blocks"）/ a spin-wait that can never finish under the
+    simulator's schedule: an iteration changed neither memory nor the waiting threads' variables."""
+
+    schedule = None
+
+
 class SimtRuntimeError(SimtError):
     """其他运行时错误，例如整数除以零 / other runtime errors (integer division by zero)."""
 

@@ -51,7 +51,7 @@ from . import counters as C
 from . import ctype as T
 from .errors import (
     BarrierDivergenceError, CompileError, DeviceAssertError, DsmemExitedBlockError, GlobalMemoryRaceError, LaunchError, LoopLimitError,
-    OutOfBoundsError, SimtRuntimeError,
+    OutOfBoundsError, SimtRuntimeError, SpinWaitError,
     UninitializedReadError, UnsupportedError, WarpSyncError,
 )
 from .frontend import BUILTIN_FUNCS, parse_constant
@@ -103,6 +103,15 @@ class Var:
         self.mem = mem
 
 
+class Starved(Exception):
+    """schedule="auto" 的第一次尝试（整个网格一起执行）里，一个等内存的循环转了一圈什么都没变：api.launch 收到它，
+    把数组恢复成启动前的样子，改为逐块执行重来。不是 SimtError：不会漏到用户那里。"""
+
+    def __init__(self, node, lane, waiting):
+        super().__init__("spin-wait starved under schedule='grid'")
+        self.node, self.lane, self.waiting = node, lane, waiting
+
+
 class _Loop:
     __slots__ = ("brk", "cont")
 
@@ -125,6 +134,22 @@ class Frame:
             if v is not None:
                 return v
         return None
+
+
+def _same_state(a, b):
+    """两次 Machine._frame_state 的结果是否相同（按位比较，NaN 与 NaN 相同）。"""
+    if len(a) != len(b):
+        return False
+    for (ia, ba, va), (ib, bb, vb) in zip(a, b):
+        if ia != ib or ba != bb:
+            return False
+        xs, ys = (va, vb) if isinstance(va, tuple) else ((va,), (vb,))
+        if len(xs) != len(ys):
+            return False
+        for x, y in zip(xs, ys):
+            if x.shape != y.shape or x.dtype != y.dtype or x.tobytes() != y.tobytes():
+                return False
+    return True
 
 
 def _round_half_away(x):
@@ -254,8 +279,19 @@ class Machine:
 
     def __init__(self, prog, kernel, grid, block, shared_bytes, report, racecheck, max_iter,
                  max_lane_steps=None, initcheck=True, shared_limit=232448, global_racecheck=False,
-                 benign_same_value=False, symbols=None, cluster=(1, 1, 1)):
+                 benign_same_value=False, symbols=None, cluster=(1, 1, 1), schedule="grid", auto=False,
+                 after_grid=None):
         self.prog = prog
+        # 调度："grid" 整个网格一起执行；"blocks" 一次一个簇（没有簇时一个线程块），按编号的顺序。auto：这是
+        # schedule="auto" 的第一次尝试，等不到时抛 Starved（api.launch 改用 "blocks" 重来），而不是报错
+        self.schedule = schedule
+        self.auto = auto
+        self.after_grid = after_grid    # schedule="auto" 改为逐块执行时：整网格执行等不到的那一处 (行, 线程块, 线程)
+        # 自旋等待的检测（_loop）：改变了内存的写与原子操作的次数、volatile 读与原子操作的次数；watch > 0 时
+        # 普通的写只在真的改了值时才计入 mutations（正在观察一个像是自旋的循环）
+        self.mutations = 0
+        self.spin_reads = 0
+        self.watch = 0
         self.kernel = kernel
         self.grid = grid
         self.block = block
@@ -514,8 +550,17 @@ class Machine:
 
     def run(self, func, args):
         self.static_shared_check(func)
+        if self.schedule == "blocks":      # 一次一个簇（没有簇时一个线程块），按编号的顺序
+            tpb = self.tpb
+            for members in self.members:
+                idx = (np.sort(members)[:, None] * tpb + np.arange(tpb)).ravel()
+                self._run_lanes(func, args, Lanes(idx, idx.size))
+        else:
+            self._run_lanes(func, args, self.ALL)
+        self.exited_check()
+
+    def _run_lanes(self, func, args, lanes):
         fr = Frame(func)
-        lanes = self.ALL
         for (name, t, _), a in zip(func.params, args):
             if t.is_vec:                 # 按值传递的结构体：每个成员一个寄存器变量
                 var = self.new_var(t)
@@ -524,7 +569,6 @@ class Machine:
             else:
                 fr.scopes[0][name] = Var(t, a.v, a.buf)
         self.ex(func.node.body, lanes, fr)
-        self.exited_check()
 
     def exited_check(self):
         """内核结束时：经分布式共享内存访问过的块，在那次访问之后必须还完成过一次簇屏障等待，
@@ -816,6 +860,8 @@ class Machine:
         exits = []
         cur = lanes
         it = 0
+        spin = None        # 自旋检测：上一个检查点的 (mutations, spin_reads, 线程, 变量的值 或 None)
+        watching = False
         try:
             first = do_first
             while cur.n:
@@ -829,6 +875,22 @@ class Machine:
                         break
                 first = False
                 it += 1
+                # 检查点：上一圈（条件 + 循环体）读过 volatile 或做过原子操作、没有改变任何内存、留在循环里的线程
+                # 不变，并且这些线程的变量也与上一个检查点相同，那么下一圈与这一圈完全一样：这个调度下永远等下去
+                if spin is not None and self.spin_reads != spin[1] and self.mutations == spin[0] and \
+                        spin[2].n == cur.n and (cur.idx is None or np.array_equal(spin[2].idx, cur.idx)):
+                    state = self._frame_state(fr, cur)
+                    if spin[3] is not None and _same_state(state, spin[3]):
+                        self.starved(node, cur)
+                    if not watching:
+                        watching = True
+                        self.watch += 1
+                else:
+                    state = None
+                    if watching:
+                        watching = False
+                        self.watch -= 1
+                spin = (self.mutations, self.spin_reads, cur, state)
                 self.steps += max(cur.n, MIN_STEPS_PER_ITERATION)
                 if self.max_steps is not None and self.steps > self.max_steps:
                     raise self.fail(
@@ -852,7 +914,66 @@ class Machine:
                     self.ev(nxt, cur, fr)
         finally:
             fr.loops.pop()
+            if watching:
+                self.watch -= 1
         return self.union(exits + loop.brk)
+
+    def _frame_state(self, fr, lanes):
+        """这一帧里寄存器变量在这些线程上的值（指针另记它指向的数组）：自旋检测比较前后两圈用。"""
+        out = []
+        for scope in fr.scopes:
+            for var in scope.values():
+                if var.mem:
+                    continue
+                v = self.read_var(var, lanes)
+                out.append((id(var), id(var.buf), np.array(v, copy=True) if not isinstance(v, tuple) else
+                            tuple(np.array(x.v if isinstance(x, Val) else x, copy=True) for x in v)))
+        return out
+
+    def starved(self, node, cur):
+        """一个等内存的循环再也出不来（见 _loop 的检查点）。"""
+        lane = int(self.ids(cur)[0])
+        blocks = np.unique(self.blk[self.ids(cur)])
+        if self.auto:
+            raise Starved(node, lane, blocks)
+        raise self.spin_error(node, lane, blocks, self.schedule, other=self.after_grid)
+
+    def spin_error(self, node, lane, blocks, schedule, other=None):
+        """SpinWaitError：schedule 是这次的调度；other 是 schedule="auto" 时另一种调度的 (行, 线程块, 线程)。"""
+        b, t = self.where(lane)
+        nb = len(blocks)
+        who = "这个线程" + (f"（共有 {nb} 个线程块的线程在这里等）" if nb > 1 else "")
+        who_en = "this thread" + (f" ({nb} blocks wait here)" if nb > 1 else "")
+        zh = (f"{who}在这个循环里等内存里的值（volatile 读或原子操作），可是转了一圈，内存和这些线程的变量都没有变，"
+              f"照这样会永远等下去。")
+        en = (f"{who_en} waits in this loop for a value in memory (volatile load or atomic), but a whole iteration "
+              f"changed neither memory nor these threads' variables: it would wait forever. ")
+        grid_zh = ("整个网格一起执行（schedule=\"grid\"）时，已经离开循环的线程（包括别的线程块）停在循环后面，"
+                   "等循环里的线程都出来才往下走，它们在循环之后才写的值就等不到")
+        grid_en = ("under schedule=\"grid\" (the whole grid in step) threads that left the loop wait after it until "
+                   "every thread has left, so a value they write only after the loop never comes")
+        blocks_zh = ("一块接一块执行（schedule=\"blocks\"，按编号，一次一个簇）时，等的值只能来自编号更小、已经执行完的"
+                     "线程块：编号更大的线程块还没有开始，本块里停在别处的线程也不会再往前走")
+        blocks_en = ("under schedule=\"blocks\" (one block, or cluster, at a time in index order) the value can only "
+                     "come from lower-numbered blocks that already finished: higher-numbered blocks have not started")
+        if schedule == "grid":
+            zh += (grid_zh + "。等的是编号更小的线程块按顺序发布的值（链式的前缀和、按块号轮流累加）时，用 "
+                   "schedule=\"blocks\" 或默认的 schedule=\"auto\"")
+            en += grid_en.capitalize() + ". If the value comes from lower-numbered blocks in order, use \"blocks\" or \"auto\""
+        elif other is None:
+            zh += blocks_zh + "。每一块都要等别的块时（手写的网格屏障），用 schedule=\"grid\" 或默认的 schedule=\"auto\""
+            en += blocks_en.capitalize() + ". If every block waits for every other (a hand-written grid barrier), use \"grid\" or \"auto\""
+        else:
+            ln, ob, ot = other
+            zh += (f"两种调度都试过了：{grid_zh}（线程块 {ob} 的线程 {ot} 停在第 {ln} 行）；{blocks_zh}（就是这里）。"
+                   f"所以要等的值要么没有线程会写，要么来自一个自己也在等本块之后才发布的线程块："
+                   f"GPU 上这样的内核会卡住，或者只在这些块恰好同时驻留、恰好按某种顺序执行时才不卡")
+            en += (f"Both schedules were tried: {grid_en} (thread {ot} of block {ob} stuck at line {ln}); {blocks_en} "
+                   f"(here). So no thread writes the value, or it comes from a block that itself waits for a later one: "
+                   f"on a GPU this kernel hangs, or works only by luck of residency and order")
+        err = self.fail(SpinWaitError, zh, en, node, lane=lane)
+        err.schedule = schedule
+        return err
 
     def s_for(self, node, lanes, fr):
         fr.scopes.append({})
@@ -1730,6 +1851,8 @@ class Machine:
         buf = p.buf
         flat = self._flat(buf, p.v, lanes)
         self._check_read(buf, flat, lanes, node, p.t.vol)
+        if p.t.vol or buf.vol:
+            self.spin_reads += 1
         v = buf.data[flat]
         el = p.t.base
         if buf.elem.dtype != el.dtype:
@@ -1787,6 +1910,13 @@ class Machine:
         else:
             v = T.cast(val.v, buf.elem)
         self._check_write(buf, flat, lanes, node, p.t.vol, v)
+        if not self.watch:
+            self.mutations += 1
+        else:              # 正在观察一个像是自旋的循环：写进同样的值不算改变了内存
+            cur = np.asarray(buf.data[flat])
+            nv = v[-1] if np.ndim(flat) == 0 and np.ndim(v) else v
+            if cur.tobytes() != np.broadcast_to(np.asarray(nv, buf.data.dtype), cur.shape).tobytes():
+                self.mutations += 1
         if np.ndim(flat) == 0:
             if np.ndim(v):
                 v = v[-1]     # 多个线程写同一个地址：编号最大的线程的值留下
@@ -1838,6 +1968,8 @@ class Machine:
         root, cells = self._cells(buf, flat, s)
         for cl in cells:
             self._check_read(root, cl, lanes, node, p.t.vol)
+        if p.t.vol or root.vol:
+            self.spin_reads += 1
         dt = el.dtype if el.is_scalar or el.is_fnptr else np.dtype(np.uint64)
         b = flat * buf.elem.size
         raw = buf.raw
@@ -1874,6 +2006,7 @@ class Machine:
             self._check_write(root, cl, lanes, node, p.t.vol, None)
         b = flat * buf.elem.size
         raw = buf.raw
+        self.mutations += 1
         bytes_ = v.reshape(-1).view(np.uint8)
         if np.ndim(b) == 0:
             raw[int(b):int(b) + s] = bytes_[-s:]      # 多个线程写同一个地址：编号最大的线程的值留下
@@ -2901,6 +3034,7 @@ class Machine:
         不是 GPU 的时钟周期：两次读数之差说明中间做了多少工作，不能换算成时间。"""
         if args:
             raise self.unsupported("clock64 带参数", node)
+        self.mutations += 1          # 读数每次都变：用到它的循环不算「什么都没变」
         return Val(T.LLONG, np.int64(self.steps))
 
     def b___nanosleep(self, node, args, lanes, fr):
@@ -3329,6 +3463,8 @@ class Machine:
         (p,) = self._args(args, 1, node, lanes, fr, name)
         if not p.t.is_ptr:
             raise self.unsupported(f"{name} 的参数不是指针", node)
+        if name in ("__ldcg", "__ldcv"):     # 绕过 L1 的读：轮询别的 SM 写的标志时的写法，自旋检测把它当作 volatile 读
+            self.spin_reads += 1
         return self.load(p, lanes, node)
 
     def _hint_store(self, node, args, lanes, fr, name):
@@ -3392,6 +3528,8 @@ class Machine:
         vs = val[order]
         starts = np.flatnonzero(np.concatenate(([True], fs[1:] != fs[:-1])))
         ends = np.concatenate((starts[1:], [fs.size]))
+        before = data[fs[starts]].tobytes()      # 自旋检测：原子操作真的改了值才算改变了内存
+        self.spin_reads += 1
         old_sorted = np.empty(fs.size, el.dtype)
         if op in ("Add", "Sub") and el.is_int:
             vs2 = vs if op == "Add" else -vs
@@ -3423,6 +3561,8 @@ class Machine:
                     data[a] = np.where(cur == cmp[sel], vs[sel], cur).astype(el.dtype)
                 else:
                     data[a] = vs[sel] if ufunc is None else ufunc(cur, vs[sel]).astype(el.dtype)
+        if data[fs[starts]].tobytes() != before:
+            self.mutations += 1
         old = np.empty(lanes.n, el.dtype)
         old[order] = old_sorted
         return Val(el, old)

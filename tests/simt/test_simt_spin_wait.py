@@ -1,0 +1,284 @@
+"""线程块之间的等待：一个循环等别的线程块写进内存的值（volatile 读或原子操作）。
+
+模拟器默认（schedule="auto"）先让整个网格一起执行；一个等内存的循环转了一圈什么都没变时，把数组恢复成启动前的
+样子，改为一块接一块执行。按块号顺序发布的写法（链式累加、轮流累加）因此能运行；每块都等别的块的写法（手写的
+网格屏障）整网格一起执行就能通过；两种都等不到的，报 SpinWaitError 并指出等待的那一行。"""
+
+from __future__ import annotations
+
+import io
+import contextlib
+
+import numpy as np
+import pytest
+
+from reduction_lab import simt
+
+SRC = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+
+// 块 b 等块 b - 1 发布它的前缀和，再发布自己的
+__global__ void chain(const float* x, float* out, int* flag) {
+    int b = blockIdx.x;
+    if (threadIdx.x == 0) {
+        float prev = 0.0f;
+        if (b > 0) {
+            while (atomicAdd(&flag[b - 1], 0) == 0) { }
+            __threadfence();
+            prev = out[b - 1];
+        }
+        out[b] = prev + x[b];
+        __threadfence();
+        atomicExch(&flag[b], 1);
+    }
+}
+
+// 轮流累加：块 b 等到 turn == b 才把自己的部分和加进 total，结果与按块号顺序的串行求和逐位相同
+__global__ void turns(const float* x, float* total, int* turn, int* started, int n) {
+    __shared__ float s[64];
+    int i = blockIdx.x * 64 + threadIdx.x;
+    if (threadIdx.x == 0) atomicAdd(started, 1);
+    s[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (int k = 32; k > 0; k >>= 1) {
+        if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        while (atomicAdd(turn, 0) != blockIdx.x) { }
+        __threadfence();
+        *total += s[0];
+        __threadfence();
+        atomicExch(turn, blockIdx.x + 1);
+    }
+}
+
+// 线程 0 轮询，经共享内存告诉全块
+__global__ void chain_block_poll(const float* x, float* out, int* flag) {
+    __shared__ int ready;
+    __shared__ float prev;
+    int b = blockIdx.x;
+    if (threadIdx.x == 0) { ready = (b == 0); prev = 0.0f; }
+    __syncthreads();
+    while (true) {
+        int r = ready;
+        __syncthreads();
+        if (r) break;
+        if (threadIdx.x == 0 && atomicAdd(&flag[b - 1], 0) != 0) { __threadfence(); prev = out[b - 1]; ready = 1; }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out[b] = prev + x[b];
+        __threadfence();
+        atomicExch(&flag[b], 1);
+    }
+}
+
+// 手写的网格屏障：每块都等全部的块到达
+__global__ void barrier(float* out, int* count) {
+    if (threadIdx.x == 0) {
+        out[blockIdx.x] = blockIdx.x;
+        __threadfence();
+        atomicAdd(count, 1);
+        while (atomicAdd(count, 0) < gridDim.x) { }
+        __threadfence();
+        float s = 0.0f;
+        for (int i = 0; i < gridDim.x; ++i) s += out[i];
+        out[gridDim.x + blockIdx.x] = s;
+    }
+}
+
+// 等编号更大的块：哪种调度都等不到
+__global__ void wait_later(int* flag) {
+    if (threadIdx.x == 0) {
+        if (blockIdx.x + 1 < gridDim.x)
+            while (atomicAdd(&flag[blockIdx.x + 1], 0) == 0) { }
+        atomicExch(&flag[blockIdx.x], 1);
+    }
+}
+
+// 等不到就放弃：变量在变，不是死等
+__global__ void bounded(int* flag, int* tries_out) {
+    if (threadIdx.x == 0) {
+        int tries = 0;
+        while (atomicAdd(flag, 0) == 0 && tries < 100) tries++;
+        tries_out[blockIdx.x] = tries;
+    }
+}
+
+__global__ void timed(volatile int* flag, long long* waited) {
+    if (threadIdx.x == 0) {
+        long long t0 = clock64();
+        while (flag[0] == 0 && clock64() - t0 < 100000) { }
+        waited[blockIdx.x] = clock64() - t0 >= 100000;
+    }
+}
+
+__global__ void chain_printf(int* flag) {
+    int b = blockIdx.x;
+    if (threadIdx.x == 0) {
+        printf("block %d\n", b);
+        if (b > 0) while (atomicAdd(&flag[b - 1], 0) == 0) { }
+        atomicExch(&flag[b], 1);
+    }
+}
+
+// 两块的簇：簇内经 cluster.sync() 交换，簇之间按簇号链式等待
+__global__ void __cluster_dims__(2, 1, 1) cluster_chain(const float* x, float* out, int* flag) {
+    cg::cluster_group cluster = cg::this_cluster();
+    __shared__ float part;
+    int c = blockIdx.x / 2;
+    if (threadIdx.x == 0) part = x[blockIdx.x];
+    cluster.sync();
+    if (cluster.block_rank() == 0 && threadIdx.x == 0) {
+        float other = *cluster.map_shared_rank(&part, 1);
+        float prev = 0.0f;
+        if (c > 0) {
+            while (atomicAdd(&flag[c - 1], 0) == 0) { }
+            __threadfence();
+            prev = out[c - 1];
+        }
+        out[c] = prev + part + other;
+        __threadfence();
+        atomicExch(&flag[c], 1);
+    }
+    cluster.sync();
+}
+"""
+
+
+def _line(fragment):
+    """SRC 里含 fragment 的那一行的行号（从 1 数起）。"""
+    return next(i for i, ln in enumerate(SRC.splitlines(), 1) if fragment in ln)
+
+
+CHAIN = _line("while (atomicAdd(&flag[b - 1], 0) == 0) { }")
+BARRIER = _line("while (atomicAdd(count, 0) < gridDim.x)")
+LATER = _line("while (atomicAdd(&flag[blockIdx.x + 1], 0) == 0)")
+PRINTF = _line("if (b > 0) while (atomicAdd(&flag[b - 1], 0) == 0)")
+
+
+def _z(n, dt=np.float32):
+    return np.zeros(n, dt)
+
+
+def test_in_order_publication_runs_block_by_block():
+    x = np.arange(1, 9, dtype=np.float32)
+    out, flag = _z(8), _z(8, np.int32)
+    rep = simt.launch(SRC, "chain", 8, 32, (x, out, flag))
+    assert out.tolist() == np.cumsum(x).tolist()
+    assert flag.tolist() == [1] * 8
+    assert rep.schedule == "blocks"
+    assert f"第 {CHAIN} 行" in rep.schedule_note and "线程块 (1,0,0)" in rep.schedule_note
+    assert "调度：逐块执行（一次一个线程块，按编号）" in str(rep)
+    assert rep.atomic_ops == 7 + 8          # 各块等一次（块 0 不等）与发布一次：重来之前的计数不算进来
+    assert "schedule" not in rep.as_dict()
+
+
+def test_explicit_grid_schedule_reports_the_wait_instead_of_burning_the_budget():
+    x = np.ones(8, np.float32)
+    with pytest.raises(simt.SpinWaitError, match=rf"第 {CHAIN} 行.*整个网格一起执行.*schedule=\"blocks\".*line {CHAIN}") as ei:
+        simt.launch(SRC, "chain", 8, 32, (x, _z(8), _z(8, np.int32)), schedule="grid")
+    e = ei.value
+    assert isinstance(e, simt.LoopLimitError)
+    assert (e.schedule, e.line, e.block, e.thread) == ("grid", CHAIN, "(1,0,0)", "(0,0,0)")
+    assert "共有 7 个线程块的线程在这里等" in str(e)
+
+
+def test_arrays_are_restored_before_the_block_by_block_rerun():
+    """第一次（整网格）执行里 started 已经加到 5、块 0 已经加进 total：重来之前恢复，结果只算一次。"""
+    n = 5 * 64 - 7
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(n).astype(np.float32)
+    total, turn, started = _z(1), _z(1, np.int32), _z(1, np.int32)
+    rep = simt.launch(SRC, "turns", 5, 64, (x, total, turn, started, n))
+    assert rep.schedule == "blocks"
+    assert started[0] == 5 and turn[0] == 5
+    # 按块号顺序的串行求和：每块先树形归约，再依次加进 total（float32）
+    parts = [np.float32(0)] * 5
+    for b in range(5):
+        s = np.zeros(64, np.float32)
+        seg = x[b * 64:(b + 1) * 64]
+        s[:seg.size] = seg
+        k = 32
+        while k:
+            s[:k] = s[:k] + s[k:2 * k]
+            k //= 2
+        parts[b] = s[0]
+    want = np.float32(0)
+    for p in parts:
+        want = np.float32(want + p)
+    assert total[0] == want
+
+
+def test_block_polls_through_shared_memory():
+    x = np.arange(1, 7, dtype=np.float32)
+    out = _z(6)
+    rep = simt.launch(SRC, "chain_block_poll", 6, 64, (x, out, _z(6, np.int32)))
+    assert rep.schedule == "blocks"
+    assert out.tolist() == np.cumsum(x).tolist()
+
+
+def test_hand_written_grid_barrier_runs_with_the_whole_grid():
+    out, count = _z(2 * 40), _z(1, np.int32)
+    rep = simt.launch(SRC, "barrier", 40, 32, (out, count))
+    assert rep.schedule == "grid"
+    assert count[0] == 40
+    assert (out[40:] == sum(range(40))).all()
+    with pytest.raises(simt.SpinWaitError, match=rf"第 {BARRIER} 行.*一块接一块执行.*手写的网格屏障") as ei:
+        simt.launch(SRC, "barrier", 40, 32, (_z(80), _z(1, np.int32)), schedule="blocks")
+    assert (ei.value.schedule, ei.value.block) == ("blocks", "(0,0,0)")
+
+
+def test_waiting_for_a_later_block_fails_under_both_schedules():
+    with pytest.raises(simt.SpinWaitError, match=rf"第 {LATER} 行.*两种调度都试过了.*第 {LATER} 行.*GPU 上这样的内核会卡住") as ei:
+        simt.launch(SRC, "wait_later", 4, 32, (_z(4, np.int32),))
+    assert (ei.value.schedule, ei.value.line, ei.value.block) == ("blocks", LATER, "(0,0,0)")
+
+
+@pytest.mark.parametrize("kernel, args", [
+    ("bounded", lambda: (_z(1, np.int32), _z(3, np.int32))),
+    ("timed", lambda: (_z(1, np.int32), _z(3, np.int64))),
+])
+def test_a_wait_that_gives_up_is_not_a_deadlock(kernel, args):
+    a = args()
+    rep = simt.launch(SRC, kernel, 3, 32, a)
+    assert rep.schedule == "grid"
+    assert (a[1] == (100 if kernel == "bounded" else 1)).all()
+
+
+def test_printf_of_the_first_attempt_is_explained():
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rep = simt.launch(SRC, "chain_printf", 3, 32, (_z(3, np.int32),))
+    out = buf.getvalue()
+    assert rep.schedule == "blocks"
+    assert rep.printf == "block 0\nblock 1\nblock 2\n"
+    first, note, second = out.partition(f"（模拟器：整个网格一起执行时第 {PRINTF} 行的循环等不到，改为逐块执行、从头重来；"
+                                        "上面的 printf 输出来自第一次执行）\n")
+    assert note and first == "block 0\nblock 1\nblock 2\n" and second == rep.printf
+
+
+def test_clusters_run_one_at_a_time():
+    x = np.arange(1, 9, dtype=np.float32)
+    out = _z(4)
+    rep = simt.launch(SRC, "cluster_chain", 8, 32, (x, out, _z(4, np.int32)))
+    assert rep.schedule == "blocks"
+    assert "一次一个簇" in str(rep)
+    assert out.tolist() == np.cumsum(x.reshape(4, 2).sum(1)).tolist()
+    assert rep.dsmem_load_elements == 4 and rep.cluster_barriers == 16
+
+
+def test_volatile_spin_with_no_writer_stops_at_once():
+    src = ("__global__ void k(volatile int* flag, int* o) {\n"
+           "  if (threadIdx.x == 0)\n"
+           "    while (flag[0] == 0) { }\n"
+           "  o[0] = 1;\n}")
+    with pytest.raises(simt.SpinWaitError, match=r"第 3 行.*两种调度都试过了"):
+        simt.launch(src, "k", 1, 32, (_z(1, np.int32), _z(1, np.int32)))
+
+
+def test_schedule_is_checked():
+    with pytest.raises(ValueError, match="schedule"):
+        simt.launch(SRC, "chain", 1, 32, (_z(1), _z(1), _z(1, np.int32)), schedule="serial")

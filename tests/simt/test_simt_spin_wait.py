@@ -1,8 +1,9 @@
 """线程块之间的等待：一个循环等别的线程块写进内存的值（volatile 读或原子操作）。
 
 模拟器默认（schedule="auto"）先让整个网格一起执行；一个等内存的循环转了一圈什么都没变时，把数组恢复成启动前的
-样子，改为一块接一块执行。按块号顺序发布的写法（链式累加、轮流累加）因此能运行；每块都等别的块的写法（手写的
-网格屏障）整网格一起执行就能通过；两种都等不到的，报 SpinWaitError 并指出等待的那一行。"""
+样子，改为按编号从大到小一块接一块执行。按票号顺序发布的写法（链式累加、轮流累加）因此能运行；用 blockIdx 代替
+票号的同样写法只在块按编号顺序开始时才对，报 SpinWaitError（order_dependent）；每块都等别的块的写法（手写的网格
+屏障）整网格一起执行就能通过；哪种调度都等不到的，报 SpinWaitError 并指出等待的那一行。"""
 
 from __future__ import annotations
 
@@ -18,8 +19,27 @@ SRC = r"""
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 
-// 块 b 等块 b - 1 发布它的前缀和，再发布自己的
-__global__ void chain(const float* x, float* out, int* flag) {
+// 票号 b 的块等票号 b - 1 的块发布它的前缀和，再发布自己的
+__global__ void chain(const float* x, float* out, int* flag, int* ticket) {
+    __shared__ int my;
+    if (threadIdx.x == 0) my = atomicAdd(ticket, 1);
+    __syncthreads();
+    int b = my;
+    if (threadIdx.x == 0) {
+        float prev = 0.0f;
+        if (b > 0) {
+            while (atomicAdd(&flag[b - 1], 0) == 0) { }
+            __threadfence();
+            prev = out[b - 1];
+        }
+        out[b] = prev + x[b];
+        __threadfence();
+        atomicExch(&flag[b], 1);
+    }
+}
+
+// 同样的链，用 blockIdx 代替票号：只在块按编号顺序开始时才等得到
+__global__ void chain_by_index(const float* x, float* out, int* flag) {
     int b = blockIdx.x;
     if (threadIdx.x == 0) {
         float prev = 0.0f;
@@ -34,11 +54,13 @@ __global__ void chain(const float* x, float* out, int* flag) {
     }
 }
 
-// 轮流累加：块 b 等到 turn == b 才把自己的部分和加进 total，结果与按块号顺序的串行求和逐位相同
-__global__ void turns(const float* x, float* total, int* turn, int* started, int n) {
+// 轮流累加：票号 b 的块等到 turn == b 才把自己那一段的和加进 total，结果与按段的顺序串行求和逐位相同
+__global__ void turns(const float* x, float* total, int* turn, int* ticket, int n) {
     __shared__ float s[64];
-    int i = blockIdx.x * 64 + threadIdx.x;
-    if (threadIdx.x == 0) atomicAdd(started, 1);
+    __shared__ int my;
+    if (threadIdx.x == 0) my = atomicAdd(ticket, 1);
+    __syncthreads();
+    int i = my * 64 + threadIdx.x;
     s[threadIdx.x] = i < n ? x[i] : 0.0f;
     __syncthreads();
     for (int k = 32; k > 0; k >>= 1) {
@@ -46,19 +68,21 @@ __global__ void turns(const float* x, float* total, int* turn, int* started, int
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        while (atomicAdd(turn, 0) != blockIdx.x) { }
+        while (atomicAdd(turn, 0) != my) { }
         __threadfence();
         *total += s[0];
         __threadfence();
-        atomicExch(turn, blockIdx.x + 1);
+        atomicExch(turn, my + 1);
     }
 }
 
 // 线程 0 轮询，经共享内存告诉全块
-__global__ void chain_block_poll(const float* x, float* out, int* flag) {
-    __shared__ int ready;
+__global__ void chain_block_poll(const float* x, float* out, int* flag, int* ticket) {
+    __shared__ int ready, my;
     __shared__ float prev;
-    int b = blockIdx.x;
+    if (threadIdx.x == 0) my = atomicAdd(ticket, 1);
+    __syncthreads();
+    int b = my;
     if (threadIdx.x == 0) { ready = (b == 0); prev = 0.0f; }
     __syncthreads();
     while (true) {
@@ -115,8 +139,11 @@ __global__ void timed(volatile int* flag, long long* waited) {
     }
 }
 
-__global__ void chain_printf(int* flag) {
-    int b = blockIdx.x;
+__global__ void chain_printf(int* flag, int* ticket) {
+    __shared__ int my;
+    if (threadIdx.x == 0) my = atomicAdd(ticket, 1);
+    __syncthreads();
+    int b = my;
     if (threadIdx.x == 0) {
         printf("block %d\n", b);
         if (b > 0) while (atomicAdd(&flag[b - 1], 0) == 0) { }
@@ -125,21 +152,26 @@ __global__ void chain_printf(int* flag) {
 }
 
 // 两块的簇：簇内经 cluster.sync() 交换，簇之间按簇号链式等待
-__global__ void __cluster_dims__(2, 1, 1) cluster_chain(const float* x, float* out, int* flag) {
+__global__ void __cluster_dims__(2, 1, 1) cluster_chain(const float* x, float* out, int* flag, int* ticket) {
     cg::cluster_group cluster = cg::this_cluster();
     __shared__ float part;
+    __shared__ int my;
+    if (cluster.block_rank() == 0 && threadIdx.x == 0) my = atomicAdd(ticket, 1);
     int c = blockIdx.x / 2;
     if (threadIdx.x == 0) part = x[blockIdx.x];
     cluster.sync();
     if (cluster.block_rank() == 0 && threadIdx.x == 0) {
         float other = *cluster.map_shared_rank(&part, 1);
+        c = my;                   // 簇的票号：这个簇处理第 c 对
+        other = x[2 * c + 1];
+        float mine = x[2 * c];
         float prev = 0.0f;
         if (c > 0) {
             while (atomicAdd(&flag[c - 1], 0) == 0) { }
             __threadfence();
             prev = out[c - 1];
         }
-        out[c] = prev + part + other;
+        out[c] = prev + mine + other;
         __threadfence();
         atomicExch(&flag[c], 1);
     }
@@ -154,6 +186,7 @@ def _line(fragment):
 
 
 CHAIN = _line("while (atomicAdd(&flag[b - 1], 0) == 0) { }")
+BY_INDEX = [i for i, ln in enumerate(SRC.splitlines(), 1) if "while (atomicAdd(&flag[b - 1], 0) == 0) { }" in ln][1]
 BARRIER = _line("while (atomicAdd(count, 0) < gridDim.x)")
 LATER = _line("while (atomicAdd(&flag[blockIdx.x + 1], 0) == 0)")
 PRINTF = _line("if (b > 0) while (atomicAdd(&flag[b - 1], 0) == 0)")
@@ -163,23 +196,35 @@ def _z(n, dt=np.float32):
     return np.zeros(n, dt)
 
 
-def test_in_order_publication_runs_block_by_block():
+def test_publication_in_ticket_order_runs_block_by_block():
     x = np.arange(1, 9, dtype=np.float32)
-    out, flag = _z(8), _z(8, np.int32)
-    rep = simt.launch(SRC, "chain", 8, 32, (x, out, flag))
+    out, flag, ticket = _z(8), _z(8, np.int32), _z(1, np.int32)
+    rep = simt.launch(SRC, "chain", 8, 32, (x, out, flag, ticket))
     assert out.tolist() == np.cumsum(x).tolist()
-    assert flag.tolist() == [1] * 8
-    assert rep.schedule == "blocks"
+    assert flag.tolist() == [1] * 8 and ticket[0] == 8
+    assert rep.schedule == "blocks-reversed"
     assert f"第 {CHAIN} 行" in rep.schedule_note and "线程块 (1,0,0)" in rep.schedule_note
-    assert "调度：逐块执行（一次一个线程块，按编号）" in str(rep)
-    assert rep.atomic_ops == 7 + 8          # 各块等一次（块 0 不等）与发布一次：重来之前的计数不算进来
+    assert "调度：逐块执行（一次一个线程块，按编号从大到小）" in str(rep)
+    assert rep.atomic_ops == 8 + 7 + 8      # 领号、等一次（票号 0 不等）、发布：重来之前的计数不算进来
     assert "schedule" not in rep.as_dict()
+
+
+def test_publication_in_block_index_order_depends_on_the_start_order():
+    """用 blockIdx 代替票号：GPU 上通常按编号发出线程块，所以多半看不出来；CUDA 并不保证这个顺序。"""
+    x = np.ones(4, np.float32)
+    with pytest.raises(simt.SpinWaitError, match=rf"第 {BY_INDEX} 行.*按编号从小到大开始执行时才等得到.*票号") as ei:
+        simt.launch(SRC, "chain_by_index", 4, 32, (x, _z(4), _z(4, np.int32)))
+    e = ei.value
+    assert e.order_dependent and (e.schedule, e.block) == ("blocks-reversed", "(3,0,0)")
+    out = _z(4)
+    rep = simt.launch(SRC, "chain_by_index", 4, 32, (x, out, _z(4, np.int32)), schedule="blocks")
+    assert rep.schedule == "blocks" and out.tolist() == [1, 2, 3, 4]
 
 
 def test_explicit_grid_schedule_reports_the_wait_instead_of_burning_the_budget():
     x = np.ones(8, np.float32)
-    with pytest.raises(simt.SpinWaitError, match=rf"第 {CHAIN} 行.*整个网格一起执行.*schedule=\"blocks\".*line {CHAIN}") as ei:
-        simt.launch(SRC, "chain", 8, 32, (x, _z(8), _z(8, np.int32)), schedule="grid")
+    with pytest.raises(simt.SpinWaitError, match=rf"第 {CHAIN} 行.*整个网格一起执行.*schedule=\"auto\".*line {CHAIN}") as ei:
+        simt.launch(SRC, "chain", 8, 32, (x, _z(8), _z(8, np.int32), _z(1, np.int32)), schedule="grid")
     e = ei.value
     assert isinstance(e, simt.LoopLimitError)
     assert (e.schedule, e.line, e.block, e.thread) == ("grid", CHAIN, "(1,0,0)", "(0,0,0)")
@@ -187,14 +232,14 @@ def test_explicit_grid_schedule_reports_the_wait_instead_of_burning_the_budget()
 
 
 def test_arrays_are_restored_before_the_block_by_block_rerun():
-    """第一次（整网格）执行里 started 已经加到 5、块 0 已经加进 total：重来之前恢复，结果只算一次。"""
+    """第一次（整网格）执行里 ticket 已经加到 5、票号 0 已经加进 total：重来之前恢复，结果只算一次。"""
     n = 5 * 64 - 7
     rng = np.random.default_rng(3)
     x = rng.standard_normal(n).astype(np.float32)
-    total, turn, started = _z(1), _z(1, np.int32), _z(1, np.int32)
-    rep = simt.launch(SRC, "turns", 5, 64, (x, total, turn, started, n))
-    assert rep.schedule == "blocks"
-    assert started[0] == 5 and turn[0] == 5
+    total, turn, ticket = _z(1), _z(1, np.int32), _z(1, np.int32)
+    rep = simt.launch(SRC, "turns", 5, 64, (x, total, turn, ticket, n))
+    assert rep.schedule == "blocks-reversed"
+    assert ticket[0] == 5 and turn[0] == 5
     # 按块号顺序的串行求和：每块先树形归约，再依次加进 total（float32）
     parts = [np.float32(0)] * 5
     for b in range(5):
@@ -215,8 +260,8 @@ def test_arrays_are_restored_before_the_block_by_block_rerun():
 def test_block_polls_through_shared_memory():
     x = np.arange(1, 7, dtype=np.float32)
     out = _z(6)
-    rep = simt.launch(SRC, "chain_block_poll", 6, 64, (x, out, _z(6, np.int32)))
-    assert rep.schedule == "blocks"
+    rep = simt.launch(SRC, "chain_block_poll", 6, 64, (x, out, _z(6, np.int32), _z(1, np.int32)))
+    assert rep.schedule == "blocks-reversed"
     assert out.tolist() == np.cumsum(x).tolist()
 
 
@@ -231,10 +276,11 @@ def test_hand_written_grid_barrier_runs_with_the_whole_grid():
     assert (ei.value.schedule, ei.value.block) == ("blocks", "(0,0,0)")
 
 
-def test_waiting_for_a_later_block_fails_under_both_schedules():
-    with pytest.raises(simt.SpinWaitError, match=rf"第 {LATER} 行.*两种调度都试过了.*第 {LATER} 行.*GPU 上这样的内核会卡住") as ei:
+def test_waiting_for_a_later_block_depends_on_the_opposite_order():
+    with pytest.raises(simt.SpinWaitError, match=rf"第 {LATER} 行.*按编号从大到小开始执行时才等得到.*票号") as ei:
         simt.launch(SRC, "wait_later", 4, 32, (_z(4, np.int32),))
-    assert (ei.value.schedule, ei.value.line, ei.value.block) == ("blocks", LATER, "(0,0,0)")
+    e = ei.value
+    assert e.order_dependent and (e.schedule, e.line, e.block) == ("blocks", LATER, "(0,0,0)")
 
 
 @pytest.mark.parametrize("kernel, args", [
@@ -251,20 +297,21 @@ def test_a_wait_that_gives_up_is_not_a_deadlock(kernel, args):
 def test_printf_of_the_first_attempt_is_explained():
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        rep = simt.launch(SRC, "chain_printf", 3, 32, (_z(3, np.int32),))
+        rep = simt.launch(SRC, "chain_printf", 3, 32, (_z(3, np.int32), _z(1, np.int32)))
     out = buf.getvalue()
-    assert rep.schedule == "blocks"
-    assert rep.printf == "block 0\nblock 1\nblock 2\n"
-    first, note, second = out.partition(f"（模拟器：整个网格一起执行时第 {PRINTF} 行的循环等不到，改为逐块执行、从头重来；"
-                                        "上面的 printf 输出来自第一次执行）\n")
-    assert note and first == "block 0\nblock 1\nblock 2\n" and second == rep.printf
+    assert rep.schedule == "blocks-reversed"
+    assert rep.printf == "block 0\nblock 1\nblock 2\n"     # 倒序执行：线程块 2 领到票号 0
+    lines = "block 0\nblock 1\nblock 2\n"
+    assert out == (lines + f"（模拟器：第 {PRINTF} 行的循环在这种调度下等不到，从头重来；上面的 printf 输出来自上一次执行）\n"
+                   + lines + "（模拟器：按编号从小到大执行完了，再按从大到小执行一遍，从头重来；上面的 printf 输出来自上一次执行）\n"
+                   + lines)
 
 
 def test_clusters_run_one_at_a_time():
     x = np.arange(1, 9, dtype=np.float32)
     out = _z(4)
-    rep = simt.launch(SRC, "cluster_chain", 8, 32, (x, out, _z(4, np.int32)))
-    assert rep.schedule == "blocks"
+    rep = simt.launch(SRC, "cluster_chain", 8, 32, (x, out, _z(4, np.int32), _z(1, np.int32)))
+    assert rep.schedule == "blocks-reversed"
     assert "一次一个簇" in str(rep)
     assert out.tolist() == np.cumsum(x.reshape(4, 2).sum(1)).tolist()
     assert rep.dsmem_load_elements == 4 and rep.cluster_barriers == 16
@@ -275,10 +322,10 @@ def test_volatile_spin_with_no_writer_stops_at_once():
            "  if (threadIdx.x == 0)\n"
            "    while (flag[0] == 0) { }\n"
            "  o[0] = 1;\n}")
-    with pytest.raises(simt.SpinWaitError, match=r"第 3 行.*两种调度都试过了"):
+    with pytest.raises(simt.SpinWaitError, match=r"第 3 行.*几种调度都试过了"):
         simt.launch(src, "k", 1, 32, (_z(1, np.int32), _z(1, np.int32)))
 
 
 def test_schedule_is_checked():
     with pytest.raises(ValueError, match="schedule"):
-        simt.launch(SRC, "chain", 1, 32, (_z(1), _z(1), _z(1, np.int32)), schedule="serial")
+        simt.launch(SRC, "chain", 1, 32, (_z(1), _z(1), _z(1, np.int32), _z(1, np.int32)), schedule="serial")

@@ -147,9 +147,11 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
     另外限制每个循环的迭代次数（默认不限）。
 
     调度（``schedule``）：``"grid"`` 整个网格一起执行（每条语句对全部活跃线程执行一次）；``"blocks"`` 一次一个簇
-    （没有簇时一个线程块），按编号的顺序执行完一个再开始下一个；``"auto"``（默认）先按 ``"grid"`` 执行，一个等内存的
-    循环（volatile 读或原子操作）转了一圈什么都没变、照这样永远等不到时，把传入的数组恢复成启动前的样子，改按
-    ``"blocks"`` 重来（``Report.schedule`` 写明用的是哪一种）。两种都等不到时报 :class:`SpinWaitError`。
+    （没有簇时一个线程块），按编号从小到大执行完一个再开始下一个；``"blocks-reversed"`` 同样，按编号从大到小。
+    ``"auto"``（默认）先按 ``"grid"`` 执行；一个等内存的循环（volatile 读或原子操作）转了一圈什么都没变、照这样
+    永远等不到时，把传入的数组恢复成启动前的样子，按 ``"blocks"`` 重来，再恢复、按 ``"blocks-reversed"`` 执行一遍
+    （``Report.schedule`` 与 ``schedule_note`` 写明）。只在一种顺序下等得到，说明内核依赖线程块开始的顺序（CUDA
+    不保证），报 :class:`SpinWaitError` 并建议用票号；哪种都等不到，也报 :class:`SpinWaitError`。
     共享内存：``shared_bytes`` 超过 48 KiB 时必须传
     ``max_dynamic_shared_bytes``（驱动的 opt-in 属性），上限按 ``arch`` 取（默认 sm_90：227 KiB）。
     """
@@ -191,6 +193,8 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
                          f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     syms = _symbols(prog, symbols)
 
+    snapshot = []                  # schedule="auto"：启动前每个可写数组的副本，换一种调度重来之前恢复
+
     def attempt(sched, auto, after_grid=None):
         rep = Report(kernel=name, grid=grid, block=block, shared_bytes=shared_bytes, cluster=cluster)
         rep.blocks_launched = grid[0] * grid[1] * grid[2]
@@ -202,15 +206,17 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
                     max_lane_steps=max_lane_steps, initcheck=initcheck, shared_limit=shared_limit,
                     global_racecheck=global_racecheck, benign_same_value=benign_same_value,
                     symbols=syms, cluster=cluster, schedule=sched, auto=auto, after_grid=after_grid)
-        saved = _snapshot(vals) if auto else None
+        if auto and not snapshot:
+            snapshot.append(_snapshot(vals))
         t0 = time.perf_counter()
         with np.errstate(all="ignore"):
             try:
                 m.run(f, vals)
             except Starved as s:
-                _restore(saved)
+                _restore(snapshot[0])
                 s.where = (m.line(s.node), *m.where(s.lane))
                 s.printed = bool(rep.printf)
+                s.machine = m
                 raise
             except (SimtError, MemoryError, RecursionError):
                 raise
@@ -230,13 +236,28 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
     if schedule == "auto":
         try:
             rep, m = attempt("grid", True)
-        except Starved as first:
-            gline, gb, gt = first.where
-            if first.printed:
-                print(f"（模拟器：整个网格一起执行时第 {gline} 行的循环等不到，改为逐块执行、从头重来；上面的 printf 输出来自"
-                      f"第一次执行）", flush=True)
-            rep, m = attempt("blocks", False, after_grid=first.where)
-            rep.schedule_note = f"整个网格一起执行时，第 {gline} 行的循环等不到（线程块 {gb} 的线程 {gt}）"
+        except Starved as g:
+            _rerun_note(g.printed, g.where[0])
+            try:
+                rep, m = attempt("blocks", True)
+            except Starved as a:
+                _rerun_note(a.printed, a.where[0])
+                try:
+                    attempt("blocks-reversed", True)
+                except Starved as r:        # 哪种调度都等不到
+                    raise a.machine.spin_error(a.node, a.lane, a.waiting, "blocks", other=g.where) from None
+                # 只有按编号从大到小才等得到
+                raise a.machine.spin_error(a.node, a.lane, a.waiting, "order-reversed") from None
+            # 按编号从小到大等得到；再按从大到小执行一遍：只在一种顺序下才等得到的内核依赖线程块开始的顺序
+            _restore(snapshot[0])
+            _rerun_note(bool(rep.printf), None)
+            try:
+                rep, m = attempt("blocks-reversed", True)
+            except Starved as r:
+                raise r.machine.spin_error(r.node, r.lane, r.waiting, "order") from None
+            gline, gb, gt = g.where
+            rep.schedule_note = (f"整个网格一起执行时，第 {gline} 行的循环等不到（线程块 {gb} 的线程 {gt}）；按编号从小到大、"
+                                 f"从大到小各执行了一遍，都等得到，结果与计数来自从大到小的那一遍")
     else:
         rep, m = attempt(schedule, False)
     for sname, a in (symbols or {}).items():
@@ -247,7 +268,15 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
 
 
 #: launch 的 schedule 可取的值
-SCHEDULES = ("auto", "grid", "blocks")
+SCHEDULES = ("auto", "grid", "blocks", "blocks-reversed")
+
+
+def _rerun_note(printed, line):
+    """换一种调度从头重来之前：上一次执行已经印出的 printf 要说明来历。line：等不到的循环的行（None：上一次执行完了，
+    换一种顺序再执行一遍）。"""
+    if printed:
+        why = f"第 {line} 行的循环在这种调度下等不到" if line is not None else "按编号从小到大执行完了，再按从大到小执行一遍"
+        print(f"（模拟器：{why}，从头重来；上面的 printf 输出来自上一次执行）", flush=True)
 
 
 def _arg_values(prog, f, name, args, global_racecheck):

@@ -79,10 +79,12 @@ class LoopLimitError(SimtError):
 
 class SpinWaitError(LoopLimitError):
     """一个等内存的循环（volatile 读或原子操作）转了一圈，内存与等待的线程的变量都没有变：在这种调度下永远
-    等不到。``schedule`` 属性是报错时的调度（"grid" 或 "blocks"）/ a spin-wait that can never finish under the
+    等不到。``schedule`` 属性是报错时的调度（"grid"、"blocks" 或 "blocks-reversed"）/ a spin-wait that can never finish under the
     simulator's schedule: an iteration changed neither memory nor the waiting threads' variables."""
 
     schedule = None
+    #: 倒序逐块执行等不到、正序等得到：内核依赖线程块开始的顺序（CUDA 不保证）
+    order_dependent = False
 
 
 class SimtRuntimeError(SimtError):

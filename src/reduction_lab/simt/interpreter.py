@@ -282,8 +282,9 @@ class Machine:
                  benign_same_value=False, symbols=None, cluster=(1, 1, 1), schedule="grid", auto=False,
                  after_grid=None):
         self.prog = prog
-        # 调度："grid" 整个网格一起执行；"blocks" 一次一个簇（没有簇时一个线程块），按编号的顺序。auto：这是
-        # schedule="auto" 的第一次尝试，等不到时抛 Starved（api.launch 改用 "blocks" 重来），而不是报错
+        # 调度："grid" 整个网格一起执行；"blocks" 一次一个簇（没有簇时一个线程块），按编号从小到大；"blocks-reversed"
+        # 同样一次一个簇，按编号从大到小。auto：schedule="auto" 的一次尝试，等不到时抛 Starved（api.launch 换一种调度
+        # 重来），而不是报错
         self.schedule = schedule
         self.auto = auto
         self.after_grid = after_grid    # schedule="auto" 改为逐块执行时：整网格执行等不到的那一处 (行, 线程块, 线程)
@@ -550,9 +551,10 @@ class Machine:
 
     def run(self, func, args):
         self.static_shared_check(func)
-        if self.schedule == "blocks":      # 一次一个簇（没有簇时一个线程块），按编号的顺序
+        if self.schedule in ("blocks", "blocks-reversed"):   # 一次一个簇（没有簇时一个线程块），按编号的顺序或倒序
             tpb = self.tpb
-            for members in self.members:
+            order = self.members if self.schedule == "blocks" else self.members[::-1]
+            for members in order:
                 idx = (np.sort(members)[:, None] * tpb + np.arange(tpb)).ravel()
                 self._run_lanes(func, args, Lanes(idx, idx.size))
         else:
@@ -939,8 +941,9 @@ class Machine:
         raise self.spin_error(node, lane, blocks, self.schedule, other=self.after_grid)
 
     def spin_error(self, node, lane, blocks, schedule, other=None):
-        """SpinWaitError：schedule 是这次的调度；other 是 schedule="auto" 时另一种调度的 (行, 线程块, 线程)。"""
-        b, t = self.where(lane)
+        """SpinWaitError。schedule：这次的调度；other：schedule="auto" 时整网格执行等不到的那一处 (行, 线程块, 线程)
+        （这时三种调度都等不到）；schedule="order"：按编号倒序逐块执行等不到、正序等得到，"order-reversed" 反过来
+        （都是依赖线程块开始的顺序）。"""
         nb = len(blocks)
         who = "这个线程" + (f"（共有 {nb} 个线程块的线程在这里等）" if nb > 1 else "")
         who_en = "this thread" + (f" ({nb} blocks wait here)" if nb > 1 else "")
@@ -952,27 +955,45 @@ class Machine:
                    "等循环里的线程都出来才往下走，它们在循环之后才写的值就等不到")
         grid_en = ("under schedule=\"grid\" (the whole grid in step) threads that left the loop wait after it until "
                    "every thread has left, so a value they write only after the loop never comes")
-        blocks_zh = ("一块接一块执行（schedule=\"blocks\"，按编号，一次一个簇）时，等的值只能来自编号更小、已经执行完的"
-                     "线程块：编号更大的线程块还没有开始，本块里停在别处的线程也不会再往前走")
-        blocks_en = ("under schedule=\"blocks\" (one block, or cluster, at a time in index order) the value can only "
-                     "come from lower-numbered blocks that already finished: higher-numbered blocks have not started")
-        if schedule == "grid":
-            zh += (grid_zh + "。等的是编号更小的线程块按顺序发布的值（链式的前缀和、按块号轮流累加）时，用 "
-                   "schedule=\"blocks\" 或默认的 schedule=\"auto\"")
-            en += grid_en.capitalize() + ". If the value comes from lower-numbered blocks in order, use \"blocks\" or \"auto\""
+        blocks_zh = ("一块接一块执行（schedule=\"blocks\" 按编号从小到大、\"blocks-reversed\" 从大到小，一次一个簇）时，"
+                     "等的值只能来自已经执行完的线程块：后面的还没有开始，本块里停在别处的线程也不会再往前走")
+        blocks_en = ("under schedule=\"blocks\" / \"blocks-reversed\" (one block, or cluster, at a time in increasing / "
+                     "decreasing index order) the value can only come from blocks that already finished")
+        if schedule in ("order", "order-reversed"):
+            up = schedule == "order"
+            good, bad = ("从小到大", "从大到小") if up else ("从大到小", "从小到大")
+            bad_s = "blocks-reversed" if up else "blocks"
+            zh = (f"{who}在这个循环里等的值，只有线程块按编号{good}开始执行时才等得到：按编号{bad}一块接一块执行"
+                  f"（schedule=\"{bad_s}\"）时，它等的是还没有开始的线程块写的值，照这样会永远等下去。"
+                  f"CUDA 不保证线程块开始的顺序（线程块必须能以任意顺序执行）"
+                  + ("；GPU 通常按编号发出线程块，所以这个错误在 GPU 上多半看不出来，直到别的内核占着 SM、或者块多得不能"
+                     "同时驻留" if up else "") +
+                  f"。改法：每块开始时用 atomicAdd 从全局计数器领一个号（票号），用它代替 blockIdx 决定这一块处理哪一份、"
+                  f"等谁：号比它小的块一定已经开始了。确实要依赖这个顺序时，传 schedule=\"{'blocks' if up else 'blocks-reversed'}\"")
+            en = (f"{who_en} waits for a value that only comes if blocks start in {'increasing' if up else 'decreasing'} "
+                  f"index order: run one at a time in the other order (schedule=\"{bad_s}\") it waits for a block that "
+                  f"has not started. CUDA does not guarantee the order in which blocks start"
+                  + ("; GPUs usually issue them in index order, so this rarely shows on a GPU" if up else "") +
+                  f". Fix: take a ticket (atomicAdd on a global counter) when the block starts and use it instead of "
+                  f"blockIdx: every lower ticket belongs to a block that already started")
+        elif schedule == "grid":
+            zh += (grid_zh + "。等的是编号更小的线程块按顺序发布的值（链式的前缀和、按号轮流累加）时，用默认的 "
+                   "schedule=\"auto\"")
+            en += grid_en.capitalize() + ". If the value comes from earlier blocks in order, use \"auto\""
         elif other is None:
             zh += blocks_zh + "。每一块都要等别的块时（手写的网格屏障），用 schedule=\"grid\" 或默认的 schedule=\"auto\""
             en += blocks_en.capitalize() + ". If every block waits for every other (a hand-written grid barrier), use \"grid\" or \"auto\""
         else:
             ln, ob, ot = other
-            zh += (f"两种调度都试过了：{grid_zh}（线程块 {ob} 的线程 {ot} 停在第 {ln} 行）；{blocks_zh}（就是这里）。"
-                   f"所以要等的值要么没有线程会写，要么来自一个自己也在等本块之后才发布的线程块："
+            zh += (f"几种调度都试过了：{grid_zh}（线程块 {ob} 的线程 {ot} 停在第 {ln} 行）；{blocks_zh}（按编号从小到大时"
+                   f"停在这里，从大到小也等不到）。所以要等的值要么没有线程会写，要么来自一个自己也在等本块之后才发布的线程块："
                    f"GPU 上这样的内核会卡住，或者只在这些块恰好同时驻留、恰好按某种顺序执行时才不卡")
-            en += (f"Both schedules were tried: {grid_en} (thread {ot} of block {ob} stuck at line {ln}); {blocks_en} "
-                   f"(here). So no thread writes the value, or it comes from a block that itself waits for a later one: "
-                   f"on a GPU this kernel hangs, or works only by luck of residency and order")
+            en += (f"Every schedule was tried: {grid_en} (thread {ot} of block {ob} stuck at line {ln}); {blocks_en} "
+                   f"(here, in increasing order). So no thread writes the value, or it comes from a block that itself "
+                   f"waits for a later one: on a GPU this kernel hangs, or works only by luck of residency and order")
         err = self.fail(SpinWaitError, zh, en, node, lane=lane)
-        err.schedule = schedule
+        err.schedule = {"order": "blocks-reversed", "order-reversed": "blocks"}.get(schedule, schedule)
+        err.order_dependent = schedule in ("order", "order-reversed")
         return err
 
     def s_for(self, node, lanes, fr):

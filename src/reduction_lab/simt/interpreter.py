@@ -987,10 +987,14 @@ class Machine:
             ln, ob, ot = other
             zh += (f"几种调度都试过了：{grid_zh}（线程块 {ob} 的线程 {ot} 停在第 {ln} 行）；{blocks_zh}（按编号从小到大时"
                    f"停在这里，从大到小也等不到）。所以要等的值要么没有线程会写，要么来自一个自己也在等本块之后才发布的线程块："
-                   f"GPU 上这样的内核会卡住，或者只在这些块恰好同时驻留、恰好按某种顺序执行时才不卡")
+                   f"GPU 上这样的内核会卡住，或者只在这些块恰好同时驻留、恰好按某种顺序执行时才不卡。还有一种可能：等的是"
+                   f"同一线程块里停在别处的线程（例如一个 warp 等另一个 warp 在它自己的循环之后才写的标志），GPU 上各 warp "
+                   f"各自前进，等得到；模拟器让同一线程块的线程一起前进，不模拟这种等待")
             en += (f"Every schedule was tried: {grid_en} (thread {ot} of block {ob} stuck at line {ln}); {blocks_en} "
                    f"(here, in increasing order). So no thread writes the value, or it comes from a block that itself "
-                   f"waits for a later one: on a GPU this kernel hangs, or works only by luck of residency and order")
+                   f"waits for a later one: on a GPU this kernel hangs, or works only by luck of residency and order. Or "
+                   f"it comes from threads of the same block parked elsewhere (one warp waiting for a flag another warp "
+                   f"writes after its own loop): GPU warps progress independently, the simulator does not model that")
         err = self.fail(SpinWaitError, zh, en, node, lane=lane)
         err.schedule = {"order": "blocks-reversed", "order-reversed": "blocks"}.get(schedule, schedule)
         err.order_dependent = schedule in ("order", "order-reversed")

@@ -23,10 +23,10 @@ def _z(n=4, dt=np.float32):
 # ---------------------------------------------------------------- 工作预算
 
 def test_spin_wait_stops_within_seconds_and_names_the_loop():
-    """普通的读（不是 volatile、不是原子操作）上的自旋：自旋检测不看它，工作预算兜底（volatile 的见 test_simt_spin_wait.py）。"""
+    """每一圈都在变的循环（计数器一直加）停不下来：工作预算兜底。一圈下来什么都不变的，见 test_simt_spin_wait.py。"""
     src = ("__global__ void k(int* flag, int* o) {\n"
-           "  if (threadIdx.x == 0)\n"
-           "    while (flag[0] == 0) { }\n"
+           "  int k = 0; if (threadIdx.x == 0)\n"
+           "    while (flag[0] == 0) { k++; }\n"
            "  o[0] = 1;\n}")
     t0 = time.perf_counter()
     with pytest.raises(simt.LoopLimitError, match=r"第 3 行.*线程步.*line 3.*lane-steps") as ei:

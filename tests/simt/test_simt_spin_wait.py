@@ -329,3 +329,23 @@ def test_volatile_spin_with_no_writer_stops_at_once():
 def test_schedule_is_checked():
     with pytest.raises(ValueError, match="schedule"):
         simt.launch(SRC, "chain", 1, 32, (_z(1), _z(1), _z(1, np.int32), _z(1, np.int32)), schedule="serial")
+
+
+def test_plain_load_spin_is_named_at_once():
+    """普通的读上的自旋：GPU 上编译器可以只读一次，永远等下去；模拟器在第 1025 圈看出什么都没变，不换调度。"""
+    src = ("__global__ void k(int* flag) {\n"
+           "  if (threadIdx.x == 0) {\n"
+           "    if (blockIdx.x > 0) while (flag[blockIdx.x - 1] == 0) { }\n"
+           "    flag[blockIdx.x] = 1;\n  }\n}")
+    with pytest.raises(simt.SpinWaitError, match=r"第 3 行.*1,025 圈.*volatile 读或原子操作.*寄存器") as ei:
+        simt.launch(src, "k", 4, 32, (_z(4, np.int32),), global_racecheck=False)
+    assert ei.value.plain_load and ei.value.schedule == "grid" and not ei.value.order_dependent
+
+
+def test_loop_that_changes_nothing_is_an_endless_loop():
+    src = ("__global__ void k(int* o, int n) {\n"
+           "  int i = 0;\n"
+           "  if (threadIdx.x == 0 && blockIdx.x == 0) while (i < n) { o[0] = 1; }\n}")
+    with pytest.raises(simt.LoopLimitError, match=r"第 3 行.*死循环.*1,025 圈") as ei:
+        simt.launch(src, "k", 2, 32, (_z(1, np.int32), 5))
+    assert type(ei.value) is simt.LoopLimitError

@@ -85,6 +85,8 @@ class SpinWaitError(LoopLimitError):
     schedule = None
     #: 倒序逐块执行等不到、正序等得到：内核依赖线程块开始的顺序（CUDA 不保证）
     order_dependent = False
+    #: 用普通的读（不是 volatile、不是原子操作）等：GPU 上编译器可以把值留在寄存器里
+    plain_load = False
 
 
 class SimtRuntimeError(SimtError):

@@ -233,6 +233,8 @@ _NODE_NAMES = {"InitList": "表达式里的花括号列表（这个位置上还�
 #: 循环每迭代一次至少计这么多「线程步」：解释器每次迭代有固定开销，只剩一个线程在自旋时
 #: 预算也要在几秒内用完
 MIN_STEPS_PER_ITERATION = 1024
+#: 死循环检测从第几圈开始（之后每到 2 的幂的圈数看一次）
+ENDLESS_CHECK_FROM = 1024
 #: 静态共享内存的上限（nvcc / ptxas：每个内核 48 KiB）
 STATIC_SHARED_LIMIT = 48 * 1024
 #: 每个线程局部数组的上限（ptxas：512 KiB 的局部内存）
@@ -292,6 +294,7 @@ class Machine:
         # 普通的写只在真的改了值时才计入 mutations（正在观察一个像是自旋的循环）
         self.mutations = 0
         self.spin_reads = 0
+        self.loads = 0
         self.watch = 0
         self.kernel = kernel
         self.grid = grid
@@ -864,6 +867,7 @@ class Machine:
         it = 0
         spin = None        # 自旋检测：上一个检查点的 (mutations, spin_reads, 线程, 变量的值 或 None)
         watching = False
+        probe = None       # 死循环检测：第 2^k 圈（k >= 10）检查点的 (mutations, loads, 线程, 变量的值)
         try:
             first = do_first
             while cur.n:
@@ -893,6 +897,18 @@ class Machine:
                         watching = False
                         self.watch -= 1
                 spin = (self.mutations, self.spin_reads, cur, state)
+                # 死循环检测（不看读的种类）：第 2^k 圈与下一圈之间什么都没变（内存、线程、变量），它就永远转下去。
+                # 只在 2 的幂的圈数上看一次，正常的长循环几乎不多花时间
+                if probe is not None:
+                    self.watch -= 1
+                    if self.mutations == probe[0] and probe[2].n == cur.n and \
+                            (cur.idx is None or np.array_equal(probe[2].idx, cur.idx)) and \
+                            _same_state(self._frame_state(fr, cur), probe[3]):
+                        self.endless(node, cur, it, self.loads != probe[1])
+                    probe = None
+                if it >= ENDLESS_CHECK_FROM and not it & (it - 1):
+                    probe = (self.mutations, self.loads, cur, self._frame_state(fr, cur))
+                    self.watch += 1       # 这一圈写进同样的值不算改变了内存
                 self.steps += max(cur.n, MIN_STEPS_PER_ITERATION)
                 if self.max_steps is not None and self.steps > self.max_steps:
                     raise self.fail(
@@ -918,6 +934,8 @@ class Machine:
             fr.loops.pop()
             if watching:
                 self.watch -= 1
+            if probe is not None:
+                self.watch -= 1
         return self.union(exits + loop.brk)
 
     def _frame_state(self, fr, lanes):
@@ -931,6 +949,31 @@ class Machine:
                 out.append((id(var), id(var.buf), np.array(v, copy=True) if not isinstance(v, tuple) else
                             tuple(np.array(x.v if isinstance(x, Val) else x, copy=True) for x in v)))
         return out
+
+    def endless(self, node, cur, it, loads):
+        """一个循环转一圈什么都没变，又没有 volatile 读或原子操作（那种由 starved 处理）：死循环，或者用普通的读等
+        别的线程写的值。"""
+        lane = int(self.ids(cur)[0])
+        if loads:
+            zh = (f"这个循环已经转了 {it:,} 圈，最后一圈读了内存，可是内存和还在循环里的 {cur.n:,} 个线程的变量都没有变，"
+                  f"照这样会永远转下去。如果它在等别的线程（或别的线程块）写一个值，要用 volatile 读或原子操作"
+                  f"（atomicAdd(p, 0)、atomicCAS）来读：普通的读，nvcc 可以只读一次、把值留在寄存器里，GPU 上就永远等下去；"
+                  f"别的线程同时在写，这样读也是数据竞争。用了 volatile 或原子操作，模拟器才把它当作线程块之间的等待"
+                  f"（会换一种调度重来）")
+            en = (f"this loop ran {it:,} iterations and its last one read memory, yet neither memory nor the variables of "
+                  f"the {cur.n:,} threads still inside changed: it would run forever. To wait for a value another thread "
+                  f"or block writes, read it with a volatile load or an atomic (atomicAdd(p, 0), atomicCAS): nvcc may "
+                  f"load a plain read once and keep it in a register, so the GPU waits forever")
+        else:
+            zh = (f"死循环：这个循环已经转了 {it:,} 圈，最后一圈里内存和还在循环里的 {cur.n:,} 个线程的变量都没有变，"
+                  f"照这样会永远转下去（检查循环条件里的变量有没有在循环里更新）")
+            en = (f"endless loop: after {it:,} iterations, the last one changed neither memory nor the variables of the "
+                  f"{cur.n:,} threads still inside (is the loop variable updated?)")
+        return_err = self.fail(SpinWaitError if loads else LoopLimitError, zh, en, node, lane=lane)
+        if loads:
+            return_err.schedule = self.schedule
+            return_err.plain_load = True
+        raise return_err
 
     def starved(self, node, cur):
         """一个等内存的循环再也出不来（见 _loop 的检查点）。"""
@@ -1876,6 +1919,7 @@ class Machine:
         buf = p.buf
         flat = self._flat(buf, p.v, lanes)
         self._check_read(buf, flat, lanes, node, p.t.vol)
+        self.loads += 1
         if p.t.vol or buf.vol:
             self.spin_reads += 1
         v = buf.data[flat]
@@ -1993,6 +2037,7 @@ class Machine:
         root, cells = self._cells(buf, flat, s)
         for cl in cells:
             self._check_read(root, cl, lanes, node, p.t.vol)
+        self.loads += 1
         if p.t.vol or root.vol:
             self.spin_reads += 1
         dt = el.dtype if el.is_scalar or el.is_fnptr else np.dtype(np.uint64)

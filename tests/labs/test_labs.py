@@ -36,7 +36,7 @@ def _param(name):
 
 def test_registry_matches_files():
     assert NAMES == ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton", "col-sum-triton", "reduce-sum-cuda", "warp-reduce-cuda",
-                     "vector-loads-cuda", "full-sum-cuda", "grid-sum-cuda", "softmax-cuda",
+                     "vector-loads-cuda", "full-sum-cuda", "grid-sum-cuda", "ordered-sum-cuda", "softmax-cuda",
                      "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang", "softmax-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
@@ -274,6 +274,23 @@ MISTAKES = [
     ("grid-sum-cuda", "block-stride", "int64_t stride = (int64_t)gridDim.x * blockDim.x;",
      "int64_t stride = blockDim.x;", "block-stride", "int64_t stride = blockDim.x;"),
     ("grid-sum-cuda", "no-write", "            *out = t;", "            ;", "not-written", None),
+    # ordered-sum-cuda：线程块之间的等待（模拟器先整网格一起执行，等不到就一块接一块、两个方向各执行一遍）
+    ("ordered-sum-cuda", "block-index", "    int seg = seg_s;", "    int seg = blockIdx.x;", "order-dependent",
+     "int seg = blockIdx.x;"),
+    ("ordered-sum-cuda", "plain-read", "while (atomicAdd(&counters[1], 0) != seg)", "while (counters[1] != seg)",
+     "plain-load", "while (counters[1] != seg)"),
+    ("ordered-sum-cuda", "no-publish", "        atomicExch(&counters[1], seg + 1);\n", "", "spin-wait",
+     "while (atomicAdd(&counters[1], 0) != seg)"),
+    ("ordered-sum-cuda", "wrong-turn", "!= seg) { }", "!= seg + 1) { }", "spin-wait", "!= seg + 1"),
+    ("ordered-sum-cuda", "no-fence", "        *out += s;\n        __threadfence();\n", "        *out += s;\n",
+     "global-race", "*out += s;"),
+    ("ordered-sum-cuda", "atomic-out", "        *out += s;", "        atomicAdd(out, s);", "out-writes",
+     "atomicAdd(out, s);"),
+    ("ordered-sum-cuda", "every-thread-adds", "    if (tid == 0) {\n        while", "    {\n        while",
+     "global-race", "*out += s;"),
+    ("ordered-sum-cuda", "block-stride", "int64_t stride = (int64_t)gridDim.x * blockDim.x;",
+     "int64_t stride = blockDim.x;", "block-stride", "int64_t stride = blockDim.x;"),
+    ("ordered-sum-cuda", "no-add", "        *out += s;", "        ;", "not-written", None),
     # cluster-reduce-cuda：簇屏障与分布式共享内存
     ("cluster-reduce-cuda", "no-first-cluster-sync", "    cluster.sync();\n    if (rank == 0 && tid == 0) {",
      "    if (rank == 0 && tid == 0) {", "cluster-race", "map_shared_rank(&partial, r)"),
@@ -531,7 +548,8 @@ FIX_TEXT = {
     ("bank-conflicts", "read-bound"): "c < cols",
 }
 #: 这些错误让评分在运行用例之前结束（死循环在检查用的小用例上几秒内报出，不在每个用例上跑满预算）
-NOT_RUN = {"endless-loop", "endless-stride", "block-not-multiple-of-32", "cluster-too-large"}
+NOT_RUN = {"endless-loop", "endless-stride", "block-not-multiple-of-32", "cluster-too-large", "block-index", "plain-read",
+           "no-publish", "wrong-turn"}
 
 # 看起来像错误、其实是对的写法：评分必须让它们通过
 # offset 从 1 开始每步翻倍：lane 0 照样得到 32 个数的和（每一步读的都是上一步已经合好的一段），只是加法的顺序不同；
@@ -663,7 +681,9 @@ GPU_HIDDEN = [("warp-reduce-cuda", m) for m in ("mask-excludes-source", "half-ma
              [("full-sum-cuda", m) for m in ("plain-add", "plain-store", "missing-barrier", "barrier-in-branch",
                                              "lanes-beyond-n-warps", "off-by-one", "endless-loop")] + \
              [("cluster-reduce-cuda", m) for m in ("no-first-cluster-sync", "no-final-cluster-sync",
-                                                   "cluster-sync-in-rank0-branch", "rank-past-the-cluster")]
+                                                   "cluster-sync-in-rank0-branch", "rank-past-the-cluster")] + \
+             [("ordered-sum-cuda", m) for m in ("block-index", "plain-read", "no-publish", "wrong-turn", "no-fence",
+                                                "every-thread-adds")]
 
 
 @pytest.mark.parametrize("name,mistake", GPU_HIDDEN, ids=[f"{n}-{m}" for n, m in GPU_HIDDEN])
@@ -682,7 +702,7 @@ def test_gpu_mode_precheck_finds_what_the_gpu_hides(name, mistake, tmp_path):
     assert hints[0].cause.startswith("模拟器检查")
     if m[5] is not None:
         assert m[5] in f.read_text(encoding="utf-8").splitlines()[hints[0].line - 1]
-    if m[4] in ("barrier-divergence", "endless-loop", "warp-sync"):
+    if m[4] in ("barrier-divergence", "endless-loop", "warp-sync", "spin-wait"):
         assert m[4] in core.BLOCKING
 
 
@@ -690,7 +710,7 @@ def test_gpu_mode_precheck_passes_the_solutions(tmp_path):
     from reduction_lab.labs import core
 
     for name in ("reduce-sum-cuda", "warp-reduce-cuda", "full-sum-cuda", "softmax-cuda", "cluster-reduce-cuda",
-                 "bank-conflicts"):
+                 "bank-conflicts", "ordered-sum-cuda"):
         lab = labs.get(name)
         paths = core._learner_paths(lab, copy_solution(name, tmp_path))
         lines, hints = lab.extra_checks(lab.load(paths, "gpu"), "gpu", paths)

@@ -127,6 +127,13 @@ def grid_sum_cases(mode: str) -> list[Case]:
                         Case("原子操作与网格屏障的计数", (5000,), kind="atomics")] + cases[i:]
 
 
+def ordered_sum_cases(mode: str) -> list[Case]:
+    """ordered-sum-cuda：与 grid-sum-cuda 同样的数组、网格与报错约定；「计数」在模拟器里数 ``*out`` 的写（每块一次
+    普通的写）与读的字节数。"""
+    return [Case("*out 的写与访存的计数", c.shape, kind="atomics") if c.kind == "atomics" else c
+            for c in grid_sum_cases(mode)]
+
+
 def softmax_cases(mode: str) -> list[Case]:
     cases = [Case("课程用例", s) for s in SEED_SHAPES]
     cases += [

@@ -9,6 +9,7 @@ from .core import Lab
 from .full_sum_cuda import FullSumCuda
 from .grid_sum_cuda import GridSumCuda
 from .online_softmax import OnlineSoftmax
+from .ordered_sum_cuda import OrderedSumCuda
 from .reduce_sum_cuda import ReduceSumCuda
 from .reduce_sum_tilelang import ReduceSumTileLang
 from .rms_norm_triton import RmsNormTriton
@@ -31,6 +32,7 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in (
     VectorLoadsCuda(),
     FullSumCuda(),
     GridSumCuda(),
+    OrderedSumCuda(),
     SoftmaxCuda(),
     ClusterReduceCuda(),
     BankConflicts(),

@@ -193,8 +193,6 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
                          f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     syms = _symbols(prog, symbols)
 
-    snapshot = []                  # schedule="auto"：启动前每个可写数组的副本，换一种调度重来之前恢复
-
     def attempt(sched, auto, after_grid=None):
         rep = Report(kernel=name, grid=grid, block=block, shared_bytes=shared_bytes, cluster=cluster)
         rep.blocks_launched = grid[0] * grid[1] * grid[2]
@@ -206,14 +204,12 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
                     max_lane_steps=max_lane_steps, initcheck=initcheck, shared_limit=shared_limit,
                     global_racecheck=global_racecheck, benign_same_value=benign_same_value,
                     symbols=syms, cluster=cluster, schedule=sched, auto=auto, after_grid=after_grid)
-        if auto and not snapshot:
-            snapshot.append(_snapshot(vals))
         t0 = time.perf_counter()
         with np.errstate(all="ignore"):
             try:
                 m.run(f, vals)
             except Starved as s:
-                _restore(snapshot[0])
+                m.restore()
                 s.where = (m.line(s.node), *m.where(s.lane))
                 s.printed = bool(rep.printf)
                 s.machine = m
@@ -249,7 +245,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
                 # 只有按编号从大到小才等得到
                 raise a.machine.spin_error(a.node, a.lane, a.waiting, "order-reversed") from None
             # 按编号从小到大等得到；再按从大到小执行一遍：只在一种顺序下才等得到的内核依赖线程块开始的顺序
-            _restore(snapshot[0])
+            m.restore()
             _rerun_note(bool(rep.printf), None)
             try:
                 rep, m = attempt("blocks-reversed", True)
@@ -306,28 +302,6 @@ def _arg_values(prog, f, name, args, global_racecheck):
         else:
             vals.append(Val(t, scalar_arg(a, pname, t)))
     return vals
-
-
-def _snapshot(vals):
-    """schedule="auto"：启动前每个可写的传入数组的副本（换一种调度重来时恢复）。"""
-    out, seen = [], set()
-
-    def visit(v):
-        if isinstance(v, Val):
-            if v.buf is not None and v.buf.kind == "global" and v.buf.data.flags.writeable and id(v.buf.data) not in seen:
-                seen.add(id(v.buf.data))
-                out.append((v.buf.data, v.buf.data.copy()))
-            if isinstance(v.v, tuple):
-                for x in v.v:
-                    visit(x)
-    for v in vals:
-        visit(v)
-    return out
-
-
-def _restore(saved):
-    for arr, copy in saved or ():
-        arr[...] = copy
 
 
 def _struct_value(prog, a, pname, t, global_racecheck):

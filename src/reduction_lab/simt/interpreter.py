@@ -290,6 +290,10 @@ class Machine:
         self.schedule = schedule
         self.auto = auto
         self.after_grid = after_grid    # schedule="auto" 改为逐块执行时：整网格执行等不到的那一处 (行, 线程块, 线程)
+        # schedule="auto"：每块全局内存第一次被写之前的副本 [(数组, 副本)]，按记下的先后；换一种调度重来之前倒着恢复。
+        # 只复制真的被写的数组（指向 const 的大输入不复制）
+        self.saved = [] if auto else None
+        self._saved_ids = set()
         # 自旋等待的检测（_loop）：改变了内存的写与原子操作的次数、volatile 读与原子操作的次数；watch > 0 时
         # 普通的写只在真的改了值时才计入 mutations（正在观察一个像是自旋的循环）
         self.mutations = 0
@@ -1967,6 +1971,22 @@ class Machine:
         if not buf.data.flags.writeable:
             raise self.fail(SimtRuntimeError, f"写入只读数组 {buf.name}（传入的数组不可写）",
                             f"write to read-only array {buf.name}", node, lane=self.ids(lanes)[0])
+        if self.saved is not None and buf.kind == "global":
+            self.save(buf)
+
+    def save(self, buf):
+        """schedule="auto"：这块全局内存第一次被写之前，记下它的内容。"""
+        while buf.parent is not None:
+            buf = buf.parent
+        d = buf.data
+        if id(d) not in self._saved_ids:
+            self._saved_ids.add(id(d))
+            self.saved.append((d, d.copy()))
+
+    def restore(self):
+        """把这次执行写过的全局内存恢复成启动前的样子（倒着恢复：几个参数指向同一块内存时，最早的副本留下）。"""
+        for d, copy in reversed(self.saved or ()):
+            d[...] = copy
 
     def _store(self, p, val, lanes, node):
         buf = p.buf
@@ -3579,6 +3599,8 @@ class Machine:
                 self._note_remote(buf, tgt[rem], own[rem], self.ids(lanes)[rem], node, True)
         if p.t.const or buf.constant:
             raise self.const_write(buf, node)
+        if self.saved is not None and buf.kind == "global":
+            self.save(buf)
         flat = np.broadcast_to(self._flat(buf, p.v, lanes), (lanes.n,))
         if buf.init is not None:
             self.check_init(buf, flat, lanes, node)

@@ -1284,3 +1284,12 @@ def test_find_line_skips_python_docstrings():
             '    for k in T.Serial(n):  # T.Serial\n        pass\n')
     assert find_line(text, r"T\.Serial", lang="py") == 8
     assert find_line("int a; // T.Serial\nT.Serial(x);\n", r"T\.Serial") == 2
+
+
+def test_ordered_sum_wait_that_cannot_finish_is_not_called_a_budget_overrun(tmp_path):
+    """等不到的循环（SpinWaitError）不是工作预算用完：结论行说「等不到」，不附预算的说明，也不提学习者传不了的 schedule。"""
+    dest, _ = edited_solution("ordered-sum-cuda", tmp_path, [("    int seg = seg_s;", "    int seg = blockIdx.x;")],
+                              "block-index")
+    report = labs.check("ordered-sum-cuda", dest, bench=False).report()
+    assert "循环里等的值等不到，用例没有运行" in report
+    assert "工作预算" not in report and "schedule=" not in report

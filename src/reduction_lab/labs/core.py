@@ -334,6 +334,8 @@ def cuda_precheck(lab, mode, paths, run, label):
     except simt.LoopLimitError as exc:
         h = lab.on_error(None, exc, paths)
         h.cause = f"模拟器检查（{label}）：" + h.cause
+        if isinstance(exc, simt.SpinWaitError):       # 等不到：一圈下来什么都没变，不是预算用完
+            return [f"模拟器检查（{label}）：循环里等的值等不到，用例没有运行。", ""], [h]
         h.detail = (h.detail + "\n" if h.detail else "") + \
             f"（检查用的工作预算是 {PROBE_LANE_STEPS:,} 个线程步：这个小用例上正确的内核远用不到这么多。）"
         return [f"模拟器检查（{label}）：循环停不下来，用例没有运行。", ""], [h]

@@ -84,7 +84,7 @@ _DTYPES = {
     "uint64_t": np.uint64, "uint": np.uint32, "float": np.float32, "double": np.float64,
 }
 _SANITIZER = ("OutOfBoundsError", "BarrierDivergenceError", "SharedMemoryRaceError", "GlobalMemoryRaceError",
-              "WarpSyncError", "LoopLimitError", "SimtRuntimeError", "UninitializedReadError",
+              "WarpSyncError", "LoopLimitError", "SpinWaitError", "SimtRuntimeError", "UninitializedReadError",
               "DeviceAssertError")
 
 

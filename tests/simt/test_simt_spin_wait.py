@@ -393,3 +393,23 @@ def test_inputs_that_are_never_written_are_not_copied():
     grown = _rss_mib() - before
     assert rep.schedule == "blocks-reversed" and out.tolist() == np.cumsum(x).tolist()
     assert grown < 256, f"常驻内存多了 {grown} MiB"
+
+
+def test_grid_sync_together_with_a_wait_between_blocks_is_refused_by_name():
+    src = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void k(int* flag, int* ticket) {
+    cg::grid_group grid = cg::this_grid();
+    __shared__ int s;
+    if (threadIdx.x == 0) s = atomicAdd(ticket, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        if (s > 0) while (atomicAdd(&flag[s - 1], 0) == 0) { }
+        atomicExch(&flag[s], 1);
+    }
+    grid.sync();
+}
+"""
+    with pytest.raises(simt.UnsupportedError, match=r"第 13 行.*grid.sync\(\) 与一块接一块的执行"):
+        simt.launch(src, "k", 3, 32, (_z(3, np.int32), _z(1, np.int32)))

@@ -143,7 +143,8 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
     因为 CUDA 内存模型里这仍是数据竞争，只是常见的惯用写法）。
 
     工作预算：``max_lane_steps``（默认 :data:`MAX_LANE_STEPS`）限制整次启动的「活跃线程 x 循环迭代」，
-    死循环与自旋等待在几秒内报 :class:`LoopLimitError`，信息里有循环所在的行；``max_loop_iterations``
+    死循环与自旋等待在几秒内报 :class:`LoopLimitError`，信息里有循环所在的行（一圈下来内存与变量都没变的循环，
+    转到第 1024 圈之后就报，见 :class:`SpinWaitError`）；``max_loop_iterations``
     另外限制每个循环的迭代次数（默认不限）。
 
     调度（``schedule``）：``"grid"`` 整个网格一起执行（每条语句对全部活跃线程执行一次）；``"blocks"`` 一次一个簇

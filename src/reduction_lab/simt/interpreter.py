@@ -2651,6 +2651,9 @@ class Machine:
         模拟器把每次启动都当作协作启动：真实 GPU 上要用 cudaLaunchCooperativeKernel，网格不能大于同时驻留的块数。"""
         if lanes.n == 0:
             return Val(T.VOID, np.int32(0))
+        if self.schedule != "grid":
+            raise self.unsupported("grid.sync() 与一块接一块的执行：内核里另有一个循环在等别的线程块，整个网格一起执行时"
+                                   "等不到，而逐块执行时网格屏障又等不到别的块（模拟器不同时模拟这两种等待）", node)
         self._coresident(node)
         total = self.nblocks * self.tpb
         if lanes.idx is not None and lanes.n != total:

@@ -1293,3 +1293,18 @@ def test_ordered_sum_wait_that_cannot_finish_is_not_called_a_budget_overrun(tmp_
     report = labs.check("ordered-sum-cuda", dest, bench=False).report()
     assert "循环里等的值等不到，用例没有运行" in report
     assert "工作预算" not in report and "确实要依赖这个顺序时" not in report
+
+
+def test_repeat_results_counts_distinct_sums():
+    """三个全数组求和实验在 gpu 模式下数「运行 20 次得到几种结果」用的函数：在 CPU 上也能检查它的计法。"""
+    from reduction_lab.labs.full_sum_cuda import REPEATS, repeat_results
+
+    x = torch.arange(10, dtype=torch.float32)
+    calls = []
+
+    def op(t):
+        calls.append(1)
+        return t.sum() + (len(calls) % 2) * 0.5      # 交替得到两种结果
+
+    distinct, ref = repeat_results(op, x)
+    assert len(calls) == REPEATS and distinct == [45.0, 45.5] and ref == 45.0

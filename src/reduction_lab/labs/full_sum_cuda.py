@@ -94,6 +94,15 @@ def sum_op(path: Path, kernel: str, mode: str, block: int, grid: int | None, gri
     return op
 
 
+def repeat_results(op, x: torch.Tensor) -> tuple[list[float], float]:
+    """确定性的检查（三个全数组求和实验共用）：同一个输入运行 :data:`REPEATS` 次，返回得到的不同结果（从小到大）
+    与 float64 的参考值。"""
+    values = [float(op(x)) for _ in range(REPEATS)]
+    if x.is_cuda:
+        torch.cuda.synchronize()
+    return sorted(set(values)), float(x.double().sum())
+
+
 def chain(n: int, grid: int, block: int) -> int:
     """一个结果经过的最长加法链：每个线程的网格步长循环、两级各 5 步洗牌、最多 ``grid`` 次原子加。"""
     return -(-n // (grid * block)) + 10 + grid
@@ -315,12 +324,7 @@ class FullSumCuda(Lab):
         calls = {"你的内核": lambda: op(x, out=out), "torch.sum": lambda: torch.sum(x, dim=0, out=out)}
         method, rows = time_against(calls, 4 * n + 4, x, f"n = 2^26 float32，block = {impl['block']}，"
                                                         f"grid = {grid_for(n, impl['block'], 'gpu')}，你的内核含把 out 清零的一次启动")
-        values = []
-        for _ in range(REPEATS):
-            values.append(float(op(x)))
-        torch.cuda.synchronize()
-        distinct = sorted(set(values))
-        ref = float(x.double().sum())
+        distinct, ref = repeat_results(op, x)
         spread = f"，最小 {distinct[0]:.9g}、最大 {distinct[-1]:.9g}，float64 参考 {ref:.9g}" if len(distinct) > 1 else \
             f"：{distinct[0]:.9g}，float64 参考 {ref:.9g}"
         note = (f"{method} 确定性：同一个输入运行 {REPEATS} 次，得到 {len(distinct)} 种不同的结果{spread}"

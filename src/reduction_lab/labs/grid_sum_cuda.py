@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from .core import time_against
-from .full_sum_cuda import REPEATS, U32, FullSumCuda, sm_count, stride_hint, sum_op
+from .full_sum_cuda import REPEATS, U32, FullSumCuda, repeat_results, sm_count, stride_hint, sum_op
 from .grading import Hint, find_line
 from .hints import cuda_error_hint
 
@@ -166,10 +166,7 @@ class GridSumCuda(FullSumCuda):
         method, rows = time_against(calls, 4 * n + 4, x, f"n = 2^26 float32，block = {impl['block']}，"
                                                         f"grid = {grid_for(n, impl['block'], 'gpu')}（协作启动），"
                                                         f"你的内核含把 partial 填成 NaN 的一次启动")
-        values = [float(op(x)) for _ in range(REPEATS)]
-        torch.cuda.synchronize()
-        distinct = sorted(set(values))
-        ref = float(x.double().sum())
+        distinct, ref = repeat_results(op, x)
         note = (f"{method} 确定性：同一个输入运行 {REPEATS} 次，得到 {len(distinct)} 种不同的结果（{distinct[0]:.9g}"
                 f"{'' if len(distinct) == 1 else f' … {distinct[-1]:.9g}'}），float64 参考 {ref:.9g}"
                 f"（各块的部分和按固定的顺序合并；「全数组求和」实验用原子加，讲义「数值与确定性」）。")

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from .core import time_against
-from .full_sum_cuda import REPEATS, U32, stride_hint, sum_op
+from .full_sum_cuda import REPEATS, U32, repeat_results, stride_hint, sum_op
 from .grading import Hint, error_line, find_line, zh_part
 from .grid_sum_cuda import GridSumCuda, grid_for
 from .hints import cuda_error_hint
@@ -147,10 +147,7 @@ class OrderedSumCuda(GridSumCuda):
         method, rows = time_against(calls, 4 * n + 4, x, f"n = 2^26 float32，block = {impl['block']}，"
                                                         f"grid = {grid_for(n, impl['block'], 'gpu')}，"
                                                         f"你的内核含把 counters 清零的一次启动")
-        values = [float(op(x)) for _ in range(REPEATS)]
-        torch.cuda.synchronize()
-        distinct = sorted(set(values))
-        ref = float(x.double().sum())
+        distinct, ref = repeat_results(op, x)
         note = (f"{method} 确定性：同一个输入运行 {REPEATS} 次，得到 {len(distinct)} 种不同的结果（{distinct[0]:.9g}"
                 f"{'' if len(distinct) == 1 else f' … {distinct[-1]:.9g}'}），float64 参考 {ref:.9g}"
                 f"（各段按票号的顺序轮流累加；讲义「CUDA C 模拟器」的「线程块之间的等待」）。")

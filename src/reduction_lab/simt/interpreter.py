@@ -136,6 +136,11 @@ class Frame:
         return None
 
 
+def _same_lanes(a, b):
+    """两个线程集合是否相同（Lanes：idx 为 None 表示全部线程）。"""
+    return a.n == b.n and (a.idx is None or b.idx is None or np.array_equal(a.idx, b.idx))
+
+
 def _same_state(a, b):
     """两次 Machine._frame_state 的结果是否相同（按位比较，NaN 与 NaN 相同）。"""
     if len(a) != len(b):
@@ -888,7 +893,7 @@ class Machine:
                 # 检查点：上一圈（条件 + 循环体）读过 volatile 或做过原子操作、没有改变任何内存、留在循环里的线程
                 # 不变，并且这些线程的变量也与上一个检查点相同，那么下一圈与这一圈完全一样：这个调度下永远等下去
                 if spin is not None and self.spin_reads != spin[1] and self.mutations == spin[0] and \
-                        spin[2].n == cur.n and (cur.idx is None or np.array_equal(spin[2].idx, cur.idx)):
+                        _same_lanes(spin[2], cur):
                     state = self._frame_state(fr, cur)
                     if spin[3] is not None and _same_state(state, spin[3]):
                         self.starved(node, cur)
@@ -905,8 +910,7 @@ class Machine:
                 # 只在 2 的幂的圈数上看一次，正常的长循环几乎不多花时间
                 if probe is not None:
                     self.watch -= 1
-                    if self.mutations == probe[0] and probe[2].n == cur.n and \
-                            (cur.idx is None or np.array_equal(probe[2].idx, cur.idx)) and \
+                    if self.mutations == probe[0] and _same_lanes(probe[2], cur) and \
                             _same_state(self._frame_state(fr, cur), probe[3]):
                         self.endless(node, cur, it, self.loads != probe[1])
                     probe = None
@@ -973,16 +977,17 @@ class Machine:
                   f"照这样会永远转下去（检查循环条件里的变量有没有在循环里更新）")
             en = (f"endless loop: after {it:,} iterations, the last one changed neither memory nor the variables of the "
                   f"{cur.n:,} threads still inside (is the loop variable updated?)")
-        return_err = self.fail(SpinWaitError if loads else LoopLimitError, zh, en, node, lane=lane)
+        err = self.fail(SpinWaitError if loads else LoopLimitError, zh, en, node, lane=lane)
         if loads:
-            return_err.schedule = self.schedule
-            return_err.plain_load = True
-        raise return_err
+            err.schedule = self.schedule
+            err.plain_load = True
+        raise err
 
     def starved(self, node, cur):
         """一个等内存的循环再也出不来（见 _loop 的检查点）。"""
-        lane = int(self.ids(cur)[0])
-        blocks = np.unique(self.blk[self.ids(cur)])
+        ids = self.ids(cur)
+        lane = int(ids[0])
+        blocks = np.unique(self.blk[ids])
         if self.auto:
             raise Starved(node, lane, blocks)
         raise self.spin_error(node, lane, blocks, self.schedule, other=self.after_grid)

@@ -413,3 +413,104 @@ __global__ void k(int* flag, int* ticket) {
 """
     with pytest.raises(simt.UnsupportedError, match=r"第 13 行.*grid.sync\(\) 与一块接一块的执行"):
         simt.launch(src, "k", 3, 32, (_z(3, np.int32), _z(1, np.int32)))
+
+
+# 同时驻留：每块 120 KiB 动态共享内存，sm_90 上每个 SM 只放得下一块，同时驻留的至多 132 块
+WAVES = r"""
+// 手写的网格屏障，外加一段大共享内存：网格大于同时驻留的块数时，GPU 上第一批块在屏障前等，后面的块开始不了
+__global__ void big_barrier(float* out, int* count) {
+    extern __shared__ float buf[];
+    buf[threadIdx.x] = blockIdx.x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(count, 1);
+        while (atomicAdd(count, 0) < gridDim.x) { }
+        out[blockIdx.x] = buf[0] + 1.0f;
+    }
+}
+
+// 块 0 算出一个值发布出去，其余的块等它：等的是第一波里的块，网格多大都不会卡住
+__global__ void from_first(const float* x, float* out, int* flag) {
+    extern __shared__ float buf[];
+    if (threadIdx.x == 0) {
+        if (blockIdx.x == 0) {
+            out[0] = x[0] * 2.0f;
+            __threadfence();
+            atomicExch(flag, 1);
+        } else {
+            while (atomicAdd(flag, 0) == 0) { }
+            __threadfence();
+            out[blockIdx.x] = out[0] + blockIdx.x;
+        }
+    }
+}
+
+// 块 0 等其余的块都做完：其余的块不等谁，GPU 上它们做完就腾出位置，不会卡住
+__global__ void last_waits(float* out, int* done) {
+    extern __shared__ float buf[];
+    if (threadIdx.x == 0) {
+        if (blockIdx.x != 0) {
+            out[blockIdx.x] = blockIdx.x;
+            __threadfence();
+            atomicAdd(done, 1);
+        } else {
+            while (atomicAdd(done, 0) < gridDim.x - 1) { }
+            __threadfence();
+            float s = 0.0f;
+            for (int i = 1; i < gridDim.x; ++i) s += out[i];
+            out[0] = s;
+        }
+    }
+}
+"""
+BIG = 120 * 1024
+BIG_BARRIER = next(i for i, ln in enumerate(WAVES.splitlines(), 1) if "while (atomicAdd(count, 0) < gridDim.x)" in ln)
+
+
+def _big(name, grid, args, **kw):
+    return simt.launch(WAVES, name, grid, 32, args, shared_bytes=BIG, max_dynamic_shared_bytes=BIG, **kw)
+
+
+def test_hand_written_grid_barrier_needs_every_block_resident():
+    """132 块同时驻留得下，屏障等得到；133 块时第一波 132 块都停在屏障前，GPU 上会卡住。"""
+    out, count = _z(132), _z(1, np.int32)
+    rep = _big("big_barrier", 132, (out, count))
+    assert rep.schedule == "grid" and not rep.schedule_note
+    assert out.tolist() == [b + 1.0 for b in range(132)] and count[0] == 132
+    out, count = _z(133), _z(1, np.int32)
+    with pytest.raises(simt.SpinWaitError, match=rf"第 {BIG_BARRIER} 行.*133 个线程块.*至多 132 个.*共享内存.*"
+                                                 r"协作启动.*line " + str(BIG_BARRIER)) as ei:
+        _big("big_barrier", 133, (out, count))
+    e = ei.value
+    assert e.schedule == "waves" and not e.order_dependent
+    assert "132 blocks wait here" in str(e)
+    assert count[0] == 0 and not out.any()          # 报错之前把数组恢复成启动前的样子
+
+
+def test_waiting_for_the_first_wave_runs_in_waves():
+    """网格大于同时驻留的块数、循环等的是第一波里的块 0：一波一波执行也等得到，结果与计数来自这一遍。"""
+    x = np.full(1, 1.5, np.float32)
+    out, flag = _z(300), _z(1, np.int32)
+    rep = _big("from_first", 300, (x, out, flag))
+    assert rep.schedule == "waves" and "300 个线程块多于 sm_90 上同时驻留得下的 132 个" in rep.schedule_note
+    assert "调度：按同时驻留得下的块数一波一波执行" in str(rep)
+    assert out.tolist() == [3.0 + b for b in range(300)] and flag[0] == 1
+    assert rep.atomic_ops == 300         # 发布一次、其余 299 块各读一次（重来之前的计数不算进来）
+    assert "schedule" not in rep.as_dict()
+
+
+def test_one_block_waiting_for_blocks_that_finish_is_not_called_a_deadlock():
+    """一波里只有块 0 在等，其余的块已经做完：GPU 上后面的块会补上它们的位置。模拟器不模拟补位，用整网格的结果并说明。"""
+    out, done = _z(140), _z(1, np.int32)
+    rep = _big("last_waits", 140, (out, done))
+    assert rep.schedule == "grid" and "判断不了" in rep.schedule_note
+    assert done[0] == 139 and out[0] == sum(range(1, 140))
+
+
+def test_explicit_waves_schedule():
+    out, count = _z(133), _z(1, np.int32)
+    with pytest.raises(simt.SpinWaitError, match="schedule=\"waves\""):
+        _big("big_barrier", 133, (out, count), schedule="waves")
+    out = _z(140)
+    rep = _big("from_first", 140, (np.ones(1, np.float32), out, _z(1, np.int32)), schedule="waves")
+    assert rep.schedule == "waves" and out[-1] == 141

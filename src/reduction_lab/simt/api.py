@@ -255,6 +255,29 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
             gline, gb, gt = g.where
             rep.schedule_note = (f"整个网格一起执行时，第 {gline} 行的循环等不到（线程块 {gb} 的线程 {gt}）；按编号从小到大、"
                                  f"从大到小各执行了一遍，都等得到，结果与计数来自从大到小的那一遍")
+        else:
+            # 整个网格一起执行时等到了；有循环只读不写地等内存、网格又大于同时驻留的块数时，一波一波再执行一遍：
+            # 等的是后面几波的块（手写的网格屏障），GPU 上就会卡住
+            fit = m.resident_blocks()[0] if m.polled else m.nblocks
+            if m.nblocks > fit:
+                m.restore()
+                _rerun_note(bool(rep.printf), None, "waves")
+                try:
+                    rep, m = attempt("waves", True)
+                    rep.schedule_note = (f"有循环在等别的线程块写的值，网格的 {m.nblocks} 个线程块多于 sm_90 上同时驻留得下"
+                                         f"的 {fit} 个：按编号一波 {fit} 块执行了一遍，等得到，结果与计数来自这一遍")
+                except Starved as w:
+                    # 这一波的块全都停在循环里：GPU 上驻留的位置全被等着的块占着，后面的块永远开始不了
+                    if np.array_equal(np.sort(w.waiting), w.machine.wave):
+                        raise w.machine.spin_error(w.node, w.lane, w.waiting, "waves") from None
+                    # 这一波里有的块已经离开了循环：GPU 上它们结束后腾出的位置让后面的块开始，模拟器不模拟这种补位，
+                    # 判断不了；用整个网格一起执行的结果
+                    _rerun_note(w.printed, w.where[0], "grid")
+                    rep, m = attempt("grid", True)
+                    rep.schedule_note = (f"有循环在等别的线程块写的值，网格的 {m.nblocks} 个线程块多于 sm_90 上同时驻留得下"
+                                         f"的 {fit} 个；按编号一波一波执行时第 {w.where[0]} 行等不到，可这一波里有的块已经"
+                                         f"离开了循环，GPU 上它们结束后后面的块会补上，模拟器不模拟补位、判断不了这个网格"
+                                         f"会不会卡住。结果与计数来自整个网格一起执行的那一遍")
     else:
         rep, m = attempt(schedule, False)
     for sname, a in (symbols or {}).items():
@@ -265,14 +288,17 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
 
 
 #: launch 的 schedule 可取的值
-SCHEDULES = ("auto", "grid", "blocks", "blocks-reversed")
+SCHEDULES = ("auto", "grid", "blocks", "blocks-reversed", "waves")
 
 
-def _rerun_note(printed, line):
+def _rerun_note(printed, line, then="blocks-reversed"):
     """换一种调度从头重来之前：上一次执行已经印出的 printf 要说明来历。line：等不到的循环的行（None：上一次执行完了，
-    换一种顺序再执行一遍）。"""
+    换一种调度 then 再执行一遍）。"""
     if printed:
-        why = f"第 {line} 行的循环在这种调度下等不到" if line is not None else "按编号从小到大执行完了，再按从大到小执行一遍"
+        why = (f"第 {line} 行的循环一波一波执行时等不到，再整个网格一起执行一遍" if then == "grid" else
+               f"第 {line} 行的循环在这种调度下等不到" if line is not None else
+               "按编号从小到大执行完了，再按从大到小执行一遍" if then == "blocks-reversed" else
+               "整个网格一起执行完了，再按同时驻留得下的块数一波一波执行一遍")
         print(f"（模拟器：{why}，从头重来；上面的 printf 输出来自上一次执行）", flush=True)
 
 

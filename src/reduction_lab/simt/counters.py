@@ -68,9 +68,9 @@ class Report:
     printf: str = field(default="", compare=False, repr=False)
     printf_bytes: int = field(default=0, compare=False, repr=False)
     printf_dropped: int = field(default=0, compare=False, repr=False)
-    #: 这次用的调度："grid"（整个网格一起执行）、"blocks" 或 "blocks-reversed"（一次一个簇，按编号从小到大或从大到小）；
-    #: schedule="auto" 改为逐块执行时
-    #: schedule_note 写明原因。不是计数器，as_dict 不含
+    #: 这次用的调度："grid"（整个网格一起执行）、"blocks" 或 "blocks-reversed"（一次一个簇，按编号从小到大或从大到小）、
+    #: "waves"（按同时驻留得下的块数一波一波）；schedule="auto" 换了调度或没能判断时 schedule_note 写明原因。
+    #: 不是计数器，as_dict 不含
     schedule: str = field(default="grid", compare=False)
     schedule_note: str = field(default="", compare=False, repr=False)
 
@@ -117,6 +117,9 @@ class Report:
         if self.schedule in ("blocks", "blocks-reversed"):
             rows.append("  调度：逐块执行（一次一个" + ("簇" if tuple(self.cluster) != (1, 1, 1) else "线程块") + "，按编号"
                         + ("从小到大）" if self.schedule == "blocks" else "从大到小）")
+                        + (f"：{self.schedule_note}" if self.schedule_note else ""))
+        elif self.schedule == "waves" or self.schedule_note:
+            rows.append("  调度：" + ("按同时驻留得下的块数一波一波执行" if self.schedule == "waves" else "整个网格一起执行")
                         + (f"：{self.schedule_note}" if self.schedule_note else ""))
         return "\n".join(rows)
 

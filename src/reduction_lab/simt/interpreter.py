@@ -103,6 +103,10 @@ class Var:
         self.mem = mem
 
 
+#: occupancy 给出的限制因素的中文名
+_LIMIT_ZH = {"threads": "线程数", "blocks": "线程块数", "shared": "共享内存", "registers": "寄存器"}
+
+
 class Starved(Exception):
     """schedule="auto" 的第一次尝试（整个网格一起执行）里，一个等内存的循环转了一圈什么都没变：api.launch 收到它，
     把数组恢复成启动前的样子，改为逐块执行重来。不是 SimtError：不会漏到用户那里。"""
@@ -305,6 +309,10 @@ class Machine:
         self.spin_reads = 0
         self.loads = 0
         self.watch = 0
+        # 有没有一个循环只读不写地等内存（volatile 读或原子读，一趟里没有改变内存）：这样的内核在整个网格一起
+        # 执行时等得到，还要看网格能不能同时驻留（schedule="auto" 按 "waves" 再执行一遍，见 api.launch）
+        self.polled = False
+        self.wave = None
         self.kernel = kernel
         self.grid = grid
         self.block = block
@@ -563,11 +571,15 @@ class Machine:
 
     def run(self, func, args):
         self.static_shared_check(func)
-        if self.schedule in ("blocks", "blocks-reversed"):   # 一次一个簇（没有簇时一个线程块），按编号的顺序或倒序
+        if self.schedule in ("blocks", "blocks-reversed", "waves"):
+            # blocks：一次一个簇（没有簇时一个线程块），按编号的顺序或倒序；waves：一次同时驻留得下的那么多块
+            # （按编号一波一波，每波里的块一起执行），后面的块等前一波全部结束才开始
             tpb = self.tpb
-            order = self.members if self.schedule == "blocks" else self.members[::-1]
-            for members in order:
-                idx = (np.sort(members)[:, None] * tpb + np.arange(tpb)).ravel()
+            order = self.members if self.schedule != "blocks-reversed" else self.members[::-1]
+            per = 1 if self.schedule != "waves" else max(1, self.resident_blocks()[0] // self.csize)
+            for k in range(0, len(order), per):
+                self.wave = np.sort(order[k:k + per], axis=None)      # 正在执行的这一波（或这一块、这一簇）
+                idx = (self.wave[:, None] * tpb + np.arange(tpb)).ravel()
                 self._run_lanes(func, args, Lanes(idx, idx.size))
         else:
             self._run_lanes(func, args, self.ALL)
@@ -875,11 +887,16 @@ class Machine:
         cur = lanes
         it = 0
         spin = None        # 自旋检测：上一个检查点的 (mutations, spin_reads, 线程, 变量的值 或 None)
+        pm, pr = self.mutations, self.spin_reads     # 这一趟（条件 + 循环体）开始时：有没有只读不写地等内存
         watching = False
         probe = None       # 死循环检测：第 2^k 圈（k >= 10）检查点的 (mutations, loads, 线程, 变量的值)
         try:
             first = do_first
             while cur.n:
+                if not self.polled:
+                    if self.spin_reads != pr and self.mutations == pm:
+                        self.polled = True
+                    pm, pr = self.mutations, self.spin_reads
                 if not first and cond is not None:
                     c = self.truth(self.ev(cond, cur, fr))
                     t, f = self.split(cur, c, node)
@@ -940,6 +957,8 @@ class Machine:
                     self.ev(nxt, cur, fr)
         finally:
             fr.loops.pop()
+            if not self.polled and self.spin_reads != pr and self.mutations == pm:
+                self.polled = True
             if watching:
                 self.watch -= 1
             if probe is not None:
@@ -1028,6 +1047,21 @@ class Machine:
                   + ("; GPUs usually issue them in index order, so this rarely shows on a GPU" if up else "") +
                   f". Fix: take a ticket (atomicAdd on a global counter) when the block starts and use it instead of "
                   f"blockIdx: every lower ticket belongs to a block that already started")
+        elif schedule == "waves":
+            fit, occ = self.resident_blocks()
+            zh = (f"{who}在这个循环里等的值要等网格里另一部分线程块来写，可是这个网格有 {self.nblocks} 个线程块，sm_90"
+                  f"（132 个 SM）上同时驻留的至多 {fit} 个（每个 SM {occ['blocks']} 个，受{_LIMIT_ZH[occ['limit']]}限制，"
+                  f"寄存器未计入，GPU 上可能更少）。按编号一波 {fit} 块执行（schedule=\"waves\"）时，第一波在这里等、不会结束，"
+                  f"后面的块就永远开始不了：GPU 上这个内核会卡住（手写的网格屏障、等全部块到齐的计数器都是这样）。CUDA 只在"
+                  f"协作启动（cudaLaunchCooperativeKernel）时保证整个网格同时驻留。改法：网格不超过同时驻留的块数，用网格步长"
+                  f"循环处理其余的数据（gpu 模式下按 cudaOccupancyMaxActiveBlocksPerMultiprocessor 定块数），或者用"
+                  f"协作启动与 grid.sync()")
+            en = (f"{who_en} waits for a value that other blocks of the grid write, but the grid has {self.nblocks} blocks "
+                  f"and at most {fit} can be resident at once on sm_90 (132 SMs x {occ['blocks']}, limited by "
+                  f"{occ['limit']}; registers not counted). Run in waves of {fit} blocks in index order (schedule=\"waves\"), "
+                  f"the first wave waits here forever and the rest never start: on a GPU this kernel hangs. Only a "
+                  f"cooperative launch guarantees that the whole grid is resident: size the grid to the resident blocks "
+                  f"and loop over the data, or use cudaLaunchCooperativeKernel with grid.sync()")
         elif schedule == "grid":
             zh += (grid_zh + "。等的是编号更小的线程块按顺序发布的值（链式的前缀和、按号轮流累加）时，用默认的 "
                    "schedule=\"auto\"")
@@ -2656,7 +2690,7 @@ class Machine:
         模拟器把每次启动都当作协作启动：真实 GPU 上要用 cudaLaunchCooperativeKernel，网格不能大于同时驻留的块数。"""
         if lanes.n == 0:
             return Val(T.VOID, np.int32(0))
-        if self.schedule != "grid":
+        if self.schedule in ("blocks", "blocks-reversed"):
             raise self.unsupported("grid.sync() 与一块接一块的执行：内核里另有一个循环在等别的线程块，整个网格一起执行时"
                                    "等不到，而逐块执行时网格屏障又等不到别的块（模拟器不同时模拟这两种等待）", node)
         self._coresident(node)
@@ -2683,16 +2717,20 @@ class Machine:
         self.grid_syncs += 1          # 全局内存的竞争记录在下一次访问时清空（GlobalTracker.access 的 grid_syncs）
         return Val(T.VOID, np.int32(0))
 
-    def _coresident(self, node):
-        """协作启动的网格必须同时驻留：按 sm_90（H100 SXM 与 H200，132 个 SM）每个 SM 的线程数、线程块数与共享内存
-        （静态 + 动态，每块另有 1 KiB 保留）算出上限，网格更大时 GPU 上的 cudaLaunchCooperativeKernel 会拒绝启动。
-        寄存器不在模型里，GPU 上的上限可能更小（gpu 模式下 reduction_lab 的启动器按驱动的占用率查询核对）。"""
+    def resident_blocks(self):
+        """同时驻留得下的线程块数的上限与 occupancy 的结果：按 sm_90（H100 SXM 与 H200，132 个 SM）每个 SM 的线程数、
+        线程块数与共享内存（静态 + 动态，每块另有 1 KiB 保留）算。寄存器不在模型里，GPU 上的上限可能更小。"""
         from ..occupancy import SM90, occupancy
 
         occ = occupancy(self.tpb, 0, self.static_shared_bytes + self.shared_bytes)
-        fit = occ["blocks"] * SM90["multiprocessors"]
+        return occ["blocks"] * SM90["multiprocessors"], occ
+
+    def _coresident(self, node):
+        """协作启动的网格必须同时驻留（resident_blocks），网格更大时 GPU 上的 cudaLaunchCooperativeKernel 会拒绝启动
+        （gpu 模式下 reduction_lab 的启动器按驱动的占用率查询核对）。"""
+        fit, occ = self.resident_blocks()
         if self.nblocks > fit:
-            limit = {"threads": "线程数", "blocks": "线程块数", "shared": "共享内存", "registers": "寄存器"}[occ["limit"]]
+            limit = _LIMIT_ZH[occ["limit"]]
             raise self.fail(LaunchError,
                             f"grid.sync() 要协作启动，网格的 {self.nblocks} 个线程块必须同时驻留；sm_90（132 个 SM）上至多 "
                             f"{fit} 个（每个 SM {occ['blocks']} 个，受{limit}限制，寄存器未计入），GPU 上 "

@@ -152,7 +152,11 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
     ``"auto"``（默认）先按 ``"grid"`` 执行；一个等内存的循环（volatile 读或原子操作）转了一圈什么都没变、照这样
     永远等不到时，把传入的数组恢复成启动前的样子，按 ``"blocks"`` 重来，再恢复、按 ``"blocks-reversed"`` 执行一遍
     （``Report.schedule`` 与 ``schedule_note`` 写明）。只在一种顺序下等得到，说明内核依赖线程块开始的顺序（CUDA
-    不保证），报 :class:`SpinWaitError` 并建议用票号；哪种都等不到，也报 :class:`SpinWaitError`。
+    不保证），报 :class:`SpinWaitError` 并建议用票号；哪种都等不到，也报 :class:`SpinWaitError`。整个网格一起执行
+    等得到、有循环只读不写地等内存、网格又大于 sm_90 上同时驻留得下的块数时，恢复数组、按 ``"waves"``（按编号一波
+    一波，一波是同时驻留得下的那么多块）再执行一遍：一波的块全都停在循环里，报 :class:`SpinWaitError`（手写的网格
+    屏障要求整个网格同时驻留）；一波里只有一部分块在等，模拟器不模拟后面的块补位，用整网格的结果并在
+    ``schedule_note`` 里说明判断不了。
     共享内存：``shared_bytes`` 超过 48 KiB 时必须传
     ``max_dynamic_shared_bytes``（驱动的 opt-in 属性），上限按 ``arch`` 取（默认 sm_90：227 KiB）。
     """

@@ -79,7 +79,7 @@ class LoopLimitError(SimtError):
 
 class SpinWaitError(LoopLimitError):
     """一个等内存的循环（volatile 读或原子操作）转了一圈，内存与等待的线程的变量都没有变：在这种调度下永远
-    等不到。``schedule`` 属性是报错时的调度（"grid"、"blocks" 或 "blocks-reversed"）/ a spin-wait that can never finish under the
+    等不到。``schedule`` 属性是报错时的调度（"grid"、"blocks"、"blocks-reversed" 或 "waves"）/ a spin-wait that can never finish under the
     simulator's schedule: an iteration changed neither memory nor the waiting threads' variables."""
 
     schedule = None

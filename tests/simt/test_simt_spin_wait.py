@@ -429,6 +429,26 @@ __global__ void big_barrier(float* out, int* count) {
     }
 }
 
+// 同样的屏障，写成 do-while 与 for (;;) + break
+__global__ void big_barrier_do(float* out, int* count) {
+    extern __shared__ float buf[];
+    if (threadIdx.x == 0) {
+        atomicAdd(count, 1);
+        int c;
+        do { c = atomicAdd(count, 0); } while (c < gridDim.x);
+        out[blockIdx.x] = 1.0f;
+    }
+}
+
+__global__ void big_barrier_for(float* out, int* count) {
+    extern __shared__ float buf[];
+    if (threadIdx.x == 0) {
+        atomicAdd(count, 1);
+        for (;;) { if (atomicAdd(count, 0) >= gridDim.x) break; }
+        out[blockIdx.x] = 1.0f;
+    }
+}
+
 // 块 0 算出一个值发布出去，其余的块等它：等的是第一波里的块，网格多大都不会卡住
 __global__ void from_first(const float* x, float* out, int* flag) {
     extern __shared__ float buf[];
@@ -485,6 +505,16 @@ def test_hand_written_grid_barrier_needs_every_block_resident():
     assert e.schedule == "waves" and not e.order_dependent
     assert "132 blocks wait here" in str(e)
     assert count[0] == 0 and not out.any()          # 报错之前把数组恢复成启动前的样子
+
+
+@pytest.mark.parametrize("kernel, fragment", [("big_barrier_do", "do { c = atomicAdd(count, 0); }"),
+                                              ("big_barrier_for", "for (;;) { if (atomicAdd(count, 0)")])
+def test_barrier_written_as_do_while_or_endless_for_is_checked_too(kernel, fragment):
+    line = next(i for i, ln in enumerate(WAVES.splitlines(), 1) if fragment in ln)
+    assert _big(kernel, 132, (_z(132), _z(1, np.int32))).schedule == "grid"
+    with pytest.raises(simt.SpinWaitError) as ei:
+        _big(kernel, 133, (_z(133), _z(1, np.int32)))
+    assert (ei.value.schedule, ei.value.line) == ("waves", line)
 
 
 def test_waiting_for_the_first_wave_runs_in_waves():

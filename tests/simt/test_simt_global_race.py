@@ -326,3 +326,75 @@ def test_plain_writes_and_other_atomics_still_race_with_compare_and_swap():
     # 这个字也被 atomicAdd 改过：普通的读到的可能是加到一半的计数，照样算竞争
     with pytest.raises(simt.GlobalMemoryRaceError, match="c\\[0\\]"):
         simt.launch(CAS, "cas_and_add_then_read", 2, 1, (np.zeros(1, np.int32), np.zeros(2, np.int32)))
+
+
+VOL = r"""
+// 票号链：发布数据、__threadfence()、再写标志；下一块读标志（WAIT）、再读数据
+__global__ void vol_chain(float* out, int* flag, int* ticket) {
+    __shared__ int my;
+    if (threadIdx.x == 0) my = atomicAdd(ticket, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float prev = 0.0f;
+        if (my > 0) {
+            while (WAIT == 0) { }
+            __threadfence();
+            prev = out[my - 1];
+        }
+        out[my] = prev + 1.0f;
+        __threadfence();
+        SET;
+    }
+}
+// 轮流：等 *turn == 号的 volatile 读，把 *turn 改成下一个号的 volatile 写
+__global__ void vol_turns(float* total, volatile int* turn, int* ticket) {
+    __shared__ int my;
+    if (threadIdx.x == 0) my = atomicAdd(ticket, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        while (*turn != my) { }
+        __threadfence();
+        *total += 1.0f;
+        __threadfence();
+        *turn = my + 1;
+    }
+}
+// 别的块的普通写 / 普通读，对上 volatile 的读 / 写
+__global__ void vol_vs_plain(int* a, int* out, int mode) {
+    if (threadIdx.x == 0) {
+        if (mode == 0) { if (blockIdx.x == 0) a[0] = 1; else out[0] = ((volatile int*)a)[0]; }
+        else { if (blockIdx.x == 0) out[0] = a[0]; else ((volatile int*)a)[0] = 2; }
+    }
+}
+"""
+VOLATILE_WAIT = "((volatile int*)flag)[my - 1]"
+VOLATILE_SET = "((volatile int*)flag)[my] = 1"
+
+
+@pytest.mark.parametrize("wait, set_", [(VOLATILE_WAIT, "atomicExch(&flag[my], 1)"),
+                                        (VOLATILE_WAIT, VOLATILE_SET),
+                                        ("atomicAdd(&flag[my - 1], 0)", VOLATILE_SET)])
+def test_volatile_flags_between_blocks_are_not_races(wait, set_):
+    """PTX 内存模型里 volatile 读写是强操作（与 .relaxed.sys 同样）：与原子操作、别的 volatile 读写之间不算数据竞争。"""
+    out = _z(5)
+    simt.launch(VOL, "vol_chain", 5, 32, (out, _z(5, np.int32), _z(1, np.int32)), defines={"WAIT": wait, "SET": set_})
+    assert out.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    total, turn = _z(1), _z(1, np.int32)
+    simt.launch(VOL, "vol_turns", 6, 32, (total, turn, _z(1, np.int32)))
+    assert total[0] == 6.0 and turn[0] == 6
+
+
+def test_volatile_does_not_excuse_a_plain_access_or_a_missing_fence():
+    with pytest.raises(simt.GlobalMemoryRaceError) as ei:    # 标志用普通的写
+        simt.launch(VOL, "vol_chain", 3, 32, (_z(3), _z(3, np.int32), _z(1, np.int32)),
+                    defines={"WAIT": VOLATILE_WAIT, "SET": "flag[my] = 1"})
+    assert ei.value.hazard == "RAW" and "flag[0]" in str(ei.value)
+    src = VOL.replace("        __threadfence();\n        SET;", "        SET;")    # 数据写完没有 __threadfence()
+    with pytest.raises(simt.GlobalMemoryRaceError) as ei:
+        simt.launch(src, "vol_chain", 3, 32, (_z(3), _z(3, np.int32), _z(1, np.int32)),
+                    defines={"WAIT": VOLATILE_WAIT, "SET": VOLATILE_SET})
+    assert ei.value.hazard == "RAW" and "out[0]" in str(ei.value)
+    for mode, hazard in ((0, "RAW"), (1, "WAR")):
+        with pytest.raises(simt.GlobalMemoryRaceError) as ei:
+            simt.launch(VOL, "vol_vs_plain", 2, 32, (_z(1, np.int32), _z(1, np.int32), mode))
+        assert ei.value.hazard == hazard

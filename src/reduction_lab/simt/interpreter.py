@@ -2319,7 +2319,7 @@ class Machine:
         if buf.tracker is not None:
             self.race(buf, idx, lanes, node, vol, False)
         elif buf.gtracker is not None:
-            self.global_race(buf, idx, lanes, node, "read")
+            self.global_race(buf, idx, lanes, node, "vread" if vol else "read")
         if buf.init is not None:
             self.check_init(buf, idx, lanes, node)
 
@@ -2330,7 +2330,7 @@ class Machine:
         elif buf.kind == "global" and self.global_racecheck:
             if buf.gtracker is None:        # 去掉 const 之后写入只读参数：从现在开始记录
                 buf.gtracker = GlobalTracker(buf.per)
-            self.global_race(buf, idx, lanes, node, "write", val)
+            self.global_race(buf, idx, lanes, node, "vwrite" if vol else "write", val)
 
     def global_race(self, buf, flat, lanes, node, kind, val=None):
         """全局内存竞争检查（GlobalTracker）：一次启动之内，不同线程块之间没有顺序。"""

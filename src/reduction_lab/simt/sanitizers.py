@@ -293,7 +293,9 @@ class GlobalTracker:
     ``__threadfence()`` (the publish-then-flag pattern). Nothing else orders two blocks
     of one launch. Atomics on both sides never race, unless the two are in different
     blocks and either is block-scoped (``atomicAdd_block``: atomic only among the
-    threads of its own block). A plain read and ``atomicCAS`` writes of one word do not
+    threads of its own block). Volatile loads and stores are strong too (PTX gives
+    ``ld/st.volatile`` the semantics of ``.relaxed.sys`` from sm_70 on): they do not race
+    with atomics or other volatile accesses, and do with plain ones. A plain read and ``atomicCAS`` writes of one word do not
     race either way: that is the compare-and-swap loop (read a guess, CAS, retry on a
     mismatch), whose stale reads are harmless by construction; a plain write still races.
     """
@@ -325,6 +327,10 @@ class GlobalTracker:
             self.grid_syncs = grid_syncs
         s = self.s[flat]
         n = flat.shape[0]
+        # volatile 读写按 PTX 内存模型是强操作（sm_70 起 ld/st.volatile 与 .relaxed.sys 同样）：volatile 写记成
+        # 原子写者，volatile 读是「强」读者（与原子、volatile 写者之间不算竞争）
+        strong_read = kind == "vread"
+        kind = "read" if strong_read else "atomic" if kind == "vwrite" else kind
         scoped = kind == "atomic_block"
         cas = kind == "atomic_cas"
         kind = "atomic" if scoped or cas else kind
@@ -351,6 +357,8 @@ class GlobalTracker:
             if kind == "read":
                 # 只被 atomicCAS 改过的字：普通的读只是 CAS 循环的第一次猜测（比较不上就重来），不算竞争
                 haz &= ~(~plain & ((s[:, _WS] & 2) == 2))
+                if strong_read:     # volatile 读与原子（设备作用域）或 volatile 写者之间不算竞争
+                    haz &= plain | (((s[:, _WS] & 1) == 1) & (s[:, _WB] != blk))
             if haz.any():
                 i = int(np.flatnonzero(haz)[0])
                 hz = "RAW" if kind == "read" else "WAW"
@@ -367,6 +375,8 @@ class GlobalTracker:
                 rgw = gw_of(np.maximum(r1, 0))
                 haz = self._unordered(lane, blk, ep, wep, olane, rb, s[:, _RE], s[:, _RW], rgw, gw, s[:, _RQ],
                                       s[:, _RK], cl, cw)
+                if kind == "atomic" and not scoped:     # 强写者：只与普通的读者冲突（_WS 第 2 位）
+                    haz &= (s[:, _WS] & 4) == 4
                 if haz.any():
                     i = int(np.flatnonzero(haz)[0])
                     other = int(r1[i]) if int(r1[i]) != int(lane[i]) else int(r2[i])
@@ -432,6 +442,9 @@ class GlobalTracker:
             new[:, cln] = line
             new[:, cq] = np.where(keep & (oq != cl), SEVERAL, cl)
             new[:, ck] = np.where(keep, np.maximum(ok, ca), ca)
+            if kind == "read":
+                # 第 2 位：上一个写之后的读者里有普通的（不是 volatile）读
+                new[:, _WS] = (s[:, _WS] & 3) | np.where((keep & ((s[:, _WS] & 4) == 4)) | (not strong_read), 4, 0)
             if kind == "atomic":
                 # 第 0 位：原子写者里有线程块作用域的；第 1 位：原子写者全是 atomicCAS
                 new[:, _WS] = np.where(keep & ((s[:, _WS] & 1) == 1), 1, int(scoped)) | \

@@ -1295,6 +1295,17 @@ def test_ordered_sum_wait_that_cannot_finish_is_not_called_a_budget_overrun(tmp_
     assert "工作预算" not in report and "确实要依赖这个顺序时" not in report
 
 
+def test_ordered_sum_volatile_wait_and_release_pass(tmp_path):
+    """等轮次也可以用 volatile 读、交出轮次也可以用 volatile 写（PTX 里都是强操作，与原子操作之间不算竞争）：
+    评分程序不报竞争，全部用例通过。"""
+    dest, _ = edited_solution("ordered-sum-cuda", tmp_path, [
+        ("while (atomicAdd(&counters[1], 0) != seg)", "while (((volatile int*)counters)[1] != seg)"),
+        ("        atomicExch(&counters[1], seg + 1);", "        ((volatile int*)counters)[1] = seg + 1;")],
+        "volatile-wait")
+    result = labs.check("ordered-sum-cuda", dest, bench=False)
+    assert result.passed, result.report()
+
+
 def test_repeat_results_counts_distinct_sums():
     """三个全数组求和实验在 gpu 模式下数「运行 20 次得到几种结果」用的函数：在 CPU 上也能检查它的计法。"""
     from reduction_lab.labs.full_sum_cuda import REPEATS, repeat_results

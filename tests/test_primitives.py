@@ -109,6 +109,20 @@ def test_cccl_include_dirs():
     assert (dirs[0] / "cub" / "block" / "block_reduce.cuh").is_file()
     assert (dirs[0] / "cub" / "warp" / "warp_reduce.cuh").is_file()
     assert (dirs[2] / "cuda" / "std" / "type_traits").is_file()
+    assert (dirs[2] / "cuda" / "atomic").is_file()
+
+
+def test_sources_including_cccl_headers_get_its_include_dirs():
+    """gpu 模式下 NVRTC 编译学习者的 .cu：包含 <cuda/atomic>、<cub/...> 时加上 CuPy 自带的 CCCL 头文件目录。"""
+    from reduction_lab.cuda_kernels.launcher import _cccl_options
+
+    assert _cccl_options('#include <cuda_fp16.h>\n#include "cuda/atomic"\n// #include <cuda/atomic>\n') == ()
+    if importlib.util.find_spec("cupy") is None:
+        with pytest.raises(ModuleNotFoundError, match="没有安装 cupy"):
+            _cccl_options("#include <cuda/atomic>\n")
+        return
+    opts = _cccl_options("  #include <cuda/atomic>\n")
+    assert opts[0] == "--std=c++17" and opts[1:] == tuple(f"-I{d}" for d in P.cccl_include_dirs())
 
 
 @pytest.mark.skipif(SIM, reason="需要 GPU：CUB 只能在 GPU 上运行")

@@ -1306,6 +1306,22 @@ def test_ordered_sum_volatile_wait_and_release_pass(tmp_path):
     assert result.passed, result.report()
 
 
+def test_ordered_sum_with_cuda_atomic_ref_and_renamed_parameters_passes(tmp_path):
+    """libcu++ 的写法：cuda::atomic_ref 领票号、acquire 读轮次、release 交出轮次；参数改了名字，计数用例照样只数写进
+    第一个参数的次数。"""
+    dest, text = edited_solution("ordered-sum-cuda", tmp_path, [
+        ("while (atomicAdd(&counters[1], 0) != seg) { }",
+         "cuda::atomic_ref<int, cuda::thread_scope_device> turn(counters[1]);\n"
+         "        while (turn.load(cuda::memory_order_acquire) != seg) { }"),
+        ("        atomicExch(&counters[1], seg + 1);", "        turn.store(seg + 1, cuda::memory_order_release);")],
+        "atomic-ref")
+    f = dest / labs.get("ordered-sum-cuda").files[0]
+    text = "#include <cuda/atomic>\n" + text.replace("*out", "*result").replace("float *out", "float *result")
+    f.write_text(text, encoding="utf-8")
+    result = labs.check("ordered-sum-cuda", dest, bench=False)
+    assert result.passed, result.report()
+
+
 def test_repeat_results_counts_distinct_sums():
     """三个全数组求和实验在 gpu 模式下数「运行 20 次得到几种结果」用的函数：在 CPU 上也能检查它的计法。"""
     from reduction_lab.labs.full_sum_cuda import REPEATS, repeat_results

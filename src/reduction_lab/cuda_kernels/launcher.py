@@ -22,6 +22,7 @@ gpu 模式返回 ``None``（内核在 torch 的当前流上异步执行）；sim
 from __future__ import annotations
 
 import functools
+import importlib.util
 import re
 from pathlib import Path
 
@@ -248,13 +249,41 @@ def nvrtc_source(text: str) -> str:
     return _STDINT.sub(_STDINT_TYPES, text, count=1)
 
 
+def cccl_include_dirs() -> list[str]:
+    """CuPy 自带的 CCCL（CUB、Thrust、libcu++）头文件目录，按 CuPy 自己的搜索顺序。
+
+    只查找已安装的 cupy 包里的文件，不导入 cupy（没有 GPU 的机器上也能调用）。"""
+    spec = importlib.util.find_spec("cupy")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("没有安装 cupy：CUB 内核经 CuPy 编译 (cupy is not installed; CUB kernels are "
+                                  "compiled through CuPy)")
+    root = Path(list(spec.submodule_search_locations)[0]) / "_core" / "include" / "cupy" / "_cccl"
+    dirs = [root / "cub", root / "thrust", root / "libcudacxx"]
+    probe = root / "cub" / "cub" / "block" / "block_reduce.cuh"
+    if not probe.is_file():
+        raise FileNotFoundError(f"在 cupy 包里找不到 CCCL 头文件 {probe}：这个版本的 CuPy 没有自带 CUB "
+                                f"(CCCL headers not found in the cupy package: {probe})")
+    return [str(d) for d in dirs]
+
+
+
+# 源码包含 CCCL 的头文件（<cuda/atomic>、<cub/...>）时，NVRTC 要用 CuPy 自带的这些头文件
+_CCCL_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?:cuda/|cub/|thrust/)", re.M)
+
+
+def _cccl_options(code: str) -> tuple:
+    if not _CCCL_INCLUDE.search(code):
+        return ()
+    return ("--std=c++17", *(f"-I{d}" for d in cccl_include_dirs()))
+
+
 @functools.lru_cache(maxsize=128)
 def _raw_kernel(path: str, name: str, dkey: tuple, version=None):
     import cupy
 
     prefix = "".join(f"#define {k} {v}\n" for k, v in dkey)
     code = prefix + f'#line 1 "{Path(path).name}"\n' + nvrtc_source(Path(path).read_text(encoding="utf-8"))
-    return cupy.RawKernel(code, name)
+    return cupy.RawKernel(code, name, options=_cccl_options(code))
 
 
 def _cuda_include_dir():
@@ -285,6 +314,7 @@ def _raw_module(path: str, dkey: tuple, cxx_name, version=None, cooperative=Fals
     inc = _cuda_include_dir()
     if inc is not None and "cooperative_groups" in code:
         opts.append(f"-I{inc}")
+    opts += _cccl_options(code)[1:]
     return cupy.RawModule(code=code, options=tuple(opts), enable_cooperative_groups=cooperative,
                           name_expressions=[cxx_name] if cxx_name is not None else None)
 

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import re
 import shutil
@@ -26,7 +25,7 @@ import numpy as np
 import torch
 
 from . import _cdiv, _check_block, _device_for, _mode, _sm_count
-from .launcher import KERNEL_DIR, cupy_stream, launch
+from .launcher import KERNEL_DIR, cccl_include_dirs, cupy_stream, launch
 
 __all__ = ["PRIMITIVES", "UNROLL", "row_sum", "full_sum", "segment_sum", "full_sum_plan", "cccl_include_dirs",
            "cub_temp_storage_bytes", "ptx_counts", "load_h200_results", "results_table", "RESULTS_FILE"]
@@ -59,23 +58,6 @@ def _primitive(name):
 
 
 # ---------------------------------------------------------------- CUB：经 CuPy 编译
-
-def cccl_include_dirs() -> list[str]:
-    """CuPy 自带的 CCCL（CUB、Thrust、libcu++）头文件目录，按 CuPy 自己的搜索顺序。
-
-    只查找已安装的 cupy 包里的文件，不导入 cupy（没有 GPU 的机器上也能调用）。"""
-    spec = importlib.util.find_spec("cupy")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("没有安装 cupy：CUB 内核经 CuPy 编译 (cupy is not installed; CUB kernels are "
-                                  "compiled through CuPy)")
-    root = Path(list(spec.submodule_search_locations)[0]) / "_core" / "include" / "cupy" / "_cccl"
-    dirs = [root / "cub", root / "thrust", root / "libcudacxx"]
-    probe = root / "cub" / "cub" / "block" / "block_reduce.cuh"
-    if not probe.is_file():
-        raise FileNotFoundError(f"在 cupy 包里找不到 CCCL 头文件 {probe}：这个版本的 CuPy 没有自带 CUB "
-                                f"(CCCL headers not found in the cupy package: {probe})")
-    return [str(d) for d in dirs]
-
 
 # --8<-- [start:cub_module]
 @functools.lru_cache(maxsize=8)

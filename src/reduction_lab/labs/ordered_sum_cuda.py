@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from ..simt import kernel_signature
 from .core import time_against
 from .full_sum_cuda import REPEATS, U32, repeat_results, stride_hint, sum_op
 from .grading import Hint, error_line, find_line, zh_part
@@ -92,14 +93,14 @@ class OrderedSumCuda(GridSumCuda):
         """计数用例：``*out`` 每块一次普通的写（不是原子加），每个元素读一次（另有每块读一次 ``*out``）。"""
         n = x.numel()
         text = impl["text"]
-        # 交出轮次用 volatile（或普通）写 counters[1] 时，每块另有一次 4 字节的写
-        release = grid if find_line(text, r"counters\s*\)?\s*\[\s*1\s*\]\s*=(?!=)") else 0
-        writes = rep.global_store_bytes // 4 - release
+        # 只数写进第一个参数（out）的：交出轮次可以用 volatile 写或 cuda::atomic_ref 的 store 写 counters[1]，那不算
+        out_name = kernel_signature(text, KERNEL)[0][0]
+        writes = rep.global_store_bytes_by_array.get(out_name, 0) // 4
         if writes != grid:
             line = find_line(text, r"atomic\w*\s*\(\s*out\b") or find_line(text, r"\*\s*out\s*\+?=")
             return False, err, f"写 *out {writes} 次", Hint(
                 "out-writes", f"*out 被普通地写了 {writes} 次，应为每块一次（{grid} 块）", FILE, line,
-                f"模拟器的计数器 global_store_bytes = {rep.global_store_bytes}",
+                f"模拟器的计数器 global_store_bytes_by_array = {rep.global_store_bytes_by_array}",
                 "轮到本段时由线程 0 做一次 *out += s。用 atomicAdd(out, s) 合并，各块加的先后就又取决于调度了"
                 "（「全数组求和」实验）；这里先后由票号决定，同一时刻只有一块在加，不需要原子加。")
         if rep.global_load_bytes < 4 * (n + grid):

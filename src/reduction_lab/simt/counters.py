@@ -18,7 +18,8 @@ import numpy as np
 
 
 #: Report 里不是计数器的字段：不进 as_dict 与打印的计数器表
-_NOT_COUNTERS = ("elapsed_s", "printf", "printf_bytes", "printf_dropped", "schedule", "schedule_note")
+_NOT_COUNTERS = ("elapsed_s", "printf", "printf_bytes", "printf_dropped", "schedule", "schedule_note",
+                 "global_store_bytes_by_array")
 
 
 @dataclass
@@ -73,6 +74,8 @@ class Report:
     #: 不是计数器，as_dict 不含
     schedule: str = field(default="grid", compare=False)
     schedule_note: str = field(default="", compare=False, repr=False)
+    #: global_store_bytes 按数组（内核参数或文件作用域变量的名字）分开：{名字: 字节数}。不是计数器，as_dict 不含
+    global_store_bytes_by_array: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def bank_conflicts(self):

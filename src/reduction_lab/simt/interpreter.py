@@ -1838,6 +1838,9 @@ class Machine:
         gw = self.g(self.gw, lanes)
         esize = buf.elem.size
         size = esize if size is None else size
+        if store and buf.kind == "global":
+            by = self.rep.global_store_bytes_by_array
+            by[buf.name] = by.get(buf.name, 0) + n * size
         if size != esize:    # 宽访问（float4 ...）：地址仍按元素计
             if buf.kind == "global":
                 C.global_access(self.rep, store, gw, off * esize, size)

@@ -1,0 +1,106 @@
+"""libcu++ 的 cuda::atomic_ref（模拟器自带的 <cuda/atomic> 子集）：读-改-写是原子操作，load / store 是强的读写，
+memory_order 的 release / acquire 是写之前 / 读之后的 __threadfence()，竞争检查据此判断发布。"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reduction_lab import simt
+
+SRC = r"""
+#include <cuda/atomic>
+
+// 按票号轮流累加：acquire 读轮次，release 交出轮次
+__global__ void ordered(float* out, int* turn, int* ticket) {
+    __shared__ int seg;
+    if (threadIdx.x == 0) seg = cuda::atomic_ref<int, cuda::thread_scope_device>(*ticket)++;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        cuda::atomic_ref<int, cuda::thread_scope_device> r(*turn);
+        while (r.load(LOAD) != seg) { }
+        *out += 1.0f + seg;
+        r.store(seg + 1, STORE);
+    }
+}
+
+// compare_exchange_weak 的最大值（cuda::std::atomic_ref：系统作用域）
+__global__ void cas_max(const int* x, int* m) {
+    cuda::std::atomic_ref<int> a(*m);
+    int v = x[blockIdx.x * blockDim.x + threadIdx.x];
+    int cur = a.load(cuda::memory_order_relaxed);
+    while (cur < v && !a.compare_exchange_weak(cur, v, cuda::memory_order_relaxed)) { }
+}
+
+__global__ void block_scope(int* c) {
+    cuda::atomic_ref<int, cuda::thread_scope_block> a(*c);
+    a.fetch_add(1);
+}
+
+__global__ void ops(int* c, int* o) {
+    cuda::atomic_ref<int, cuda::thread_scope_device> a(c[0]);
+    a += 2; a -= 1; ++a; a--;
+    int e = a.exchange(5);
+    a.fetch_max(7); a.fetch_min(6); a.fetch_or(8); a.fetch_and(14); a.fetch_xor(1);
+    o[0] = a;
+    o[1] = e;
+}
+
+__global__ void fsum(const float* x, float* s) {
+    cuda::atomic_ref<float, cuda::thread_scope_device> a(*s);
+    a.fetch_add(x[threadIdx.x], cuda::memory_order_relaxed);
+}
+"""
+ORDERS = {"LOAD": "cuda::memory_order_relaxed", "STORE": "cuda::memory_order_relaxed"}
+
+
+def _z(n, dt=np.int32):
+    return np.zeros(n, dt)
+
+
+@pytest.mark.parametrize("load, store", [("cuda::memory_order_acquire", "cuda::memory_order_release"),
+                                         ("cuda::memory_order_seq_cst", "cuda::memory_order_seq_cst"),
+                                         ("", "cuda::memory_order_release")])
+def test_acquire_release_turns_run_in_ticket_order(load, store):
+    out, turn, ticket = _z(1, np.float32), _z(1), _z(1)
+    rep = simt.launch(SRC, "ordered", 5, 32, (out, turn, ticket), defines={"LOAD": load, "STORE": store})
+    assert out[0] == 15.0 and turn[0] == 5 and ticket[0] == 5
+    assert rep.schedule == "blocks-reversed"
+    # 领票号一次原子操作；读轮次是 volatile 读、交出轮次是一次写（ld/st，不是原子操作）
+    assert rep.atomic_ops == 5 and rep.global_store_bytes_by_array == {"out": 20, "turn": 20}
+
+
+def test_relaxed_turns_leave_the_sum_unpublished():
+    """relaxed 的 store 之前没有栅栏：*out 的写没有发布，下一块读它是数据竞争。"""
+    with pytest.raises(simt.GlobalMemoryRaceError) as ei:
+        simt.launch(SRC, "ordered", 3, 32, (_z(1, np.float32), _z(1), _z(1)), defines=ORDERS)
+    e = ei.value
+    assert e.hazard == "RAW" and e.array == "out" and e.line == 12    # *out += …
+
+
+def test_compare_exchange_loop_finds_the_maximum():
+    x = np.random.default_rng(1).integers(0, 1000, 256).astype(np.int32)
+    m = _z(1)
+    simt.launch(SRC, "cas_max", 4, 64, (x, m), defines=ORDERS)
+    assert m[0] == x.max()
+
+
+def test_block_scope_is_atomic_only_within_the_block():
+    c = _z(1)
+    simt.launch(SRC, "block_scope", 1, 64, (c,), defines=ORDERS)
+    assert c[0] == 64
+    with pytest.raises(simt.GlobalMemoryRaceError, match="atomicAdd_block|线程块作用域"):
+        simt.launch(SRC, "block_scope", 2, 32, (_z(1),), defines=ORDERS)
+
+
+def test_read_modify_write_operators():
+    c, o = _z(1), _z(2)
+    simt.launch(SRC, "ops", 1, 1, (c, o), defines=ORDERS)
+    # 0 +2 -1 ++ -- = 1；exchange(5) 返回 1；max 7、min 6、or 8 = 14、and 14 = 14、xor 1 = 15
+    assert c[0] == 15 and o.tolist() == [15, 1]
+
+
+def test_float_fetch_add():
+    s = _z(1, np.float32)
+    rep = simt.launch(SRC, "fsum", 1, 64, (np.arange(64, dtype=np.float32), s), defines=ORDERS)
+    assert s[0] == 2016.0 and rep.atomic_ops == 64

@@ -271,10 +271,17 @@ def cccl_include_dirs() -> list[str]:
 _CCCL_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<(?:cuda/|cub/|thrust/)", re.M)
 
 
+# --8<-- [start:cccl_options]
+def cccl_options() -> tuple:
+    """NVRTC 编译用到 CCCL 的源码时的选项：C++17、CuPy 自带的头文件目录；不要 CCCL 的 bf16 支持，CCCL 因此不去
+    包含 cuda_bf16.h（CuPy 编译自己的 CUB 归约时也这样做）。"""
+    return ("--std=c++17", "-DCUB_DISABLE_BF16_SUPPORT", "-DCCCL_DISABLE_BF16_SUPPORT",
+            *(f"-I{d}" for d in cccl_include_dirs()))
+# --8<-- [end:cccl_options]
+
+
 def _cccl_options(code: str) -> tuple:
-    if not _CCCL_INCLUDE.search(code):
-        return ()
-    return ("--std=c++17", *(f"-I{d}" for d in cccl_include_dirs()))
+    return cccl_options() if _CCCL_INCLUDE.search(code) else ()
 
 
 @functools.lru_cache(maxsize=128)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import _cdiv, _check_block, _device_for, _mode, _sm_count
-from .launcher import KERNEL_DIR, cccl_include_dirs, cupy_stream, launch
+from .launcher import KERNEL_DIR, cccl_include_dirs, cccl_options, cupy_stream, launch
 
 __all__ = ["PRIMITIVES", "UNROLL", "row_sum", "full_sum", "segment_sum", "full_sum_plan", "cccl_include_dirs",
            "cub_temp_storage_bytes", "ptx_counts", "load_h200_results", "results_table", "RESULTS_FILE"]
@@ -66,9 +66,7 @@ def _cub_module(block_size: int):
     import cupy
 
     code = f"#define BLOCK_SIZE {block_size}\n" + (KERNEL_DIR / "primitives_cub.cu").read_text(encoding="utf-8")
-    # 不要bf16支持：CUB因此不去包含cuda_bf16.h（CuPy编译自己的CUB归约时也这样做）
-    options = ("--std=c++17", "-DCUB_DISABLE_BF16_SUPPORT", "-DCCCL_DISABLE_BF16_SUPPORT",
-               *(f"-I{d}" for d in cccl_include_dirs()))
+    options = cccl_options()       # C++17、CuPy 自带的 CCCL 头文件，不要 bf16 支持（CUB 因此不去包含 cuda_bf16.h）
     try:
         mod = cupy.RawModule(code=code, options=options)
         mod.get_function("seg_sum_cub_block")          # 触发编译

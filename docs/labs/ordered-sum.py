@@ -205,6 +205,9 @@ else:
 # - 让每块只等“最近发布的那一段”：第$s$段发布$P_s$和到它为止的前缀和，后面的块往前找最近一个发布了前缀和的段
 #   （decoupled look-back）。加法的顺序还固定吗？
 # - 去掉等到轮次之后的那一次`__threadfence()`，模拟器报不报？GPU上可能出什么错？（提示：读`*out`可能在看到新轮次之前发生。）
+# - 用libcu++的`cuda::atomic_ref<int, cuda::thread_scope_device>`（`#include <cuda/atomic>`）重写第4步：
+#   `load(cuda::memory_order_acquire)`等轮次，`store(seg + 1, cuda::memory_order_release)`交出轮次，两次`__threadfence()`
+#   还需要吗？把release改成`cuda::memory_order_relaxed`，模拟器报什么？
 
 # %% [markdown]
 # ## 检查清单

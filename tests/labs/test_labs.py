@@ -1335,3 +1335,25 @@ def test_repeat_results_counts_distinct_sums():
 
     distinct, ref = repeat_results(op, x)
     assert len(calls) == REPEATS and distinct == [45.0, 45.5] and ref == 45.0
+
+
+def test_grid_larger_than_resident_blocks_gets_its_own_hint():
+    """手写的网格屏障、网格大于同时驻留的块数（模拟器按 "waves" 执行时等不到）：诊断说网格太大，不是通用的等不到。"""
+    import numpy as np
+
+    from reduction_lab import simt
+    from reduction_lab.labs.core import BLOCKING
+    from reduction_lab.labs.hints import simt_hint
+
+    src = ("__global__ void k(int* count) {\n"
+           "    extern __shared__ float buf[];\n"
+           "    if (threadIdx.x == 0) {\n"
+           "        atomicAdd(count, 1);\n"
+           "        while (atomicAdd(count, 0) < gridDim.x) { }\n"
+           "    }\n}\n")
+    smem = 120 * 1024
+    with pytest.raises(simt.SpinWaitError) as ei:
+        simt.launch(src, "k", 133, 32, (np.zeros(1, np.int32),), shared_bytes=smem, max_dynamic_shared_bytes=smem)
+    h = simt_hint(ei.value, "k.cu", src)
+    assert h.key == "not-resident" and h.key in BLOCKING and h.line == 5
+    assert "同时驻留" in h.cause and "网格步长" in h.fix and "132" in h.detail

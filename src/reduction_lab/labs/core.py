@@ -27,7 +27,8 @@ SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 #: 模拟器检查发现这些错误时不再运行用例：屏障发散、死循环、mask 不对的 warp 原语可能让 GPU 挂起
 #: （在模拟器里死循环要跑满工作预算）；线程块大小不合法时每个用例都一样错。
 #: sim 模式的模拟器检查只报告死循环，其余错误照常在各个用例里报出。
-BLOCKING = {"barrier-divergence", "endless-loop", "spin-wait", "order-dependent", "plain-load", "warp-sync", "block-size"}
+BLOCKING = {"barrier-divergence", "endless-loop", "spin-wait", "order-dependent", "plain-load", "not-resident", "warp-sync",
+            "block-size"}
 #: 用例之外的检查里，排在用例的诊断之后的（用例的输入上不出错，只在大输入上错）
 LATE_HINTS = {"int32-offset", "int32-counter"}
 

@@ -116,6 +116,12 @@ def simt_hint(exc: BaseException, file: str, text: str | None = None, fixes: dic
                         f"（模拟器：{type(exc).__name__}）", file, error_line(exc), detail=zh_part(msg),
                         fix=f"让下标的算法和 {name} 声明的大小一致：检查参与的线程（例如 tid < s，不是 tid <= s）"
                             f"和行距；改了行距（例如加一列填充）就要把 {name} 的声明也改大。")
+    if type(exc).__name__ == "SpinWaitError" and getattr(exc, "schedule", None) == "waves":
+        return Hint("not-resident", f"网格大于同时驻留的块数，先开始的块在循环里等后面的块（模拟器：{type(exc).__name__}）",
+                    file, error_line(exc), detail=zh_part(msg),
+                    fix=fixes.get("not-resident", "让网格不超过同时驻留的块数（SM 数 x 每个 SM 驻留的块数，gpu 模式下用 "
+                                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor 查），其余的数据用网格步长循环处理；"
+                                  "或者改用协作启动与 grid.sync()。"))
     for cls in type(exc).__mro__:
         if cls.__name__ in _SIMT_HINTS:
             key, cause, fix = _SIMT_HINTS[cls.__name__]

@@ -104,3 +104,38 @@ def test_float_fetch_add():
     s = _z(1, np.float32)
     rep = simt.launch(SRC, "fsum", 1, 64, (np.arange(64, dtype=np.float32), s), defines=ORDERS)
     assert s[0] == 2016.0 and rep.atomic_ops == 64
+
+
+SHARED = r"""
+#include <cuda/atomic>
+// 块内的标志：线程 0 release 写，线程 40（另一个 warp）acquire 读；PLAIN=1 时读的一方不经 atomic_ref
+__global__ void shared_flag(int* out) {
+    __shared__ int flag;
+    if (threadIdx.x == 0) flag = 0;
+    __syncthreads();
+    cuda::atomic_ref<int, cuda::thread_scope_block> f(flag);
+    if (threadIdx.x == 0) f.store(7, cuda::memory_order_release);
+    else if (threadIdx.x == 40) out[0] = PLAIN ? flag : f.load(cuda::memory_order_acquire);
+}
+__global__ void spaces(int* out) {
+    __shared__ int s[4];
+    int loc[2];
+    out[0] = __isShared(s); out[1] = __isShared(out); out[2] = __isGlobal(out); out[3] = __isGlobal(s + 1);
+    out[4] = __isShared(loc);
+}
+"""
+
+
+def test_shared_memory_atomic_ref_load_and_store_are_not_races():
+    """共享内存上 volatile 不算同步，所以 atomic_ref 在那里的 load / store 按原子操作执行；普通的读照样是竞争。"""
+    out = _z(1)
+    rep = simt.launch(SHARED, "shared_flag", 1, 64, (out,), defines={"PLAIN": 0})
+    assert out[0] in (0, 7) and rep.atomic_ops == 2
+    with pytest.raises(simt.SharedMemoryRaceError):
+        simt.launch(SHARED, "shared_flag", 1, 64, (_z(1),), defines={"PLAIN": 1})
+
+
+def test_is_shared_and_is_global():
+    out = _z(5)
+    simt.launch(SHARED, "spaces", 1, 1, (out,), defines={"PLAIN": 0})
+    assert out.tolist() == [1, 0, 1, 0, 0]

@@ -204,7 +204,7 @@ BUILTIN_FUNCS.update(
         "__simt_cluster_sync", "__simt_grid_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
         "__simt_cluster_num_blocks", "__simt_cluster_dim_blocks", "__simt_cluster_block_index", "__simt_map_shared_rank",
         "__simt_cluster_dim_threads", "__simt_cluster_thread_index", "__simt_cluster_query_shared_rank",
-        "__simt_printf",
+        "__simt_printf", "__isShared", "__isGlobal",
     } | {"make_" + v for v in T.VECS}
 )
 
@@ -2796,6 +2796,19 @@ class Machine:
             t = t if np.ndim(t) == 0 else self.g(t, lanes)
             out.append((bi[k] * np.uint32(self.block[k]) + t).astype(np.uint32))
         return Val(T.VECS["dim3"], tuple(out))
+
+    def b___isShared(self, node, args, lanes, fr):
+        """指针是否指向共享内存（本块的，或经 map_shared_rank 的别的块的）：1 或 0。"""
+        return self._space_is(node, args, lanes, fr, "__isShared", "shared")
+
+    def b___isGlobal(self, node, args, lanes, fr):
+        return self._space_is(node, args, lanes, fr, "__isGlobal", "global")
+
+    def _space_is(self, node, args, lanes, fr, name, kind):
+        (p,) = self._args(args, 1, node, lanes, fr, name)
+        if not p.t.is_ptr:
+            raise self.unsupported(f"{name} 的参数不是指针", node)
+        return Val(T.UINT, np.uint32(p.buf is not None and p.buf.kind == kind))
 
     def b___simt_cluster_query_shared_rank(self, node, args, lanes, fr):
         """指针指向的共享内存属于簇里第几块：经 map_shared_rank 得到的指针是那一块，本块的共享内存是本块。"""

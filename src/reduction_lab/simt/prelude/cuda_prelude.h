@@ -79,6 +79,8 @@ __device__ float __fmaf_rn(float, float, float);
 __device__ void __syncwarp(unsigned int = 0xffffffffu);
 __device__ void __threadfence();
 __device__ void __threadfence_block();
+__device__ unsigned int __isShared(const void *p);
+__device__ unsigned int __isGlobal(const void *p);
 template <class _Tp> __device__ _Tp __shfl_down_sync(unsigned int, _Tp, unsigned int, int = 32);
 template <class _Tp> __device__ _Tp __shfl_up_sync(unsigned int, _Tp, unsigned int, int = 32);
 template <class _Tp> __device__ _Tp __shfl_xor_sync(unsigned int, _Tp, int, int = 32);

@@ -139,3 +139,44 @@ def test_is_shared_and_is_global():
     out = _z(5)
     simt.launch(SHARED, "spaces", 1, 1, (out,), defines={"PLAIN": 0})
     assert out.tolist() == [1, 0, 1, 0, 0]
+
+
+FENCES = r"""
+#include <cuda/atomic>
+// relaxed 的标志，另用栅栏排定：FENCE_W 在发布数据之后、写标志之前，FENCE_R 在看到标志之后、读数据之前
+__global__ void fenced(float* out, int* flag, int* ticket) {
+    __shared__ int my;
+    if (threadIdx.x == 0) my = atomicAdd(ticket, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float prev = 0.0f;
+        if (my > 0) {
+            cuda::atomic_ref<int, cuda::thread_scope_device> f(flag[my - 1]);
+            while (f.load(cuda::memory_order_relaxed) == 0) { }
+            FENCE_R;
+            prev = out[my - 1];
+        }
+        out[my] = prev + 1.0f;
+        FENCE_W;
+        cuda::atomic_ref<int, cuda::thread_scope_device>(flag[my]).store(1, cuda::memory_order_relaxed);
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("fence_r, fence_w", [
+    ("cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_device)",
+     "cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_device)"),
+    ("cuda::std::atomic_thread_fence(cuda::std::memory_order_acquire)",
+     "cuda::std::atomic_thread_fence(cuda::std::memory_order_seq_cst)")])
+def test_thread_fences_order_relaxed_flags(fence_r, fence_w):
+    out = _z(4, np.float32)
+    simt.launch(FENCES, "fenced", 4, 32, (out, _z(4), _z(1)), defines={"FENCE_R": fence_r, "FENCE_W": fence_w})
+    assert out.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_relaxed_fence_orders_nothing():
+    with pytest.raises(simt.GlobalMemoryRaceError) as ei:
+        simt.launch(FENCES, "fenced", 4, 32, (_z(4, np.float32), _z(4), _z(1)),
+                    defines={"FENCE_R": "(void)0", "FENCE_W": "cuda::atomic_thread_fence(cuda::memory_order_relaxed)"})
+    assert ei.value.array == "out" and ei.value.hazard == "RAW"

@@ -180,3 +180,16 @@ def test_a_relaxed_fence_orders_nothing():
         simt.launch(FENCES, "fenced", 4, 32, (_z(4, np.float32), _z(4), _z(1)),
                     defines={"FENCE_R": "(void)0", "FENCE_W": "cuda::atomic_thread_fence(cuda::memory_order_relaxed)"})
     assert ei.value.array == "out" and ei.value.hazard == "RAW"
+
+
+def test_float_fetch_min_and_max():
+    """float 没有 atomicMin / atomicMax：子集用 atomicCAS 循环（按位重解释成 int），结果与 numpy 相同。"""
+    src = ("#include <cuda/atomic>\n"
+           "__global__ void k(const float* x, float* p) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    cuda::atomic_ref<float, cuda::thread_scope_device>(p[0]).fetch_max(x[i]);\n"
+           "    cuda::atomic_ref<float, cuda::thread_scope_block>(p[1 + blockIdx.x]).fetch_min(x[i]);\n}\n")
+    x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    p = np.array([-np.inf] + [np.inf] * 4, np.float32)
+    simt.launch(src, "k", 4, 64, (x, p))
+    assert p[0] == x.max() and p[1:].tolist() == x.reshape(4, 64).min(1).tolist()

@@ -262,8 +262,7 @@ def launch(source, name, grid, block, args, shared_bytes=0, defines=None, *,
         else:
             # 整个网格一起执行时等到了；有循环只读不写地等内存、网格又大于同时驻留的块数时，一波一波再执行一遍：
             # 等的是后面几波的块（手写的网格屏障），GPU 上就会卡住
-            fit = m.resident_blocks()[0] if m.polled else m.nblocks
-            if m.nblocks > fit:
+            if m.polled and m.nblocks > (fit := m.resident_blocks()[0]):
                 m.restore()
                 _rerun_note(bool(rep.printf), None, "waves")
                 try:

@@ -193,3 +193,80 @@ def test_float_fetch_min_and_max():
     p = np.array([-np.inf] + [np.inf] * 4, np.float32)
     simt.launch(src, "k", 4, 64, (x, p))
     assert p[0] == x.max() and p[1:].tolist() == x.reshape(4, 64).min(1).tolist()
+
+
+def test_double_fetch_min_and_max():
+    """double 同样经 64 位的 atomicCAS 循环（__double_as_longlong / __longlong_as_double）。"""
+    src = ("#include <cuda/atomic>\n"
+           "__global__ void k(const double* x, double* p) {\n"
+           "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "    cuda::std::atomic_ref<double>(p[0]).fetch_max(x[i]);\n"
+           "    cuda::atomic_ref<double, cuda::thread_scope_device>(p[1]).fetch_min(x[i]);\n}\n")
+    x = np.random.default_rng(2).standard_normal(256)
+    p = np.array([-np.inf, np.inf])
+    simt.launch(src, "k", 2, 128, (x, p))
+    assert p.tolist() == [x.max(), x.min()]
+
+
+OBJECTS = r"""
+#include <cuda/atomic>
+// 原子对象：参数数组里的 cuda::atomic<int>（主机传 int32 数组）、共享内存里的、文件作用域的，以及 cuda::std::atomic<float>
+__device__ cuda::atomic<int, cuda::thread_scope_device> blocks_done;
+
+__global__ void objects(cuda::atomic<int, cuda::thread_scope_device>* count, cuda::std::atomic<float>* total,
+                        int* per_block, int* last) {
+    __shared__ cuda::atomic<int, cuda::thread_scope_block> hits;
+    if (threadIdx.x == 0) hits.store(0, cuda::memory_order_relaxed);     // 写之前没有初始化：store 不读旧值
+    __syncthreads();
+    count->fetch_add(1, cuda::memory_order_relaxed);
+    *total += 0.5f;
+    hits++;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        per_block[blockIdx.x] = hits.load(cuda::memory_order_relaxed);
+        int k = blocks_done.fetch_add(1, cuda::memory_order_acq_rel);
+        if (k == gridDim.x - 1) *last = count->load();                  // 最后到达的线程块读总数
+    }
+}
+
+__global__ void read_before_store(int* out) {
+    __shared__ cuda::atomic<int, cuda::thread_scope_block> flag;
+    out[0] = flag.load();        // 没有线程写过它
+}
+"""
+
+
+def test_atomic_objects_in_global_shared_and_file_scope_memory():
+    count, total, per_block, last = _z(1), _z(1, np.float32), _z(3), _z(1)
+    rep = simt.launch(OBJECTS, "objects", 3, 64, (count, total, per_block, last))
+    assert count[0] == 192 and total[0] == 96.0 and per_block.tolist() == [64] * 3 and last[0] == 192
+    # 每个线程：count、total、hits 各一次；线程 0 另有 store、load（共享内存上按原子操作）与 blocks_done
+    assert rep.atomic_ops == 3 * (64 * 3 + 3)
+
+
+def test_atomic_object_read_before_any_store_is_uninitialized():
+    with pytest.raises(simt.UninitializedReadError, match="flag"):
+        simt.launch(OBJECTS, "read_before_store", 1, 32, (_z(1),))
+
+
+def test_atomic_exchange_still_reads_the_old_value():
+    """只有 store 不读旧值；atomicExch 返回旧值，写之前没初始化照样报告。"""
+    src = ("__global__ void k(int* out) {\n"
+           "    __shared__ int s;\n"
+           "    out[0] = atomicExch(&s, 1);\n}\n")
+    with pytest.raises(simt.UninitializedReadError, match="第 3 行|line 3"):
+        simt.launch(src, "k", 1, 32, (_z(1),))
+
+
+def test_cast_to_a_reference_names_the_object():
+    """const_cast<T&>(x)、(T&)x 与 static_cast<T&>(x) 的结果是原对象本身，经它的写落在原对象上。"""
+    src = ("struct Box { int v; __device__ void bump() const { const_cast<int&>(v) += 1; } };\n"
+           "__device__ void twice(int& r) { r *= 2; }\n"
+           "__global__ void k(int* a) {\n"
+           "    Box b{a[0]}; b.bump(); a[0] = b.v;\n"
+           "    twice((int&)a[1]);\n"
+           "    twice(static_cast<int&>(a[2]));\n"
+           "    a[3] = static_cast<int>(a[2]) + 1;\n}\n")
+    a = np.array([1, 2, 3, 0], np.int32)
+    simt.launch(src, "k", 1, 1, (a,))
+    assert a.tolist() == [2, 4, 6, 7]

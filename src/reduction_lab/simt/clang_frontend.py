@@ -467,6 +467,21 @@ def _assigned_in(body, names) -> bool:
     return False
 
 
+def _cast_to_lvalue_ref(c):
+    """显式转换的目标类型是否写成左值引用 T&（libclang 给出的表达式类型不带引用，只能看写出的记号）。"""
+    toks = [t.spelling for t in c.get_tokens()]
+    start, opener, closer = (0, "(", ")") if c.kind == K.CSTYLE_CAST_EXPR else (1, "<", ">")
+    if len(toks) <= start or toks[start] != opener:
+        return False
+    depth = 0
+    for i in range(start, len(toks)):
+        t = toks[i]
+        depth += (t == opener) - (t == closer) - 2 * (closer == ">" and t == ">>")
+        if depth <= 0:
+            return toks[i - 1] == "&"
+    return False
+
+
 def _strip(c):
     """去掉隐式转换、括号等只有一个子节点的包装。"""
     while c.kind in (K.UNEXPOSED_EXPR, K.PAREN_EXPR):
@@ -1869,6 +1884,9 @@ class Lowering:
             ex = _exprs(c)
             if not ex:
                 raise self.unsupported("类型转换", c)
+            if _cast_to_lvalue_ref(c):      # const_cast<T&>(v)、(T&)x：结果是原对象，按 *(T*)&x 执行
+                to = c_ast.Typename(None, [], None, c_ast.PtrDecl([], self.tnode(c.type, None, c), co), co)
+                return c_ast.UnaryOp("*", c_ast.Cast(to, c_ast.UnaryOp("&", self.expr(ex[-1]), co), co), co)
             if c.type.get_canonical().kind == TK.RECORD:
                 return self.temporary(c, self.init_expr(ex[-1]))
             to = c_ast.Typename(None, [], None, self.tnode(c.type, None, c), co)

@@ -199,12 +199,12 @@ BUILTIN_FUNCS.update(
         "__reduce_add_sync", "__reduce_min_sync", "__reduce_max_sync",
         "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
         *_ATOMICS, "__ballot_sync", "__any_sync", "__all_sync", "__uni_sync", "__match_any_sync", "__frcp_rn", "clock64", "__nanosleep", "__popc", "__popcll", "__clz", "__clzll", "__ffs",
-        "__ffsll", "__brev", "__saturatef", "__int_as_float", "__float_as_int", "__uint_as_float", "__float_as_uint", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
+        "__ffsll", "__brev", "__saturatef", "__int_as_float", "__float_as_int", "__uint_as_float", "__float_as_uint", "__double_as_longlong", "__longlong_as_double", "__builtin_memcpy", "__builtin_memset", "memcpy", "memset", "frexp", "frexpf", "ldexp", "ldexpf", "__fadd_rn", "__fsub_rn", "__fmul_rn", "__fdiv_rn", "__ldg", "__mul24", "__umul24",
         "__simt_tile_mask", "__simt_assert", "__simt_tile_reduce_add", "__simt_tile_reduce_max", "__simt_tile_reduce_min",
         "__simt_cluster_sync", "__simt_grid_sync", "__simt_cluster_arrive", "__simt_cluster_wait", "__simt_cluster_block_rank",
         "__simt_cluster_num_blocks", "__simt_cluster_dim_blocks", "__simt_cluster_block_index", "__simt_map_shared_rank",
         "__simt_cluster_dim_threads", "__simt_cluster_thread_index", "__simt_cluster_query_shared_rank",
-        "__simt_printf", "__isShared", "__isGlobal",
+        "__simt_printf", "__isShared", "__isGlobal", "__simt_atomic_store", "__simt_atomic_store_block",
     } | {"make_" + v for v in T.VECS}
 )
 
@@ -3384,6 +3384,12 @@ class Machine:
     def b___float_as_uint(self, node, args, lanes, fr):
         return self._bitcast("__float_as_uint", T.FLOAT, T.UINT, node, args, lanes, fr)
 
+    def b___double_as_longlong(self, node, args, lanes, fr):
+        return self._bitcast("__double_as_longlong", T.DOUBLE, T.LLONG, node, args, lanes, fr)
+
+    def b___longlong_as_double(self, node, args, lanes, fr):
+        return self._bitcast("__longlong_as_double", T.LLONG, T.DOUBLE, node, args, lanes, fr)
+
     def _rn(self, name, op, args, node, lanes, fr):
         """__fadd_rn、__fmul_rn ...：按 IEEE 就近舍入的 float 运算（不会被合成 FMA）。"""
         a, b = self._args(args, 2, node, lanes, fr, name)
@@ -3632,9 +3638,10 @@ class Machine:
         self.store(p, v, lanes, node)
         return Val(T.VOID, np.int32(0))
 
-    def _atomic(self, op, node, args, lanes, fr, scope="device"):
+    def _atomic(self, op, node, args, lanes, fr, scope="device", store=False):
         """atomic{op}；scope 是 "device"（atomicAdd 与 atomicAdd_system）或 "block"（atomicAdd_block：只对同一线程块
-        的线程是原子的，别的线程块同时改同一个全局字时算竞争）。"""
+        的线程是原子的，别的线程块同时改同一个全局字时算竞争）。store：原子的写（<cuda/atomic> 在共享内存上的
+        store，即 atomicExch 而不用旧值），不读旧值，所以写之前没初始化也可以，写完算作已初始化。"""
         cmp_v = None
         name = f"atomic{op}" + ("_block" if scope == "block" else "")
         if op == "CAS":
@@ -3665,7 +3672,10 @@ class Machine:
             self.save(buf)
         flat = np.broadcast_to(self._flat(buf, p.v, lanes), (lanes.n,))
         if buf.init is not None:
-            self.check_init(buf, flat, lanes, node)
+            if store:
+                self.mark_init(buf, flat)
+            else:
+                self.check_init(buf, flat, lanes, node)
         val = np.broadcast_to(T.cast(v.v, el), (lanes.n,))
         self.rep.atomic_ops += lanes.n
         if buf.tracker is not None:
@@ -3735,6 +3745,18 @@ def _atomic_method(op, suffix):
 for _op in _ATOMIC_OPS:
     for _suffix in _ATOMIC_SCOPES:
         setattr(Machine, f"b_atomic{_op}{_suffix}", _atomic_method(_op, _suffix))
+
+
+def _atomic_store_method(scope):
+    def b(self, node, args, lanes, fr):
+        return self._atomic("Exch", node, args, lanes, fr, scope, store=True)
+    b.__name__ = "b___simt_atomic_store" + ("_block" if scope == "block" else "")
+    return b
+
+
+# <cuda/atomic> 在共享内存上的 store：原子的写
+Machine.b___simt_atomic_store = _atomic_store_method("device")
+Machine.b___simt_atomic_store_block = _atomic_store_method("block")
 
 
 def _half_method(kind, name):

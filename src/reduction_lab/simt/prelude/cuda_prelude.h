@@ -81,6 +81,9 @@ __device__ void __threadfence();
 __device__ void __threadfence_block();
 __device__ unsigned int __isShared(const void *p);
 __device__ unsigned int __isGlobal(const void *p);
+// <cuda/atomic> 在共享内存上的 store（原子的写，不读旧值）
+template <class _Tp> __device__ void __simt_atomic_store(_Tp *, _Tp);
+template <class _Tp> __device__ void __simt_atomic_store_block(_Tp *, _Tp);
 template <class _Tp> __device__ _Tp __shfl_down_sync(unsigned int, _Tp, unsigned int, int = 32);
 template <class _Tp> __device__ _Tp __shfl_up_sync(unsigned int, _Tp, unsigned int, int = 32);
 template <class _Tp> __device__ _Tp __shfl_xor_sync(unsigned int, _Tp, int, int = 32);
@@ -139,6 +142,7 @@ __device__ unsigned int __brev(unsigned int);
 __device__ float __saturatef(float);
 __device__ float __int_as_float(int); __device__ int __float_as_int(float);
 __device__ float __uint_as_float(unsigned int); __device__ unsigned int __float_as_uint(float);
+__device__ long long __double_as_longlong(double); __device__ double __longlong_as_double(long long);
 __device__ float __fadd_rn(float, float);
 __device__ float __fsub_rn(float, float);
 __device__ float __fmul_rn(float, float);

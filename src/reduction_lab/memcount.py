@@ -55,7 +55,6 @@ import linecache
 import os
 import sys
 import threading
-import unicodedata
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -69,6 +68,7 @@ import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter as _interp  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
+from .textcols import columns, pad  # noqa: E402
 from .triton_compat import INTERPRETER_LOCK, install_interpreter_lock, version_tuple, wrap_patch_lang  # noqa: E402
 
 install_interpreter_lock()          # 在任何包装之前：计数期间与计数之外的启动用同一把锁
@@ -238,10 +238,10 @@ class MemoryReport:
         if atomics:
             total += [f"{self.elements_atomic:,}", f"{self.bytes_atomic:,}"]
         rows.append(total)
-        widths = [max(_width(x) for x in col) for col in zip(head, *rows)]
+        widths = [max(columns(x) for x in col) for col in zip(head, *rows)]
         lines = []
         for k, row in enumerate([head, *rows]):
-            cells = [_ljust(c, w) if i < 2 else _rjust(c, w) for i, (c, w) in enumerate(zip(row, widths))]
+            cells = [pad(c, w, right=i >= 2) for i, (c, w) in enumerate(zip(row, widths))]
             lines.append("  ".join(cells).rstrip())
             if k == 0 or k == len(rows) - 1:
                 lines.append("  ".join("-" * w for w in widths))
@@ -253,16 +253,6 @@ class MemoryReport:
         return self.table()
 
 
-def _width(s: str) -> int:
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
-
-
-def _ljust(s: str, w: int) -> str:
-    return s + " " * (w - _width(s))
-
-
-def _rjust(s: str, w: int) -> str:
-    return " " * (w - _width(s)) + s
 
 
 # ---------------------------------------------------------------------------

@@ -51,24 +51,10 @@ class Traffic:
         rows = [("步骤", "读(元素)", "写(元素)")]
         rows += [(s.code, f"{s.elements_read:,}", f"{s.elements_written:,}") for s in self.steps]
         rows.append(("合计", f"{self.elements_read:,}", f"{self.elements_written:,}"))
-        widths = [max(_width(r[i]) for r in rows) for i in range(3)]
-        return "\n".join(
-            _pad(r[0], widths[0]) + "  " + _pad(r[1], widths[1], right=True) + "  "
-            + _pad(r[2], widths[2], right=True)
-            for r in rows
-        )
+        from .textcols import table
 
+        return table(rows, right=(1, 2))
 
-def _width(text: str) -> int:
-    """终端显示宽度：汉字等宽字符占两格。"""
-    import unicodedata
-
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _pad(text: str, width: int, right: bool = False) -> str:
-    fill = " " * (width - _width(text))
-    return fill + text if right else text + fill
 
 
 # --8<-- [start:naive_softmax]

@@ -9,6 +9,8 @@ import argparse
 import os
 import sys
 
+from ..textcols import columns, table
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("lab", help="实验：list / start / check",
@@ -33,8 +35,7 @@ def run(args) -> int:
 
     try:
         if args.lab_command == "list":
-            for name, title in list_labs():
-                print(f"{name}  {title}")
+            print(table(list_labs()))
             return 0
         if args.lab_command == "start":
             lab = get(args.name)
@@ -91,7 +92,7 @@ class _Progress:
 
     def __call__(self, i: int, n: int, case) -> None:
         text = f"  用例 {i}/{n}：{case.name}（{case.label}）……"
-        cols = _columns(text)
+        cols = columns(text)
         self.stream.write("\r" + text + " " * max(0, self.width - cols))    # 盖住上一行更长的部分
         self.stream.flush()
         self.width = cols
@@ -103,11 +104,6 @@ class _Progress:
             self.width = 0
 
 
-def _columns(text: str) -> int:
-    """终端里占的列数：汉字与全角标点占两列。"""
-    import unicodedata
-
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def main(argv=None) -> int:

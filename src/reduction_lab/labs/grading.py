@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 
 from ..capture import captured_output
+from ..textcols import table
 
 
 class LabError(Exception):
@@ -241,15 +242,8 @@ class GradeResult:
         return "\n".join(out)
 
 
-def _width(s: str) -> int:
-    import unicodedata
-
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
-
-
 def _format_rows(rows) -> str:
-    widths = [max(_width(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c + " " * (w - _width(c)) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return table(rows)
 
 
 # ---------------------------------------------------------------- 比较

@@ -9,6 +9,7 @@ import sys
 
 from reduction_lab import labs
 from reduction_lab.labs import cli as lab_cli
+from reduction_lab.textcols import columns
 
 from planted import copy_solution
 
@@ -31,15 +32,15 @@ def test_terminal_progress_line_is_rewritten_and_cleared():
     case = type("C", (), {"name": "几个线程块", "label": "1000"})()
     p(1, 18, case)
     first = p.width
-    assert first == lab_cli._columns("  用例 1/18：几个线程块（1000）……")
-    assert lab_cli._columns("几个（1）") == 2 * 4 + 1     # 汉字与全角括号占两列
+    assert first == columns("  用例 1/18：几个线程块（1000）……")
+    assert columns("几个（1）") == 2 * 4 + 1     # 汉字与全角括号占两列
     short = type("C", (), {"name": "一", "label": "1"})()
     p(2, 18, short)
     p.clear()
     text = out.getvalue()
     assert text.startswith("\r  用例 1/18：几个线程块（1000）……") and "\r  用例 2/18：一（1）……" in text
     second = text.split("\r")[2]                     # 第二次改写：短的一行补空格盖住第一行多出的列
-    assert lab_cli._columns(second) == first
+    assert columns(second) == first
     assert text.endswith("\r") and p.width == 0      # 擦掉之后光标回到行首，成绩表从干净的一行开始
 
 

@@ -35,8 +35,8 @@ def _param(name):
 
 
 def test_registry_matches_files():
-    assert NAMES == ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton", "col-sum-triton", "reduce-sum-cuda", "warp-reduce-cuda",
-                     "vector-loads-cuda", "full-sum-cuda", "grid-sum-cuda", "ordered-sum-cuda", "softmax-cuda",
+    assert NAMES == ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton", "layer-norm-triton", "col-sum-triton", "reduce-sum-cuda",
+                     "warp-reduce-cuda", "vector-loads-cuda", "full-sum-cuda", "grid-sum-cuda", "ordered-sum-cuda", "softmax-cuda",
                      "cluster-reduce-cuda", "bank-conflicts", "reduce-sum-tilelang", "softmax-tilelang"]
     for name, lab in labs.LABS.items():
         assert (SOLUTIONS / name).is_dir(), f"{name} 没有参考解"
@@ -354,6 +354,8 @@ MISTAKES = [
      "row * in_row_stride"),
     ("rms-norm-triton", "int32-row", "tl.program_id(0).to(tl.int64)", "tl.program_id(0)", "int32-offset",
      "row * in_row_stride"),
+    ("layer-norm-triton", "int32-row", "tl.program_id(0).to(tl.int64)", "tl.program_id(0)", "int32-offset",
+     "row * x_row_stride"),
     ("col-sum-triton", "int32-rows", "rows.to(tl.int64)[:, None]", "rows[:, None]", "int32-offset", "in_row_stride"),
     # 32 位的循环变量与 64 位的上界比较：n >= 2^31 时循环停不下来，用例测不出，源码检查找出
     ("full-sum-cuda", "int32-counter", "    for (int64_t j = i; j < n; j += stride)", "    for (int j = i; j < n; j += stride)",
@@ -454,6 +456,37 @@ MISTAKES = [
      "tl.float16"),
     ("rms-norm-triton", "no-store", "    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)",
      "    pass", "not-written", None),
+    # layer-norm-triton：长行按块合并 (n, mean, m2)；最后一块不满、被屏蔽的车道在减去均值之后不是 0
+    ("layer-norm-triton", "count-masked", "n_b = tl.minimum(n_cols - start, BLOCK_SIZE).to(tl.float32)",
+     "n_b = BLOCK_SIZE * 1.0", "count-masked", "n_b = BLOCK_SIZE"),
+    ("layer-norm-triton", "no-where", "d = tl.where(mask, x - mean_b, 0.0)", "d = x - mean_b", "mask-m2", "d = x - mean_b"),
+    ("layer-norm-triton", "no-cross-term", "m2 += m2_b + delta * delta * n * n_b / n_ab", "m2 += m2_b", "no-cross-term",
+     "m2 += m2_b"),
+    ("layer-norm-triton", "unbiased", "tl.sqrt(m2 / n + eps)", "tl.sqrt(m2 / (n - 1) + eps)", "unbiased", "n - 1"),
+    ("layer-norm-triton", "eps-outside", "1.0 / tl.sqrt(m2 / n + eps)", "1.0 / (tl.sqrt(m2 / n) + eps)", "eps-outside",
+     "tl.sqrt(m2 / n) + eps"),
+    ("layer-norm-triton", "no-eps", "tl.sqrt(m2 / n + eps)", "tl.sqrt(m2 / n)", "no-eps", "tl.sqrt(m2 / n)"),
+    ("layer-norm-triton", "no-weight", "y = (x - mean) * rstd * w + b", "y = (x - mean) * rstd + b", "no-weight",
+     "rstd + b"),
+    ("layer-norm-triton", "no-bias", "y = (x - mean) * rstd * w + b", "y = (x - mean) * rstd * w", "no-bias",
+     "y = (x - mean) * rstd * w"),
+    # 一遍公式 E[x²] - E[x]²：只在均值比标准差大得多的行上错（灾难性抵消）
+    ("layer-norm-triton", "one-pass", "        d = tl.where(mask, x - mean_b, 0.0)\n        m2_b = tl.sum(d * d, axis=0)",
+     "        m2_b = tl.sum(x * x, axis=0) - n_b * mean_b * mean_b", "cancellation", "tl.sum(x * x"),
+    # 先一遍求均值、再一遍求方差：结果对，x 读了三遍
+    ("layer-norm-triton", "three-passes", "        mean_b = tl.sum(x, axis=0) / n_b\n",
+     "        mean_b = tl.sum(x, axis=0) / n_b\n"
+     "        x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)\n", "memory-loads", "tl.load"),
+    ("layer-norm-triton", "no-mean-store", "    tl.store(mean_ptr + row, mean)\n", "", "mean-not-written", "rstd ="),
+    ("layer-norm-triton", "rstd-is-var", "    tl.store(rstd_ptr + row, rstd)", "    tl.store(rstd_ptr + row, m2 / n)",
+     "rstd-wrong", "rstd_ptr + row, m2 / n"),
+    ("layer-norm-triton", "row-times-n-cols", "x_row = x_ptr + row * x_row_stride", "x_row = x_ptr + row * n_cols",
+     "row-stride", "row * n_cols"),
+    ("layer-norm-triton", "unmasked-weight", "        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)",
+     "        w = tl.load(w_ptr + cols).to(tl.float32)", "out-of-bounds", "tl.load(w_ptr + cols)"),
+    ("layer-norm-triton", "store-float16", "y.to(y_ptr.dtype.element_ty)", "y.to(tl.float16)", "low-precision", "tl.float16"),
+    ("layer-norm-triton", "no-store", "        tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=mask)", "        pass",
+     "not-written", None),
     # col-sum-triton：二维块向下循环
     ("col-sum-triton", "col-offset", "cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)", "cols = tl.arange(0, BLOCK_N)",
      "col-offset", "cols = tl.arange"),

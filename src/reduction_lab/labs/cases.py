@@ -245,7 +245,8 @@ def device_of(mode: str) -> str:
 def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
     """用例的输入：固定种子的正态分布；negative 整行为负（-5 - |z|）；large 乘以 1000；
     far-negative 整行是很大的负数（-1000 - 10|z|：减去 0 再取 exp 全部下溢成 0）；zero-row 第 1 行全是 0；
-    inf-prefix 每行的前 2/3 是 -inf（长行的前几块全是 -inf）；
+    inf-prefix 每行的前 2/3 是 -inf（长行的前几块全是 -inf）；constant-row 第 1 行全是 7（方差为 0）；
+    tiny-var 是 3 + 0.001 z（方差 1e-6，比 LayerNorm 的 eps 小）；offset 是 1e4 + z（均值很大、方差很小）；
     row-stride 是更宽的矩阵（:func:`row_stride_base`）的前 N 列。"""
     g = torch.Generator().manual_seed(seed + sum(case.shape))
     x = torch.randn(*case.shape, generator=g, dtype=torch.float32)
@@ -257,6 +258,12 @@ def make_input(case: Case, mode: str, seed: int = 0) -> torch.Tensor:
         x = -1000.0 - 10.0 * x.abs()
     elif case.kind == "zero-row":
         x[1] = 0.0
+    elif case.kind == "constant-row":
+        x[1] = 7.0
+    elif case.kind == "tiny-var":
+        x = 3.0 + 1e-3 * x
+    elif case.kind == "offset":
+        x = 1e4 + x
     elif case.kind == "inf-prefix":
         x[:, :case.shape[1] * 2 // 3] = float("-inf")
     elif case.kind == "row-stride":

@@ -8,6 +8,7 @@ from .col_sum_triton import ColSumTriton
 from .core import Lab
 from .full_sum_cuda import FullSumCuda
 from .grid_sum_cuda import GridSumCuda
+from .layer_norm_triton import LayerNormTriton
 from .online_softmax import OnlineSoftmax
 from .ordered_sum_cuda import OrderedSumCuda
 from .reduce_sum_cuda import ReduceSumCuda
@@ -26,6 +27,7 @@ LABS: dict[str, Lab] = {lab.name: lab for lab in (
     SoftmaxRowsTriton(),
     OnlineSoftmax(),
     RmsNormTriton(),
+    LayerNormTriton(),
     ColSumTriton(),
     ReduceSumCuda(),
     WarpReduceCuda(),

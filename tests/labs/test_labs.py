@@ -1286,7 +1286,7 @@ def test_softmax_rows_rejects_a_bad_block_m(block_m, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["softmax-triton", "softmax-rows-triton", "online-softmax", "rms-norm-triton",
-                                  "col-sum-triton"])
+                                  "layer-norm-triton", "col-sum-triton"])
 def test_triton_compile_error_line_counts_from_the_labs_own_kernel(name):
     """gpu 模式下 Triton 的编译错误写「at 行:列」，从内核的 def 那一行数起：每个 Triton 实验按自己的内核名找起点。"""
     from reduction_lab.labs.softmax_triton import _compile_line

@@ -14,6 +14,8 @@ BLOCK_SIZE 计数、被屏蔽的车道没有清零、合并时少了 delta² 项
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import cases as C
@@ -290,11 +292,12 @@ class LayerNormTriton(SoftmaxTriton):
         if float(cond[bad].max()) > 100:
             r = max(bad, key=lambda i: float(cond[i]))
             row = xs[r].double()
+            sq = max(row.mean().item() ** 2, 2.0 ** -126)
             return Hint("cancellation", f"均值比标准差大得多（约 {float(cond[r]):.0f} 倍）的行算错了：方差成了两个很大的数之差，"
                         "灾难性抵消", FILE,
                         find_line(text, r"\bx\s*\*\s*x\b", lang="py") or find_line(text, r"m2_b\s*=", lang="py"),
                         first + f"\n第 {r} 行的均值约 {row.mean().item():.6g}，方差约 {row.var(correction=0).item():.3g}；"
-                        f"float32 在 {row.mean().item() ** 2:.3g} 附近相邻两数相差 {torch.tensor(row.mean().item() ** 2).float().item() * 2 ** -23:.3g}",
+                        f"float32 在 x² ≈ {sq:.3g} 附近相邻两数相差 {2.0 ** (math.floor(math.log2(sq)) - 23):.3g}",
                         "不要用 E[x²] - E[x]²（sum(x * x) / n - mean * mean）：块内先求 mean_b，再求 (x - mean_b)² 的和"
                         "（TODO(2)），块与块之间用 Chan 的公式合并（TODO(3)）。见讲义的「一遍还是两遍：方差的数值问题」。")
         return Hint("wrong-layer-norm", "LayerNorm 的值不对", FILE, None, first,

@@ -2191,10 +2191,14 @@ class Machine:
 
     def const_write(self, buf, node):
         if buf.constant:
-            return self.fail(CompileError, f"在内核里写入只读的 {buf.name}（__constant__ 或 const 文件作用域变量；nvcc 报错）；"
-                             "常量内存只能由主机写入：启动时传 symbols={名字: 值}",
-                             f"write to read-only {buf.name} (__constant__ or const file-scope variable) in device code: "
-                             "nvcc rejects it; the host writes constant memory (pass symbols={name: value})", node)
+            # 写 const 变量 clang 在解析时就拒绝了；执行到这里的是 __constant__ 变量：nvcc 接受，CUDA 却不允许
+            return self.fail(SimtRuntimeError, f"在内核里写入常量内存 {buf.name}（__constant__）：nvcc 能编译，但设备代码不能"
+                             "修改常量内存（NVIDIA 的 CUDA C++ 安全编码规范第 1.12 条），常量缓存不随之更新，别的线程读到"
+                             "哪个值没有定义；常量内存只能由主机写入：启动时传 symbols={名字: 值}，要在内核里写的数据用 "
+                             "__device__ 变量或参数数组",
+                             f"write to constant memory {buf.name} (__constant__) in device code: nvcc compiles it, but "
+                             "device code must not modify constant memory (the constant cache is not updated); the host "
+                             "writes constant memory (pass symbols={name: value}), use a __device__ variable instead", node)
         return self.fail(CompileError, f"通过 const 指针写入 {buf.name}（nvcc 报错：表达式必须是可修改的左值）",
                          f"write through a pointer to const ({buf.name}): nvcc rejects it "
                          "(expression must be a modifiable lvalue)", node)

@@ -200,7 +200,7 @@ def test_double_fetch_min_and_max():
     src = ("#include <cuda/atomic>\n"
            "__global__ void k(const double* x, double* p) {\n"
            "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-           "    cuda::std::atomic_ref<double>(p[0]).fetch_max(x[i]);\n"
+           "    cuda::atomic_ref<double, cuda::thread_scope_system>(p[0]).fetch_max(x[i]);\n"
            "    cuda::atomic_ref<double, cuda::thread_scope_device>(p[1]).fetch_min(x[i]);\n}\n")
     x = np.random.default_rng(2).standard_normal(256)
     p = np.array([-np.inf, np.inf])
@@ -270,3 +270,14 @@ def test_cast_to_a_reference_names_the_object():
     a = np.array([1, 2, 3, 0], np.int32)
     simt.launch(src, "k", 1, 1, (a,))
     assert a.tolist() == [2, 4, 6, 7]
+
+
+@pytest.mark.parametrize("decl, use", [("cuda::std::atomic_ref<int> a(*c);", "a.fetch_max(3)"),
+                                       ("cuda::std::atomic<int>* a = (cuda::std::atomic<int>*)c;", "a->fetch_min(3)")])
+def test_std_types_have_no_fetch_min_or_max(decl, use):
+    """fetch_min / fetch_max 是 cuda:: 的扩展：nvcc 对 cuda::std::atomic_ref 与 cuda::std::atomic 报 has no member；
+    模拟器同样拒绝，报在学习者调用它的那一行（括号里是子集里的行）。"""
+    src = f"#include <cuda/atomic>\n__global__ void k(int* c, int* o) {{\n    {decl}\n    o[0] = {use};\n}}\n"
+    with pytest.raises(simt.CompileError, match="cuda::atomic_ref<T, Scope>") as ei:
+        simt.launch(src, "k", 1, 1, (_z(1), _z(1)))
+    assert ei.value.line == 4 and "<cuda/atomic>" in str(ei.value)

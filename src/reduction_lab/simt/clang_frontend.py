@@ -2592,6 +2592,14 @@ def build(prog, text, filename, defines, instance):
         header = f if f != display else None
         cls, zh, en = translate_diagnostic(d, text_of)
         dfr = Deferred(cls, f, loc.line, zh, en, header)
+        if header is not None and f.startswith("<"):
+            # 模拟器自带的头文件（<cuda/atomic> 等）里的模板报的错：clang 的附注「… requested here」指出实例化它的、
+            # 用户文件里的那一行，报在那里（用户自己的头文件里的错照旧报在头文件里）
+            user = [n.location for n in d.children if "requested here" in n.spelling
+                    and n.location.file is not None and where.display(n.location.file) == display]
+            if user:
+                dfr = Deferred(cls, display, user[-1].line, f"{zh}（{f} 第 {loc.line} 行）", f"{en} ({f}, line {loc.line})",
+                               None)
         fa = os.path.abspath(loc.file.name) if loc.file is not None else None
         if not any(fa == ef and a <= loc.offset <= b for ef, a, b in extents):
             raise dfr.make()

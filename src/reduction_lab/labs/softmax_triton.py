@@ -49,12 +49,23 @@ class SoftmaxTriton(Lab):
         ok, err, bad = compare(out, ref, atol, rtol)
         if not ok:
             return False, err, f"行 {rows_text(bad)} 不对", self.wrong_answer(case, x, out, ref, bad, impl)
+        extra = self.check_other_outputs(x, impl)
+        if extra is not None:
+            return False, err, extra[0], extra[1]
         if case.kind == "memory":
             M, N = x.shape
-            if rep.elements_loaded != self.passes * M * N or rep.elements_stored != M * N:
+            if (rep.elements_loaded, rep.elements_stored) != self.expected_counts(M, N):
                 return False, err, "访存量不对", self.memory_hint(rep, M, N, impl)
             return True, err, f"读 {rep.elements_loaded}、写 {rep.elements_stored} 个元素", None
         return True, err, "", None
+
+    def check_other_outputs(self, x: torch.Tensor, impl) -> tuple[str, Hint] | None:
+        """输出之外内核还写出的东西（例如 LayerNorm 每行的 mean 与 rstd）：不对时返回 (说明, 诊断)。"""
+        return None
+
+    def expected_counts(self, M: int, N: int) -> tuple[int, int]:
+        """访存计数用例里应读、应写的元素数：每个元素读 ``passes`` 遍、写一遍。"""
+        return self.passes * M * N, M * N
 
     def reference(self, x: torch.Tensor) -> torch.Tensor:
         """float64 的参考结果。"""

@@ -2193,7 +2193,7 @@ class Machine:
         if buf.constant:
             # 写 const 变量 clang 在解析时就拒绝了；执行到这里的是 __constant__ 变量：nvcc 接受，CUDA 却不允许
             return self.fail(SimtRuntimeError, f"在内核里写入常量内存 {buf.name}（__constant__）：nvcc 能编译，但设备代码不能"
-                             "修改常量内存（NVIDIA 的 CUDA C++ 安全编码规范第 1.12 条），常量缓存不随之更新，别的线程读到"
+                             "修改常量内存（NVIDIA《CUDA C++ Guidelines for Robust and Safety-Critical Programming》第 1.12 条），常量缓存不随之更新，别的线程读到"
                              "哪个值没有定义；常量内存只能由主机写入：启动时传 symbols={名字: 值}，要在内核里写的数据用 "
                              "__device__ 变量或参数数组",
                              f"write to constant memory {buf.name} (__constant__) in device code: nvcc compiles it, but "

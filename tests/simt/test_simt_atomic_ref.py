@@ -281,3 +281,12 @@ def test_std_types_have_no_fetch_min_or_max(decl, use):
     with pytest.raises(simt.CompileError, match="cuda::atomic_ref<T, Scope>") as ei:
         simt.launch(src, "k", 1, 1, (_z(1), _z(1)))
     assert ei.value.line == 4 and "<cuda/atomic>" in str(ei.value)
+
+
+def test_bitwise_read_modify_writes_are_for_integers_only():
+    """nvcc：atomic_ref<float> has no member "fetch_and"；模拟器在编译时同样拒绝，报在调用的那一行。"""
+    src = ("#include <cuda/atomic>\n__global__ void k(float* a, float* o) {\n"
+           "    cuda::atomic_ref<float, cuda::thread_scope_device> r(*a);\n    o[0] = r.fetch_and(3.0f);\n}\n")
+    with pytest.raises(simt.CompileError, match="fetch_and") as ei:
+        simt.launch(src, "k", 1, 1, (_z(1, np.float32), _z(1, np.float32)))
+    assert ei.value.line == 4
